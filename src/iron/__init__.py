@@ -1,0 +1,28 @@
+"""Iron: write GPU kernels once in Python, run them on CUDA, HIP, Vulkan, Metal and the CPU.
+
+Quick start::
+
+    import numpy as np, iron
+    from iron import kernel, Tensor, T, program_id, exp
+
+    @kernel
+    def iron_exp(a: Tensor[T], out: Tensor[T]):
+        idx = program_id(0)
+        out[idx] = exp(a[idx])
+
+    a = np.random.randn(1000).astype(np.float32); out = np.full_like(a, np.nan)
+    iron_exp[a.size](a, out, backend="cpu")
+"""
+
+from __future__ import annotations
+
+from .errors import CompileError, ExecutionError, IronError, LaunchError
+from .frontend import IronFunc, KernelFunction, func, kernel
+from .lang import *  # noqa: F403
+from .lang import BUILTINS, FLOAT_DTYPES, DTypeVar, T, Tensor, bf16, constexpr, f16, f32, i32, u32
+
+__version__ = "0.1.0"
+
+__all__ = ["BUILTINS", "CompileError", "DTypeVar", "ExecutionError", "FLOAT_DTYPES", "IronError", "IronFunc",
+           "KernelFunction", "LaunchError", "T", "Tensor", "bf16", "constexpr", "f16", "f32", "func", "i32", "kernel",
+           "u32", *BUILTINS]

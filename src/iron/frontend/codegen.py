@@ -1,0 +1,520 @@
+"""Python AST -> Iron IR. One ``FunctionCodegen`` per kernel variant; ``@iron.func`` helpers are inlined into it.
+
+The visitor records the node it is working on, so every CompileError (and every IR op's ``loc``) points at the
+user's line and column. Expressions evaluate to an IR ``Value``, a compile-time ``Const`` (literals, constexprs and
+expressions of them, computed in Python), or a ``Ref`` to a compile-time Python object (a builtin, a dtype, a module,
+a helper).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins as py_builtins
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CompileError
+from ..ir import types as t
+from ..ir.builder import Builder
+from ..ir.core import Block, Kernel, Op, Value
+from . import exprs
+from .source import FunctionSource
+from .typing_rules import Const, assignable, const_fits, literal_type
+
+#: statement kinds the DSL does not support, with a hint each
+UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
+    ast.With: ("`with` statement", "kernels have no context managers"),
+    ast.Try: ("`try` statement", "kernels cannot raise or catch exceptions"),
+    ast.Raise: ("`raise` statement", "kernels cannot raise exceptions; write a sentinel to an output instead"),
+    ast.Assert: ("`assert` statement", "check inputs on the host before the launch"),
+    ast.FunctionDef: ("nested function definition", "define a helper at module level with @iron.func"),
+    ast.ClassDef: ("class definition", "define classes outside the kernel"),
+    ast.Import: ("import inside a kernel", "import at module level; kernels read module globals"),
+    ast.ImportFrom: ("import inside a kernel", "import at module level; kernels read module globals"),
+    ast.Global: ("`global` statement", "kernels cannot assign globals; pass a buffer and store to it"),
+    ast.Nonlocal: ("`nonlocal` statement", "kernels cannot assign enclosing variables"),
+    ast.Delete: ("`del` statement", "locals end with the kernel; nothing to delete"),
+    ast.Match: ("`match` statement", "use if/elif/else"),
+}
+
+
+@dataclass
+class Ref:
+    """A compile-time Python object used in a kernel: a builtin, dtype, module, helper, Python function..."""
+
+    obj: Any
+
+
+@dataclass
+class Frame:
+    """Name resolution for one function body (the kernel, or an inlined helper)."""
+
+    src: FunctionSource
+    globals: dict[str, Any]
+    multi: set[str]  # names assigned more than once: they live in var slots
+    loop_targets: set[str]
+    scopes: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    vars: dict[str, Value] = field(default_factory=dict)
+    defined_vars: set[str] = field(default_factory=set)
+    ended: dict[str, int] = field(default_factory=dict)  # SSA names whose block ended -> line of that block
+    result_var: Value | None = None
+    result_type: t.ScalarType | None = None
+    is_helper: bool = False
+
+
+class FunctionCodegen(exprs.ExprMixin):
+    """Lowers one kernel variant. ``build()`` returns the IR kernel (before passes)."""
+
+    def __init__(self, name: str, src: FunctionSource, globals_: dict[str, Any], native_half: bool, dtype):
+        self.name = name
+        self.native_half = native_half
+        self.dtype = dtype  # what T means in this variant (or None)
+        self.body = Block()
+        self.b = Builder(self.body)
+        self.frame = self._new_frame(src, globals_, is_helper=False)
+        self.node: ast.AST | None = None
+        self.loop_depth: list[str] = []  # "for" / "while" / "static" for each enclosing loop
+        self.hoisted = 0  # var/shared ops hoisted to the top of the body
+        self.call_stack: list[object] = []
+        self.terminated = False
+
+    # -- errors and locations -----------------------------------------------------------------------------------
+
+    def error(self, message: str, node: ast.AST | None = None, hint: str | None = None) -> CompileError:
+        node = node if node is not None else self.node
+        return CompileError(message, self.frame.src.loc(node), hint)
+
+    def _new_frame(self, src: FunctionSource, globals_: dict[str, Any], is_helper: bool) -> Frame:
+        counts: dict[str, int] = {}
+        loop_targets: set[str] = set()
+
+        def count_target(tgt: ast.AST, weight: int = 1) -> None:
+            if isinstance(tgt, ast.Name):
+                counts[tgt.id] = counts.get(tgt.id, 0) + weight
+            elif isinstance(tgt, (ast.Tuple, ast.List)):
+                for e in tgt.elts:
+                    count_target(e, weight)
+
+        for node in ast.walk(src.node):
+            if isinstance(node, ast.Assign):
+                for tgt in node.targets:
+                    count_target(tgt)
+            elif isinstance(node, ast.AugAssign):
+                count_target(node.target, 2)
+            elif isinstance(node, ast.AnnAssign):
+                count_target(node.target)
+            elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+                loop_targets.add(node.target.id)
+        for arg in src.node.args.args:
+            counts[arg.arg] = counts.get(arg.arg, 0) + 1  # a parameter assigned in the body becomes a var
+        multi = {n for n, c in counts.items() if c > 1}
+        return Frame(src, globals_, multi, loop_targets, is_helper=is_helper)
+
+    # -- kernel -------------------------------------------------------------------------------------------------
+
+    def build(self, params: list[tuple[str, str, Any]]) -> Kernel:
+        """``params``: (name, kind, payload) with kind "buffer" (payload elem type), "scalar" (type) or
+        "constexpr" (payload the Python value)."""
+        from ..ir.core import Param
+
+        fdef = self.frame.src.node
+        kparams: list[Param] = []
+        for (pname, kind, payload), arg in zip(params, fdef.args.args):
+            self.node = arg
+            if kind == "constexpr":
+                if pname in self.frame.multi:
+                    raise self.error(f"constexpr parameter '{pname}' cannot be assigned in the kernel", arg,
+                                     "copy it into a new local first")
+                self.bind(pname, Const(payload) if isinstance(payload, (bool, int, float)) else Ref(payload))
+                continue
+            ty = t.BufferType(payload) if kind == "buffer" else payload
+            v = Value(ty, pname)
+            self.body.args.append(v)
+            v.owner = self.body
+            kparams.append(Param(pname, kind, v))
+            if pname in self.frame.multi:
+                self.assign_name(pname, v, arg)
+            else:
+                self.bind(pname, v)
+        self.stmts(fdef.body)
+        written = set()
+        for op in self.body.walk():
+            if op.opcode in ("store", "atomic_add", "atomic_max"):
+                written.add(op.operands[0].uid)
+        for p in kparams:
+            p.readonly = p.kind == "buffer" and p.value.uid not in written
+        return Kernel(self.name, kparams, self.body, self.frame.src.loc(fdef), {"dtype": self.dtype})
+
+    # -- names --------------------------------------------------------------------------------------------------
+
+    def bind(self, name: str, value: Any) -> None:
+        self.frame.scopes[-1][name] = value
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        fr = self.frame
+        if name in fr.vars:
+            if name not in fr.defined_vars:
+                raise self.error(f"local variable '{name}' might be used before it is assigned", node,
+                                 "assign it on every path before this line (e.g. before the `if` or loop)")
+            return self.b.get(fr.vars[name], name)
+        for scope in reversed(fr.scopes):
+            if name in scope:
+                return scope[name]
+        if name in fr.ended:
+            raise self.error(f"'{name}' is only defined inside the block that starts on line {fr.ended[name]}",
+                             node, f"assign '{name}' before that block so it is defined on every path")
+        if name == "T" or name in fr.globals or hasattr(py_builtins, name):
+            obj = fr.globals[name] if name in fr.globals else getattr(py_builtins, name)
+            return self.wrap_global(obj, name, node)
+        closure = self.closure_vars().get(name, _MISSING)
+        if closure is not _MISSING:
+            return self.wrap_global(closure, name, node)
+        raise self.error(f"unknown name '{name}'", node, self.name_hint(name))
+
+    def closure_vars(self) -> dict[str, Any]:
+        fn = self.frame.globals.get("__iron_fn__")
+        if fn is None or not fn.__closure__:
+            return {}
+        return {n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__)}
+
+    def name_hint(self, name: str) -> str | None:
+        from ..lang.builtins import BUILTINS
+
+        candidates = list(BUILTINS) + [n for s in self.frame.scopes for n in s] + list(self.frame.vars)
+        candidates += [n for n in self.frame.globals if not n.startswith("_")]
+        close = difflib.get_close_matches(name, candidates, n=1)
+        if close:
+            return f"did you mean '{close[0]}'?"
+        return "kernels can use their parameters, locals, module globals and iron builtins"
+
+    def wrap_global(self, obj: Any, name: str, node: ast.AST) -> Any:
+        from ..lang.types import DTypeVar
+
+        if isinstance(obj, (bool, int, float)):
+            return Const(obj)
+        if isinstance(obj, DTypeVar):
+            if self.dtype is None:
+                raise self.error(f"'{name}' is a dtype variable but no parameter of this kernel is a Tensor[{name}]",
+                                 node, f"annotate a buffer parameter as Tensor[{name}] or use a concrete dtype")
+            return Ref(self.dtype)
+        return Ref(obj)
+
+    def assign_name(self, name: str, value: Any, node: ast.AST, declared: t.ScalarType | None = None) -> None:
+        fr = self.frame
+        if name in fr.loop_targets and self.is_loop_var(name):
+            raise self.error(f"cannot assign to loop variable '{name}'", node,
+                             "use another name; the loop variable is read-only inside its loop")
+        if name in fr.multi or declared is not None:
+            if isinstance(value, Ref) or (isinstance(value, Value) and not isinstance(value.type, t.ScalarType)):
+                raise self.error(f"'{name}' is assigned more than once, which only scalars may be", node,
+                                 "give the buffer/shared array/dtype its own name")
+            var = fr.vars.get(name)
+            if var is None:
+                ty = declared or self.value_type(value)
+                ty = self.var_type(ty)
+                var = self.hoist(lambda b: b.var(ty, name))
+                fr.vars[name] = var
+            elem = var.type.elem
+            v = self.convert(value, elem, node, what=f"'{name}'")
+            self.b.set(var, v)
+            fr.defined_vars.add(name)
+        else:
+            if isinstance(value, Value) and value.name is None and value.owner is not None and isinstance(
+                    value.owner, Op):
+                value.name = name
+            self.bind(name, value)
+
+    def is_loop_var(self, name: str) -> bool:
+        return any(name in s and isinstance(s[name], Value) and isinstance(s[name].owner, Block)
+                   for s in self.frame.scopes[1:])
+
+    def var_type(self, ty: t.ScalarType) -> t.ScalarType:
+        if ty.is_half and not self.native_half:
+            return t.f32  # locals hold f32: half values are rounded only when stored to memory
+        return ty
+
+    def value_type(self, value: Any) -> t.ScalarType:
+        if isinstance(value, Const):
+            return literal_type(value.value)
+        if isinstance(value, Value) and isinstance(value.type, t.ScalarType):
+            return value.type
+        raise self.error("expected a scalar value here")
+
+    def hoist(self, make) -> Value:
+        """Create a var/shared op at the top of the kernel body, so it dominates every use."""
+        blk = Block()
+        with self.b.at(blk):
+            v = make(self.b)
+        op = blk.ops[0]
+        op.parent = self.body
+        self.body.ops.insert(self.hoisted, op)
+        self.hoisted += 1
+        return v
+
+    # -- conversions --------------------------------------------------------------------------------------------
+
+    def materialize(self, value: Any, ty: t.ScalarType | None = None) -> Value:
+        """A Value for ``value``; Consts become ``const`` ops of ``ty`` (or their literal type)."""
+        if isinstance(value, Value):
+            return value
+        if isinstance(value, Const):
+            ty = ty or literal_type(value.value)
+            if not const_fits(value.value, ty):
+                raise self.error(f"constant {value.value!r} does not fit in {ty}")
+            return self.b.const(value.value, ty)
+        raise self.error(f"{self.describe(value)} is not a value", hint="only numbers can be computed with here")
+
+    def convert(self, value: Any, ty: t.ScalarType, node: ast.AST | None = None, what: str = "value") -> Value:
+        """Implicit conversion for assignment, stores and arguments (see typing_rules.assignable)."""
+        if isinstance(value, Const):
+            v = value.value
+            if ty.is_bool and not isinstance(v, bool):
+                raise self.error(f"cannot use {v!r} as a bool for {what}", node, "compare explicitly, e.g. x != 0")
+            if ty.is_int and isinstance(v, float):
+                raise self.error(f"cannot store the float {v!r} into {what} of type {ty}", node,
+                                 "write an int literal or use cast(...)")
+            if ty.is_int and not const_fits(v, ty):
+                raise self.error(f"constant {v!r} does not fit in {ty} ({what})", node)
+            return self.b.const(v, ty)
+        if not isinstance(value, Value) or not isinstance(value.type, t.ScalarType):
+            raise self.error(f"{self.describe(value)} cannot be used as {what}", node)
+        if not assignable(value.type, ty):
+            raise self.error(f"cannot implicitly convert {value.type} to {ty} for {what}", node,
+                             f"use cast(x, iron.{ty}) to convert explicitly")
+        return self.b.cast(value, ty)
+
+    def describe(self, value: Any) -> str:
+        if isinstance(value, Ref):
+            return f"'{getattr(value.obj, '__name__', repr(value.obj))}'"
+        if isinstance(value, Value):
+            return f"a {value.type}"
+        return repr(value)
+
+    # -- statements ---------------------------------------------------------------------------------------------
+
+    def stmts(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if self.terminated:
+                break  # code after break/continue/return in the same block is unreachable
+            self.stmt(stmt)
+
+    def stmt(self, node: ast.stmt) -> None:
+        self.node = node
+        self.b.loc = self.frame.src.loc(node)
+        method = getattr(self, "stmt_" + type(node).__name__, None)
+        if method is None:
+            what, hint = UNSUPPORTED_STMTS.get(type(node), (f"`{type(node).__name__}` statement", None))
+            raise self.error(f"unsupported syntax: {what}", node, hint)
+        method(node)
+
+    def stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def stmt_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.expr(node.value)
+
+    def stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for tgt in node.targets:
+            self.assign(tgt, value, node.value)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        ann = self.expr(node.annotation)
+        if not (isinstance(ann, Ref) and isinstance(ann.obj, t.ScalarType)):
+            raise self.error("a local's annotation must be a dtype (iron.f32, iron.i32, ...)", node.annotation)
+        if not isinstance(node.target, ast.Name):
+            raise self.error("only simple names can be annotated", node.target)
+        if node.value is None:
+            raise self.error(f"declare '{node.target.id}' with a value", node,
+                             f"write `{node.target.id}: {ann.obj} = 0`")
+        self.assign_name(node.target.id, self.expr(node.value), node, declared=ann.obj)
+
+    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        tgt = node.target
+        if isinstance(tgt, ast.Name):
+            current = self.lookup(tgt.id, tgt)
+            self.node = node
+            result = self.binop(node.op, current, self.expr(node.value), node)
+            self.assign_name(tgt.id, result, node)
+        elif isinstance(tgt, ast.Subscript):
+            buf, index = self.subscript_target(tgt)
+            current = self.b.load(buf, index)
+            self.node = node
+            result = self.binop(node.op, current, self.expr(node.value), node)
+            self.b.loc = self.frame.src.loc(node)
+            self.b.store(buf, index, self.convert(result, buf.type.elem, node, "the stored element"))
+        else:
+            raise self.error("unsupported augmented-assignment target", tgt)
+
+    def assign(self, tgt: ast.AST, value: Any, value_node: ast.AST) -> None:
+        if isinstance(tgt, ast.Name):
+            self.assign_name(tgt.id, value, tgt)
+        elif isinstance(tgt, ast.Subscript):
+            buf, index = self.subscript_target(tgt)
+            self.b.loc = self.frame.src.loc(tgt)
+            self.b.store(buf, index, self.convert(value, buf.type.elem, value_node, "the stored element"))
+        elif isinstance(tgt, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple) or len(value) != len(tgt.elts):
+                raise self.error("tuple assignment needs a tuple of the same length on the right", tgt)
+            for e, v in zip(tgt.elts, value):
+                self.assign(e, v, value_node)
+        elif isinstance(tgt, ast.Attribute):
+            raise self.error("cannot assign to an attribute in a kernel", tgt)
+        else:
+            raise self.error("unsupported assignment target", tgt)
+
+    def subscript_target(self, tgt: ast.Subscript) -> tuple[Value, Value]:
+        buf = self.expr(tgt.value)
+        if not (isinstance(buf, Value) and isinstance(buf.type, t.BufferType)):
+            raise self.error(f"{self.describe(buf)} is not a buffer and cannot be indexed", tgt.value)
+        return buf, self.index(tgt.slice)
+
+    def stmt_If(self, node: ast.If) -> None:
+        cond = self.truth(self.expr(node.test), node.test)
+        self.b.loc = self.frame.src.loc(node)
+        if isinstance(cond, Const):
+            # a compile-time condition (constexpr): only the taken branch is compiled, like `if constexpr`
+            self.stmts(node.body if cond.value else node.orelse)
+            return
+        _, then, else_ = self.b.if_(cond)
+        fr = self.frame
+        before = set(fr.defined_vars)
+        after_then = self.region(then, node.body, node, is_loop=None)
+        fr.defined_vars = set(before)
+        after_else = self.region(else_, node.orelse, node, is_loop=None)
+        reached = [r for r in (after_then, after_else) if r is not None]
+        if reached:
+            fr.defined_vars = set.intersection(*reached)
+        else:
+            fr.defined_vars = before
+            self.terminated = True  # both branches jump away: what follows is unreachable
+
+    def region(self, block: Block, body: list[ast.stmt], node: ast.AST, is_loop: str | None) -> set[str] | None:
+        """Lower ``body`` into ``block`` in a fresh scope. Returns the var slots definitely assigned at its end, or
+        None when the block always ends in a jump."""
+        fr = self.frame
+        before = set(fr.defined_vars)
+        fr.scopes.append({})
+        if is_loop:
+            self.loop_depth.append(is_loop)
+        saved_term = self.terminated
+        self.terminated = False
+        with self.b.at(block):
+            self.stmts(body)
+        ended_by_jump = self.terminated
+        self.terminated = saved_term
+        if is_loop:
+            self.loop_depth.pop()
+        scope = fr.scopes.pop()
+        for n, v in scope.items():
+            if isinstance(v, Value):
+                fr.ended.setdefault(n, node.lineno)
+        if is_loop:
+            fr.defined_vars = before  # a loop body may run zero times
+            return before
+        return None if ended_by_jump else set(fr.defined_vars)
+
+    def stmt_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error("unsupported syntax: `for ... else`", node, "set a flag before `break` instead")
+        if not isinstance(node.target, ast.Name):
+            raise self.error("a for loop needs a single name as its target", node.target)
+        it = node.iter
+        fn = self.expr(it.func) if isinstance(it, ast.Call) else None
+        from ..lang.builtins import BUILTINS
+
+        static = isinstance(fn, Ref) and fn.obj is BUILTINS["static_range"]
+        if not (isinstance(fn, Ref) and (fn.obj is py_builtins.range or static)) or it.keywords:
+            raise self.error("a for loop must iterate over range(...) or static_range(...)", it,
+                             "write `for i in range(start, stop, step)`")
+        if not 1 <= len(it.args) <= 3:
+            raise self.error("range takes 1 to 3 arguments", it)
+        args = [self.expr(a) for a in it.args]
+        if len(args) == 1:
+            args = [Const(0), args[0]]
+        if len(args) == 2:
+            args.append(Const(1))
+        for a, an in zip(args, [None] * 3):
+            if isinstance(a, Const) and not isinstance(a.value, int):
+                raise self.error("range bounds must be integers", node.iter)
+        if static and not all(isinstance(a, Const) for a in args):
+            raise self.error("static_range needs compile-time bounds (literals or constexpr parameters)", it,
+                             "use range(...) for bounds known only at run time")
+        if isinstance(args[2], Const) and args[2].value == 0:
+            raise self.error("range step must not be zero", it)
+        if static:
+            n = len(range(*[a.value for a in args]))
+            if n > 4096:
+                raise self.error(f"static_range would unroll {n} iterations (limit 4096)", it,
+                                 "use range(...) for long loops")
+        bounds = []
+        for a, a_node in zip(args, it.args if len(it.args) == 3 else [None] + list(it.args) + [None]):
+            bounds.append(self.int_operand(a, a_node or it))
+        self.b.loc = self.frame.src.loc(node)
+        _, body = self.b.for_(*bounds, iv_name=node.target.id, unroll=static)
+        iv = body.args[0]
+        self.frame.scopes.append({node.target.id: iv})
+        self.region(body, node.body, node, is_loop="static" if static else "for")
+        self.frame.scopes.pop()
+        self.frame.ended.setdefault(node.target.id, node.lineno)
+
+    def int_operand(self, value: Any, node: ast.AST) -> Value:
+        if isinstance(value, Const):
+            if not const_fits(value.value, t.i32):
+                raise self.error(f"{value.value!r} does not fit in i32", node)
+            return self.b.const(value.value, t.i32)
+        if isinstance(value, Value) and isinstance(value.type, t.ScalarType) and (value.type.is_int
+                                                                                  or value.type.is_bool):
+            return self.b.cast(value, t.i32)
+        raise self.error(f"expected an integer, got {self.describe(value)}", node,
+                         "loop bounds and indices must be integers; use cast(x, iron.i32)")
+
+    def stmt_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error("unsupported syntax: `while ... else`", node, "set a flag before `break` instead")
+        _, cond_block, body = self.b.while_()
+        with self.b.at(cond_block):
+            c = self.truth(self.expr(node.test), node.test)
+            self.b.loc = self.frame.src.loc(node.test)
+            self.b.op("condition", [self.materialize(c, t.bool_)])
+        self.region(body, node.body, node, is_loop="while")
+
+    def stmt_Break(self, node: ast.Break) -> None:
+        self.jump("break", node)
+
+    def stmt_Continue(self, node: ast.Continue) -> None:
+        self.jump("continue", node)
+
+    def jump(self, kind: str, node: ast.AST) -> None:
+        if not self.loop_depth:
+            raise self.error(f"`{kind}` outside a loop", node)
+        if self.loop_depth[-1] == "static":
+            raise self.error(f"`{kind}` is not allowed in a static_range loop (it is unrolled)", node,
+                             "use range(...) or guard the body with an if")
+        self.b.op(kind)
+        self.terminated = True
+
+    def stmt_Return(self, node: ast.Return) -> None:
+        fr = self.frame
+        if not fr.is_helper:
+            if node.value is not None:
+                raise self.error("a kernel cannot return a value", node, "store results into an output buffer")
+            if self.loop_depth and self.loop_depth[-1] == "static":
+                pass
+            self.b.op("return")
+            self.terminated = True
+            return
+        self.helper_return(node)
+
+    def helper_return(self, node: ast.Return) -> None:
+        from .helpers import helper_return
+
+        helper_return(self, node)
+
+    # -- expressions: see exprs.ExprMixin -------------------------------------------------------------------------
+
+
+_MISSING = object()

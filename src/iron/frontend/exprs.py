@@ -1,0 +1,406 @@
+"""Expression lowering for the front-end (mixed into ``FunctionCodegen``)."""
+
+from __future__ import annotations
+
+import ast
+import builtins as py_builtins
+import types as pytypes
+from typing import Any
+
+from ..ir import types as t
+from ..ir.core import Value
+from .typing_rules import Const, literal_type, promote, promote_with_literal
+
+BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+          ast.Mod: "rem", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl",
+          ast.RShift: "shr", ast.Pow: "pow"}
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "rem": "%", "and": "&", "or": "|",
+          "xor": "^", "shl": "<<", "shr": ">>", "pow": "**"}
+
+UNSUPPORTED_EXPRS = {
+    ast.Lambda: ("lambda", "define a helper with @iron.func"),
+    ast.ListComp: ("list comprehension", "kernels have no lists; use a loop"),
+    ast.SetComp: ("set comprehension", "kernels have no sets"),
+    ast.DictComp: ("dict comprehension", "kernels have no dicts"),
+    ast.GeneratorExp: ("generator expression", "use a loop"),
+    ast.List: ("list literal", "kernels have no lists; use shared(...) for arrays"),
+    ast.Dict: ("dict literal", "kernels have no dicts"),
+    ast.Set: ("set literal", "kernels have no sets"),
+    ast.JoinedStr: ("f-string", "kernels have no strings"),
+    ast.Starred: ("starred expression", "pass arguments one by one"),
+    ast.Await: ("await", "kernels are not coroutines"),
+    ast.Yield: ("yield", "kernels are not generators"),
+    ast.YieldFrom: ("yield from", "kernels are not generators"),
+    ast.NamedExpr: ("walrus operator `:=`", "assign on its own line"),
+    ast.Slice: ("slice", "index one element at a time: t[i]"),
+}
+
+PURE_CALLS = {"program_id", "local_id", "group_id", "group_size", "num_groups", "simd_lane", "simd_group",
+              "simd_size", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs",
+              "floor", "ceil", "min", "max", "fma", "where", "cast"}
+
+
+def c_int_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def c_int_rem(a: int, b: int) -> int:
+    return a - b * c_int_div(a, b)
+
+
+class ExprMixin:
+    """Expression visitors. Each returns a Value, a Const, a Ref or a tuple of those."""
+
+    def expr(self, node: ast.expr) -> Any:
+        self.node = node
+        self.b.loc = self.frame.src.loc(node)
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            what, hint = UNSUPPORTED_EXPRS.get(type(node), (f"`{type(node).__name__}` expression", None))
+            raise self.error(f"unsupported syntax: {what}", node, hint)
+        result = method(node)
+        self.node = node
+        self.b.loc = self.frame.src.loc(node)
+        return result
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        if isinstance(node.value, (bool, int, float)):
+            return Const(node.value)
+        raise self.error(f"unsupported constant {node.value!r}", node, "kernels compute with numbers only")
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def expr_Tuple(self, node: ast.Tuple) -> Any:
+        return tuple(self.expr(e) for e in node.elts)
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        from .codegen import Ref
+
+        base = self.expr(node.value)
+        if isinstance(base, Ref) and isinstance(base.obj, (pytypes.ModuleType, type)):
+            if not hasattr(base.obj, node.attr):
+                raise self.error(f"'{getattr(base.obj, '__name__', base.obj)}' has no attribute '{node.attr}'", node)
+            return self.wrap_global(getattr(base.obj, node.attr), node.attr, node)
+        raise self.error(f"attribute access on {self.describe(base)} is not supported", node,
+                         "kernels read attributes of modules only (e.g. iron.exp, math.pi)")
+
+    # -- operators ----------------------------------------------------------------------------------------------
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        left = self.expr(node.left)
+        right = self.expr(node.right)
+        self.node = node
+        return self.binop(node.op, left, right, node)
+
+    def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
+        name = BINOPS.get(type(op))
+        if name is None:
+            raise self.error("unsupported operator `@`", node)
+        self.check_number(a, node)
+        self.check_number(b, node)
+        if isinstance(a, Const) and isinstance(b, Const):
+            return self.fold_binop(name, a.value, b.value, node)
+        if name == "pow":
+            return self.power(a, b, node)
+        ty = self.common_type(a, b)
+        if name in ("and", "or", "xor", "shl", "shr"):
+            if ty.is_float:
+                raise self.error(f"`{SYMBOL[name]}` needs integers, got {self.type_name(a)} and {self.type_name(b)}",
+                                 node, "bitwise operators work on ints and bools")
+            if name in ("shl", "shr") and ty.is_bool:
+                ty = t.i32
+        elif ty.is_bool:
+            ty = t.i32
+        if name == "div" and not ty.is_float:
+            ty = t.f32  # `/` is true division, as in Python
+        x, y = self.materialize_as(a, ty), self.materialize_as(b, ty)
+        if name == "floordiv":
+            if ty.is_float:
+                return self.b.unary("floor", self.b.binary("div", x, y))
+            name = "div"  # integer `//` truncates toward zero, like C (documented)
+        return self.b.binary(name, x, y)
+
+    def fold_binop(self, name: str, a: Any, b: Any, node: ast.AST) -> Const:
+        try:
+            both_int = not isinstance(a, float) and not isinstance(b, float)
+            if name == "add":
+                r = a + b
+            elif name == "sub":
+                r = a - b
+            elif name == "mul":
+                r = a * b
+            elif name == "div":
+                r = a / b
+            elif name == "floordiv":
+                r = c_int_div(int(a), int(b)) if both_int else float(a // b)
+            elif name == "rem":
+                r = c_int_rem(int(a), int(b)) if both_int else __import__("math").fmod(a, b)
+            elif name == "pow":
+                r = a**b
+            elif name in ("and", "or", "xor", "shl", "shr"):
+                if not both_int:
+                    raise self.error(f"`{SYMBOL[name]}` needs integers", node)
+                r = {"and": a & b, "or": a | b, "xor": a ^ b, "shl": a << b if name == "shl" else 0,
+                     "shr": a >> b if name == "shr" else 0}[name]
+            else:
+                raise AssertionError(name)
+        except ZeroDivisionError:
+            raise self.error("division by zero in a constant expression", node) from None
+        if isinstance(r, bool) and name not in ("and", "or", "xor"):
+            r = int(r)
+        return Const(r)
+
+    def power(self, a: Any, b: Any, node: ast.AST) -> Any:
+        if not isinstance(b, Const) or b.value not in (0, 1, 2, 3, 4, -1, 0.5, -0.5):
+            raise self.error("`**` is supported only with a literal exponent in {-1, -0.5, 0.5, 0, 1, 2, 3, 4}", node,
+                             "use exp2(y * log2(x)) for a general power")
+        e = b.value
+        ty = self.common_type(a, Const(float(e)) if e in (-1, 0.5, -0.5) else b)
+        x = self.materialize_as(a, ty)
+        if e == 0:
+            return self.b.const(1, ty)
+        if e == 0.5:
+            return self.b.unary("sqrt", x)
+        if e == -0.5:
+            return self.b.unary("rsqrt", x)
+        if e == -1:
+            return self.b.binary("div", self.b.const(1.0, ty), x)
+        result = x
+        for _ in range(int(e) - 1):
+            result = self.b.binary("mul", result, x)
+        return result
+
+    def check_number(self, v: Any, node: ast.AST) -> None:
+        if isinstance(v, Const) or (isinstance(v, Value) and isinstance(v.type, t.ScalarType)):
+            return
+        raise self.error(f"{self.describe(v)} cannot be used in arithmetic", node,
+                         "index a buffer to get a number: t[i]" if isinstance(v, Value) else None)
+
+    def type_name(self, v: Any) -> str:
+        return str(v.type) if isinstance(v, Value) else f"literal {v.value!r}"
+
+    def common_type(self, a: Any, b: Any) -> t.ScalarType:
+        if isinstance(a, Const) and isinstance(b, Const):
+            return literal_type(a.value) if not isinstance(b.value, float) else t.f32
+        if isinstance(a, Const):
+            return promote_with_literal(b.type, a, self.native_half)
+        if isinstance(b, Const):
+            return promote_with_literal(a.type, b, self.native_half)
+        return promote(a.type, b.type, self.native_half)
+
+    def materialize_as(self, v: Any, ty: t.ScalarType) -> Value:
+        if isinstance(v, Const):
+            value = v.value
+            if ty.is_float:
+                value = float(value)
+            elif ty.is_int and isinstance(value, bool):
+                value = int(value)
+            return self.materialize(Const(value), ty)
+        return self.b.cast(v, ty)
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = self.expr(node.operand)
+        self.node = node
+        if isinstance(node.op, ast.Not):
+            c = self.truth(v, node.operand)
+            return Const(not c.value) if isinstance(c, Const) else self.b.unary("not", c)
+        self.check_number(v, node)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.USub):
+            if isinstance(v, Const):
+                return Const(-v.value)
+            ty = self.common_type(v, Const(0))
+            ty = t.i32 if ty.is_bool else ty
+            return self.b.unary("neg", self.materialize_as(v, ty))
+        # ast.Invert
+        if isinstance(v, Const):
+            if isinstance(v.value, int) and not isinstance(v.value, bool):
+                return Const(~v.value)
+        elif v.type.is_int:
+            return self.b.unary("not", v)
+        raise self.error("`~` needs an integer", node, "use `not` for booleans")
+
+    def truth(self, v: Any, node: ast.AST) -> Any:
+        """A condition as a bool Value (numbers compare != 0), or a Const bool."""
+        if isinstance(v, Const):
+            return Const(bool(v.value))
+        self.check_number(v, node)
+        if v.type.is_bool:
+            return v
+        return self.b.binary("ne", v, self.b.const(0, v.type))
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        result = None
+        left = self.expr(node.left)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.expr(right_node)
+            self.node = node
+            name = CMPOPS.get(type(op))
+            if name is None:
+                raise self.error("unsupported comparison (`is`, `in`)", node, "compare numbers with < <= > >= == !=")
+            self.check_number(left, node)
+            self.check_number(right, node)
+            if isinstance(left, Const) and isinstance(right, Const):
+                a, b = left.value, right.value
+                c = Const({"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b, "ne": a != b}[name])
+            else:
+                ty = self.common_type(left, right)
+                c = self.b.binary(name, self.materialize_as(left, ty), self.materialize_as(right, ty))
+            result = c if result is None else self.logical("and", result, c)
+            left = right
+        return result
+
+    def logical(self, kind: str, a: Any, b: Any) -> Any:
+        if isinstance(a, Const):
+            return b if (a.value if kind == "and" else not a.value) else a
+        if isinstance(b, Const):
+            return a if (b.value if kind == "and" else not b.value) else b
+        return self.b.binary(kind, a, b)
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        kind = "and" if isinstance(node.op, ast.And) else "or"
+        acc = self.truth(self.expr(node.values[0]), node.values[0])
+        for rhs_node in node.values[1:]:
+            if isinstance(acc, Const):
+                if acc.value == (kind == "or"):
+                    return acc  # short-circuit at compile time
+                acc = self.truth(self.expr(rhs_node), rhs_node)
+                continue
+            if self.is_safe(rhs_node):
+                acc = self.logical(kind, acc, self.truth(self.expr(rhs_node), rhs_node))
+                continue
+            # the right side may load out of bounds or fault when the left decides: branch, as Python does
+            self.node = node
+            tmp = self.hoist(lambda b: b.var(t.bool_, "_" + kind))
+            self.b.set(tmp, acc)
+            cond = acc if kind == "and" else self.b.unary("not", acc)
+            _, then, _ = self.b.if_(cond)
+            with self.b.at(then):
+                rhs = self.truth(self.expr(rhs_node), rhs_node)
+                self.b.set(tmp, self.materialize(rhs, t.bool_))
+            acc = self.b.get(tmp)
+        return acc
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self.truth(self.expr(node.test), node.test)
+        if isinstance(cond, Const):
+            return self.expr(node.body if cond.value else node.orelse)
+        if self.is_safe(node.body) and self.is_safe(node.orelse):
+            a, b = self.expr(node.body), self.expr(node.orelse)
+            self.node = node
+            self.check_number(a, node)
+            self.check_number(b, node)
+            ty = self.common_type(a, b)
+            return self.b.select(cond, self.materialize_as(a, ty), self.materialize_as(b, ty))
+        # an arm may load or divide: evaluate only the chosen arm, as Python does
+        self.node = node
+        _, then, else_ = self.b.if_(cond)
+        with self.b.at(then):
+            a = self.expr(node.body)
+        with self.b.at(else_):
+            b = self.expr(node.orelse)
+        self.node = node
+        self.check_number(a, node)
+        self.check_number(b, node)
+        ty = self.var_type(self.common_type(a, b))
+        tmp = self.hoist(lambda bld: bld.var(ty, "_select"))
+        with self.b.at(then):
+            self.b.set(tmp, self.materialize_as(a, ty))
+        with self.b.at(else_):
+            self.b.set(tmp, self.materialize_as(b, ty))
+        return self.b.get(tmp)
+
+    def is_safe(self, node: ast.AST) -> bool:
+        """True when evaluating ``node`` can neither fault nor have effects (no loads, calls with effects,
+        integer division)."""
+        from ..lang.builtins import Builtin
+        from .codegen import Ref
+
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.Subscript, ast.NamedExpr)):
+                return False
+            if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+                return False
+            if isinstance(sub, ast.Call):
+                fn = None
+                if isinstance(sub.func, ast.Name) and sub.func.id not in self.frame.vars:
+                    if not any(sub.func.id in s for s in self.frame.scopes):
+                        fn = self.frame.globals.get(sub.func.id, getattr(py_builtins, sub.func.id, None))
+                elif isinstance(sub.func, ast.Attribute):
+                    try:
+                        r = self.expr(sub.func)
+                        fn = r.obj if isinstance(r, Ref) else None
+                    except Exception:
+                        return False
+                if isinstance(fn, Builtin) and fn.name in PURE_CALLS:
+                    continue
+                if fn in (py_builtins.min, py_builtins.max, py_builtins.abs, py_builtins.int, py_builtins.float):
+                    continue
+                if isinstance(fn, t.ScalarType):
+                    continue
+                return False
+        return True
+
+    # -- indexing and calls -------------------------------------------------------------------------------------
+
+    def index(self, node: ast.AST) -> Value:
+        if isinstance(node, ast.Tuple):
+            raise self.error("buffers are 1-D: index with a single integer", node, "flatten it: t[row * ncols + col]")
+        if isinstance(node, ast.Slice):
+            raise self.error("unsupported syntax: slice", node, "index one element at a time: t[i]")
+        v = self.expr(node)
+        self.node = node
+        if isinstance(v, Const):
+            if isinstance(v.value, bool) or not isinstance(v.value, int):
+                raise self.error(f"index must be an integer, not {v.value!r}", node)
+            if v.value < 0:
+                raise self.error("negative indices are not supported", node,
+                                 "Python's t[-1] counting from the end has no meaning for a raw buffer")
+            return self.materialize(v, t.i32 if v.value <= 2**31 - 1 else t.u32)
+        if isinstance(v, Value) and isinstance(v.type, t.ScalarType) and v.type.is_int:
+            return v
+        raise self.error(f"index must be an integer, got {self.describe(v)}", node,
+                         "use cast(x, iron.i32) to index with a computed float")
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        buf = self.expr(node.value)
+        if not (isinstance(buf, Value) and isinstance(buf.type, t.BufferType)):
+            raise self.error(f"{self.describe(buf)} is not a buffer and cannot be indexed", node.value)
+        idx = self.index(node.slice)
+        self.node = node
+        self.b.loc = self.frame.src.loc(node)
+        return self.b.load(buf, idx)
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        from ..lang.builtins import Builtin
+        from .codegen import Ref
+        from .lower_builtins import lower_builtin, lower_python_builtin
+
+        fn = self.expr(node.func)
+        self.node = node
+        if not isinstance(fn, Ref):
+            raise self.error(f"{self.describe(fn)} is not callable", node.func)
+        obj = fn.obj
+        if isinstance(obj, Builtin):
+            return lower_builtin(self, obj.name, node)
+        from .kernel import IronFunc, KernelFunction
+
+        if isinstance(obj, IronFunc):
+            from .helpers import inline_call
+
+            return inline_call(self, obj, node)
+        if isinstance(obj, KernelFunction):
+            raise self.error(f"cannot call kernel '{obj.__name__}' from a kernel", node,
+                             "decorate shared code with @iron.func to call it from kernels")
+        if isinstance(obj, t.ScalarType):
+            return lower_builtin(self, "cast", node, dtype=obj)
+        if obj in (py_builtins.min, py_builtins.max, py_builtins.abs, py_builtins.int, py_builtins.float,
+                   py_builtins.bool, py_builtins.range):
+            return lower_python_builtin(self, obj, node)
+        name = getattr(obj, "__name__", repr(obj))
+        raise self.error(f"cannot call '{name}' in a kernel", node,
+                         "kernels call iron builtins and @iron.func helpers; mark this function with @iron.func")

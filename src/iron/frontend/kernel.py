@@ -1,0 +1,196 @@
+"""``@iron.kernel`` and ``@iron.func``: the kernel object, its per-variant compile cache, and introspection."""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CompileError, IronError
+from ..ir import types as t
+from ..ir.core import Kernel
+from ..ir.printer import print_kernel
+from ..lang.types import FLOAT_DTYPES, DTypeVar
+from .signature import ParamSpec, read_signature
+from .source import function_source
+
+
+class IronFunc:
+    """A helper callable from kernels (``@iron.func``); every call site inlines its body."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<iron.func {self.fn.__qualname__}>"
+
+
+def func(fn) -> IronFunc:
+    """Make ``fn`` callable from kernels (inlined at each call)."""
+    return IronFunc(fn)
+
+
+@dataclass
+class SizeCheck:
+    """A buffer indexed directly by ``program_id(axis)`` outside any guard: it needs ``grid[axis]`` elements."""
+
+    param: str
+    axis: int
+    access: str  # "reads" / "writes"
+    line: int
+
+
+@dataclass
+class Variant:
+    """One compiled variant: the optimised IR plus what launches and backends need from it."""
+
+    kernel: Kernel
+    frontend_ir: Kernel | None
+    snapshots: list[tuple[str, str]]
+    compile_ms: float
+    collectives: bool  # uses barrier/simd ops: the grid must be a multiple of the group
+    size_checks: list[SizeCheck]
+    artifacts: dict[Any, Any] = field(default_factory=dict)  # per-backend compiled objects
+
+
+def parse_dtype(dtype: Any) -> t.ScalarType | None:
+    if dtype is None or isinstance(dtype, t.ScalarType):
+        return dtype
+    if isinstance(dtype, str) and dtype in t.SCALAR_TYPES:
+        return t.SCALAR_TYPES[dtype]
+    try:
+        import numpy as np
+
+        st = t.scalar_type_of_numpy(np.dtype(dtype))
+        if st is not None:
+            return st
+    except TypeError:
+        pass
+    raise IronError(f"unknown dtype {dtype!r}; use iron.f32, iron.f16, iron.bf16 (or 'f32', 'f16', 'bf16')")
+
+
+class KernelFunction:
+    """What ``@iron.kernel`` returns. Launch with ``k[grid](*args)`` or ``k[grid, group](*args)``."""
+
+    def __init__(self, fn, native_half: bool = False):
+        self.fn = fn
+        self.native_half = native_half
+        functools.update_wrapper(self, fn)
+        self._src = function_source(fn)
+        self.params: list[ParamSpec] = read_signature(fn, self._src)
+        self.generic = any(isinstance(p.dtype, DTypeVar) for p in self.params)
+        self.dtypes: tuple[t.ScalarType, ...] = FLOAT_DTYPES if self.generic else ()
+        self.constexpr_names = tuple(p.name for p in self.params if p.kind == "constexpr")
+        self._variants: dict[tuple, Variant] = {}
+
+    def __repr__(self) -> str:
+        return f"<iron.kernel {self.fn.__qualname__}>"
+
+    # -- variants -----------------------------------------------------------------------------------------------
+
+    def variant(self, dtype: t.ScalarType | None, constexprs: tuple = ()) -> Variant:
+        """The compiled variant for ``dtype`` (what T is; None for non-generic kernels) and constexpr values
+        (in parameter order). Compiled on first use, then cached."""
+        key = (dtype, constexprs)
+        v = self._variants.get(key)
+        if v is None:
+            v = self._compile(dtype, constexprs)
+            self._variants[key] = v
+        return v
+
+    def _compile(self, dtype: t.ScalarType | None, constexprs: tuple, record: bool = False) -> Variant:
+        from ..passes.manager import run_pipeline
+        from .analysis import launch_facts
+        from .codegen import FunctionCodegen
+
+        start = time.perf_counter()
+        if self.generic and dtype not in self.dtypes:
+            raise IronError(f"{self.__name__} is generic over T in {', '.join(map(str, self.dtypes))}, not {dtype}")
+        cvals = dict(zip(self.constexpr_names, constexprs))
+        params = []
+        for p in self.params:
+            if p.kind == "buffer":
+                params.append((p.name, "buffer", dtype if isinstance(p.dtype, DTypeVar) else p.dtype))
+            elif p.kind == "scalar":
+                params.append((p.name, "scalar", p.dtype))
+            else:
+                params.append((p.name, "constexpr", cvals[p.name]))
+        globals_ = {**self.fn.__globals__, "__iron_fn__": self.fn}
+        cg = FunctionCodegen(self.fn.__name__, self._src, globals_, self.native_half, dtype)
+        kernel = cg.build(params)
+        kernel.attrs["constexprs"] = cvals
+        kernel, snapshots = run_pipeline(kernel, record=record)
+        collectives, checks = launch_facts(kernel)
+        ms = (time.perf_counter() - start) * 1e3
+        return Variant(kernel, None, snapshots, ms, collectives, checks)
+
+    def _resolve(self, dtype: Any, constexprs: dict[str, Any]) -> tuple[t.ScalarType | None, tuple]:
+        dt = parse_dtype(dtype)
+        if self.generic and dt is None:
+            dt = t.f32
+        if not self.generic and dt is not None:
+            raise IronError(f"{self.__name__} has no dtype variants (no Tensor[T] parameter); drop dtype=")
+        missing = [n for n in self.constexpr_names if n not in constexprs]
+        extra = [n for n in constexprs if n not in self.constexpr_names]
+        if missing or extra:
+            raise IronError(f"{self.__name__}: give constexpr values for {', '.join(self.constexpr_names) or 'none'}"
+                            + (f"; unknown {', '.join(extra)}" if extra else ""))
+        return dt, tuple(constexprs[n] for n in self.constexpr_names)
+
+    # -- introspection ------------------------------------------------------------------------------------------
+
+    def ir(self, dtype: Any = None, **constexprs: Any) -> str:
+        """The optimised IR of one variant as text (``dtype`` defaults to f32 for generic kernels)."""
+        dt, cv = self._resolve(dtype, constexprs)
+        return print_kernel(self.variant(dt, cv).kernel)
+
+    def passes(self, dtype: Any = None, **constexprs: Any) -> list[tuple[str, str]]:
+        """[(stage, IR text)]: the front-end's IR, then the IR after each pass, in order."""
+        dt, cv = self._resolve(dtype, constexprs)
+        return self._compile(dt, cv, record=True).snapshots
+
+    def source(self, backend: str, dtype: Any = None, **constexprs: Any) -> str:
+        """The generated source for ``backend`` (C-family / SPIR-V disassembly)."""
+        from ..runtime import get_backend
+
+        dt, cv = self._resolve(dtype, constexprs)
+        return get_backend(backend).source(self.variant(dt, cv))
+
+    def compile(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> Any:
+        """The backend binary for one variant (cubin, code object, SPIR-V words) where the toolchain allows."""
+        from ..runtime import get_backend
+
+        dt, cv = self._resolve(dtype, constexprs)
+        return get_backend(backend).compile(self.variant(dt, cv), target=target)
+
+    # -- launch -------------------------------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any):
+        from .launch import Launcher, parse_launch_key
+
+        grid, group = parse_launch_key(key)
+        return Launcher(self, grid, group)
+
+    def __call__(self, *args, **kwargs):
+        from ..errors import LaunchError
+
+        raise LaunchError(f"launch {self.__name__} with a grid: {self.__name__}[n_threads](...) or "
+                          f"{self.__name__}[grid, group](...)")
+
+
+def kernel(fn=None, *, native_half: bool = False):
+    """Compile a Python function into a GPU kernel. ``native_half=True`` keeps f16/bf16 arithmetic in half
+    precision instead of f32. Usable as ``@kernel`` or ``@kernel(native_half=True)``."""
+
+    def wrap(f):
+        try:
+            return KernelFunction(f, native_half=native_half)
+        except CompileError as e:
+            raise e.with_traceback(None) from None
+
+    return wrap(fn) if fn is not None else wrap

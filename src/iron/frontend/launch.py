@@ -1,0 +1,219 @@
+"""Launching: ``k[grid]`` / ``k[grid, group]``, argument binding and checking, dispatch to a backend."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..errors import IronError, LaunchError
+from ..ir import types as t
+from ..ir.core import Loc
+from ..lang.types import DTypeVar
+
+_IRON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_GROUP_THREADS = 1024
+DEFAULT_GROUP = {1: (256, 1, 1), 2: (16, 16, 1), 3: (8, 8, 4)}
+
+
+def caller_loc() -> Loc | None:
+    """The user's line that called into Iron (the first frame outside the iron package)."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_IRON_DIR + os.sep):
+        f = f.f_back
+    if f is None:
+        return None
+    code = f.f_code
+    line, col, end_col = f.f_lineno, 0, None
+    try:
+        positions = list(code.co_positions())[f.f_lasti // 2]
+        if positions[0] == line and positions[2] is not None:
+            col, end_col = positions[2], positions[3] if positions[1] == line else None
+    except (IndexError, AttributeError, ValueError):
+        pass
+    import linecache
+
+    return Loc(code.co_filename, line or 0, col, linecache.getline(code.co_filename, line or 0).rstrip("\n"), end_col)
+
+
+def _dims(x: Any, what: str) -> tuple[int, ...]:
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        dims = (int(x),)
+    elif isinstance(x, tuple) and 1 <= len(x) <= 3 and all(isinstance(d, (int, np.integer)) for d in x):
+        dims = tuple(int(d) for d in x)
+    else:
+        raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {x!r}", caller_loc())
+    if any(d < 0 for d in dims):
+        raise LaunchError(f"{what} must not be negative, got {x!r}", caller_loc())
+    return dims
+
+
+def parse_launch_key(key: Any) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """``k[n]``: 1-D grid of n threads. ``k[n, g]``: n threads in groups of g. ``k[(x, y), (gx, gy)]`` or
+    ``k[(x, y), None]``: multi-dimensional grid and group. The grid counts threads, not groups."""
+    if isinstance(key, tuple) and len(key) == 2 and (isinstance(key[0], tuple) or key[1] is None
+                                                      or isinstance(key[1], tuple)):
+        grid = _dims(key[0], "grid")
+        group = _dims(key[1], "group") if key[1] is not None else None
+    elif isinstance(key, tuple) and len(key) == 2:
+        grid, group = _dims(key[0], "grid"), _dims(key[1], "group")
+    elif isinstance(key, tuple):
+        raise LaunchError(f"ambiguous launch key {key!r}: write k[(x, y, z), group] or k[(x, y, z), None] for a "
+                          "multi-dimensional grid, k[n] or k[n, group] for a 1-D one", caller_loc())
+    else:
+        grid, group = _dims(key, "grid"), None
+    return grid, group
+
+
+def _pad3(d: tuple[int, ...]) -> tuple[int, int, int]:
+    return tuple(list(d) + [1] * (3 - len(d)))  # type: ignore[return-value]
+
+
+class Launcher:
+    """``k[grid, group]``: call it with the kernel's arguments."""
+
+    def __init__(self, kfn, grid: tuple[int, ...], group: tuple[int, ...] | None):
+        self.kfn = kfn
+        self.grid = grid
+        self.group = group
+
+    def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
+        try:
+            self._launch(args, kwargs, backend)
+        except IronError as e:
+            raise e.with_traceback(None) from None
+
+    def _launch(self, args: tuple, kwargs: dict, backend: str | None) -> None:
+        from ..runtime import get_backend, resolve_backend_name
+
+        kfn = self.kfn
+        bound = bind_arguments(kfn, args, kwargs)
+        dtype = resolve_T(kfn, bound)
+        constexprs = tuple(_constexpr(n, bound[n]) for n in kfn.constexpr_names)
+        variant = kfn.variant(dtype, constexprs)
+        grid, group = self.grid, self.group
+        if group is None:
+            group = DEFAULT_GROUP[len(grid)]
+            group = tuple(min(g, max(1, n)) if len(grid) > 1 else g for g, n in zip(group, _pad3(grid)))
+        if len(group) != len(grid) and self.group is not None and len(self.group) > 1:
+            raise LaunchError(f"group {group} and grid {grid} have different numbers of axes", caller_loc())
+        grid3, group3 = _pad3(grid), _pad3(group)
+        if any(g <= 0 for g in group3):
+            raise LaunchError(f"group sizes must be positive, got {group}", caller_loc())
+        if math.prod(group3) > MAX_GROUP_THREADS:
+            raise LaunchError(f"group {group} has {math.prod(group3)} threads; the limit is {MAX_GROUP_THREADS}",
+                              caller_loc())
+        if math.prod(grid3) == 0:
+            return
+        if variant.collectives and any(n % g for n, g in zip(grid3, group3)):
+            raise LaunchError(
+                f"{kfn.__name__} uses barrier()/simd_* collectives, so its grid {grid} must be a multiple of its "
+                f"group {group}", caller_loc(), "round the grid up and guard the extra threads with an if")
+        name = resolve_backend_name(backend, bound)
+        be = get_backend(name)
+        arrays = {}
+        for p in kfn.params:
+            if p.kind == "buffer":
+                arrays[p.name] = be.check_array(p.name, bound[p.name], caller_loc)
+        for chk in variant.size_checks:
+            size = _size(arrays[chk.param])
+            if size < grid3[chk.axis]:
+                raise LaunchError(
+                    f"argument '{chk.param}' has {size} elements but {kfn.__name__} {chk.access} "
+                    f"{chk.param}[program_id({chk.axis})] for all {grid3[chk.axis]} threads of grid axis {chk.axis} "
+                    f"({os.path.basename(kfn._src.file)}:{chk.line})", caller_loc(),
+                    "pass a larger array or launch fewer threads")
+        scalars = {p.name: _scalar(p.name, p.dtype, bound[p.name]) for p in kfn.params if p.kind == "scalar"}
+        be.launch(variant, arrays, scalars, grid3, group3)
+
+
+def _size(arr: Any) -> int:
+    return int(getattr(arr, "size", 0) if not callable(getattr(arr, "numel", None)) else arr.numel())
+
+
+def bind_arguments(kfn, args: tuple, kwargs: dict) -> dict[str, Any]:
+    names = [p.name for p in kfn.params]
+    sig = f"{kfn.__name__}({', '.join(names)})"
+    if len(args) > len(names):
+        raise LaunchError(f"{sig} takes {len(names)} arguments, got {len(args)}", caller_loc())
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise LaunchError(f"{sig} has no parameter '{k}'", caller_loc())
+        if k in bound:
+            raise LaunchError(f"{sig} got two values for '{k}'", caller_loc())
+        bound[k] = v
+    missing = [n for n in names if n not in bound]
+    if missing:
+        raise LaunchError(f"{sig} is missing argument{'s' if len(missing) > 1 else ''} "
+                          f"{', '.join(repr(m) for m in missing)}", caller_loc())
+    return bound
+
+
+def array_dtype(value: Any) -> t.ScalarType | None:
+    dt = getattr(value, "dtype", None)
+    if dt is None:
+        return None
+    try:
+        return t.scalar_type_of_numpy(np.dtype(dt))
+    except TypeError:
+        from ..runtime.arrays import foreign_dtype
+
+        return foreign_dtype(dt)
+
+
+def resolve_T(kfn, bound: dict[str, Any]) -> t.ScalarType | None:
+    """What T is for this launch: the common dtype of every Tensor[T] argument; fixed dtypes are checked too."""
+    dtype, first = None, None
+    for p in kfn.params:
+        if p.kind != "buffer":
+            continue
+        value = bound[p.name]
+        if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+            raise LaunchError(f"argument '{p.name}' must be an array (NumPy, or the backend's device array), got "
+                              f"{type(value).__name__}", caller_loc())
+        dt = array_dtype(value)
+        if isinstance(p.dtype, DTypeVar):
+            if dt not in p.dtype.choices:
+                raise LaunchError(f"argument '{p.name}' has dtype {value.dtype} but Tensor[T] takes "
+                                  f"{'/'.join(map(str, p.dtype.choices))}", caller_loc())
+            if dtype is None:
+                dtype, first = dt, p.name
+            elif dt != dtype:
+                raise LaunchError(f"arguments '{first}' ({dtype}) and '{p.name}' ({dt}) must have the same dtype T",
+                                  caller_loc(), f"convert one of them, e.g. {p.name}.astype(...)")
+        elif dt != p.dtype:
+            raise LaunchError(f"argument '{p.name}' has dtype {value.dtype} but the kernel expects {p.dtype}",
+                              caller_loc())
+    return dtype
+
+
+def _constexpr(name: str, value: Any) -> Any:
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, t.ScalarType):
+        return value
+    raise LaunchError(f"constexpr '{name}' must be an int, float, bool or dtype, got {type(value).__name__}",
+                      caller_loc())
+
+
+def _scalar(name: str, ty: t.ScalarType, value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if ty.is_int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise LaunchError(f"argument '{name}' must be an int ({ty}), got {type(value).__name__}", caller_loc())
+        lo, hi = (-(2**31), 2**31 - 1) if ty == t.i32 else (0, 2**32 - 1)
+        if not lo <= value <= hi:
+            raise LaunchError(f"argument '{name}' = {value} does not fit in {ty}", caller_loc())
+        return ty.np_dtype.type(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LaunchError(f"argument '{name}' must be a number ({ty}), got {type(value).__name__}", caller_loc())
+    return np.float32(value)

@@ -1,0 +1,247 @@
+"""Typing and lowering of builtin calls (the table in ``iron.lang.builtins``) and of the Python builtins a kernel
+may use (``min``, ``max``, ``abs``, ``int``, ``float``, ``bool``)."""
+
+from __future__ import annotations
+
+import ast
+import builtins as py_builtins
+import math
+from typing import Any
+
+from ..ir import ops as O
+from ..ir import types as t
+from ..ir.core import Value
+from .typing_rules import Const, compute_type, promote
+
+ARITY = {
+    **{n: (0, 1) for n in O.THREAD_AXIS}, "simd_lane": (0, 0), "simd_group": (0, 0), "simd_size": (0, 0),
+    "load": (2, 2), "store": (3, 3), **{n: (1, 1) for n in O.FLOAT_MATH}, "abs": (1, 1), "min": (2, 99),
+    "max": (2, 99), "fma": (3, 3), "where": (3, 3), "cast": (2, 2), "shared": (2, 2), "barrier": (0, 0),
+    **{n: (1, 1) for n in O.SIMD_REDUCE}, **{n: (2, 2) for n in O.SIMD_EXCHANGE}, "atomic_add": (3, 3),
+    "atomic_max": (3, 3), "static_range": (1, 3),
+}
+
+_PY_MATH = {"exp": math.exp, "exp2": lambda x: 2.0**x, "log": math.log, "log2": math.log2, "sqrt": math.sqrt,
+            "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin, "cos": math.cos, "tanh": math.tanh,
+            "erf": math.erf, "floor": lambda x: float(math.floor(x)), "ceil": lambda x: float(math.ceil(x))}
+
+
+def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = None) -> Any:
+    """Lower ``name(...)``; ``dtype`` is set when the call was ``iron.f16(x)`` (a cast)."""
+    if dtype is not None:
+        if len(node.args) != 1 or node.keywords:
+            raise cg.error(f"{dtype}(x) takes exactly one argument", node)
+        return cast_to(cg, cg.expr(node.args[0]), dtype, node)
+    if name == "static_range":
+        raise cg.error("static_range(...) can only be the iterable of a for loop", node)
+    lo, hi = ARITY[name]
+    kwargs = {k.arg: k.value for k in node.keywords}
+    if name in O.THREAD_AXIS and set(kwargs) <= {"axis"} and kwargs:
+        if node.args:
+            raise cg.error("axis given twice", node)
+        arg_nodes = [kwargs["axis"]]
+    elif kwargs:
+        raise cg.error(f"{name}() takes no keyword arguments", node, f"signature: {_sig(name)}")
+    else:
+        arg_nodes = list(node.args)
+    if not lo <= len(arg_nodes) <= hi:
+        raise cg.error(f"{name}() takes {_count(lo, hi)} argument{'s' if hi != 1 else ''}, got {len(arg_nodes)}",
+                       node, f"signature: {_sig(name)}")
+    if name == "cast":
+        value = cg.expr(arg_nodes[0])
+        return cast_to(cg, value, dtype_arg(cg, arg_nodes[1]), node)
+    if name == "shared":
+        return lower_shared(cg, arg_nodes, node)
+    args = [cg.expr(a) for a in arg_nodes]
+    cg.node = node
+    cg.b.loc = cg.frame.src.loc(node)
+    if name in O.THREAD_AXIS:
+        axis = args[0] if args else Const(0)
+        if not isinstance(axis, Const) or axis.value not in (0, 1, 2) or isinstance(axis.value, bool):
+            raise cg.error(f"{name}() axis must be the literal 0, 1 or 2", node)
+        return cg.b.thread(name, axis.value)
+    if name in ("simd_lane", "simd_group", "simd_size"):
+        return cg.b.thread(name)
+    if name == "barrier":
+        cg.b.op("barrier")
+        return None
+    if name in ("load", "store", "atomic_add", "atomic_max"):
+        return lower_memory(cg, name, args, arg_nodes, node)
+    if name in O.FLOAT_MATH:
+        return lower_math(cg, name, args[0], arg_nodes[0])
+    if name == "abs":
+        return lower_abs(cg, args[0], node)
+    if name in ("min", "max"):
+        return lower_minmax(cg, name, args, node)
+    if name == "fma":
+        for a in args:
+            cg.check_number(a, node)
+        if all(isinstance(a, Const) for a in args):
+            return Const(float(args[0].value) * args[1].value + args[2].value)
+        tys = [a.type for a in args if isinstance(a, Value)]
+        ty = tys[0]
+        for other in tys[1:]:
+            ty = promote(ty, other, cg.native_half)
+        ty = compute_type(ty, cg.native_half) if ty.is_float else t.f32
+        return cg.b.op("fma", [cg.materialize_as(a, ty) for a in args], ty).result
+    if name == "where":
+        cond = cg.truth(args[0], arg_nodes[0])
+        for a in args[1:]:
+            cg.check_number(a, node)
+        if isinstance(cond, Const):
+            return args[1] if cond.value else args[2]
+        ty = cg.common_type(args[1], args[2])
+        return cg.b.select(cond, cg.materialize_as(args[1], ty), cg.materialize_as(args[2], ty))
+    if name in O.SIMD_REDUCE or name in O.SIMD_EXCHANGE:
+        return lower_simd(cg, name, args, arg_nodes, node)
+    raise cg.error(f"builtin {name}() is not implemented", node)
+
+
+def _sig(name: str) -> str:
+    from ..lang.builtins import BUILTINS
+
+    return BUILTINS[name].signature
+
+
+def _count(lo: int, hi: int) -> str:
+    if lo == hi:
+        return str(lo)
+    if hi >= 99:
+        return f"at least {lo}"
+    return f"{lo} to {hi}"
+
+
+def dtype_arg(cg, node: ast.AST) -> t.ScalarType:
+    from .codegen import Ref
+
+    d = cg.expr(node)
+    if isinstance(d, Ref) and isinstance(d.obj, t.ScalarType):
+        return d.obj
+    raise cg.error(f"expected a dtype (iron.f32, iron.f16, iron.bf16, iron.i32, iron.u32, T), got {cg.describe(d)}",
+                   node)
+
+
+def cast_to(cg, value: Any, ty: t.ScalarType, node: ast.AST) -> Any:
+    if isinstance(value, tuple) or not (isinstance(value, Const) or isinstance(value, Value)
+                                        and isinstance(value.type, t.ScalarType)):
+        raise cg.error(f"cannot cast {cg.describe(value)} to {ty}", node)
+    if isinstance(value, Const):
+        v = value.value
+        if ty.is_bool:
+            return Const(bool(v))
+        if ty.is_int:
+            iv = int(v) if not isinstance(v, float) or math.isfinite(v) else 0
+            lo, hi = (-(2**31), 2**31 - 1) if ty == t.i32 else (0, 2**32 - 1)
+            if isinstance(v, float):
+                iv = min(max(iv, lo), hi)  # saturate, as the runtime cast does
+            else:
+                iv = iv & 0xFFFFFFFF if ty == t.u32 else ((iv + 2**31) % 2**32) - 2**31  # wrap, like C
+            return cg.b.const(iv, ty)
+        return cg.b.const(float(v), ty)
+    cg.node = node
+    return cg.b.cast(value, ty)
+
+
+def lower_shared(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    elem = dtype_arg(cg, arg_nodes[0])
+    if elem not in t.BUFFER_ELEM_TYPES:
+        raise cg.error(f"shared arrays hold f32/f16/bf16/i32/u32, not {elem}", arg_nodes[0])
+    n = cg.expr(arg_nodes[1])
+    if not isinstance(n, Const) or isinstance(n.value, bool) or not isinstance(n.value, int) or n.value <= 0:
+        raise cg.error("shared(dtype, n) needs a positive compile-time size n (a literal or constexpr)", arg_nodes[1])
+    cg.node = node
+    cg.b.loc = cg.frame.src.loc(node)
+    size = n.value
+    ty = t.BufferType(elem, "shared", size)
+    return cg.hoist(lambda b: b.op("shared", [], ty, {"elem": elem, "size": size}).result)
+
+
+def lower_memory(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:
+    buf = args[0]
+    if not (isinstance(buf, Value) and isinstance(buf.type, t.BufferType)):
+        raise cg.error(f"{name}() needs a buffer as its first argument, got {cg.describe(buf)}", arg_nodes[0])
+    index = cg.index(arg_nodes[1]) if not isinstance(args[1], Value) else args[1]
+    if isinstance(args[1], Value) and not (isinstance(index.type, t.ScalarType) and index.type.is_int):
+        raise cg.error(f"index must be an integer, got {cg.describe(args[1])}", arg_nodes[1])
+    cg.node = node
+    cg.b.loc = cg.frame.src.loc(node)
+    elem = buf.type.elem
+    if name == "load":
+        return cg.b.load(buf, index)
+    value = cg.convert(args[2], elem, arg_nodes[2], "the stored element" if name == "store" else f"{name}'s value")
+    if name == "store":
+        cg.b.store(buf, index, value)
+        return None
+    if elem not in (t.i32, t.u32, t.f32):
+        raise cg.error(f"{name} on a buffer of {elem} is not supported", node,
+                       "atomics work on i32, u32 and f32 buffers")
+    return cg.b.op(name, [buf, index, value], elem).result
+
+
+def lower_math(cg, name: str, x: Any, node: ast.AST) -> Any:
+    cg.check_number(x, node)
+    if isinstance(x, Const):
+        try:
+            return Const(float(_PY_MATH[name](float(x.value))))
+        except (ValueError, OverflowError, ZeroDivisionError):
+            raise cg.error(f"{name}({x.value!r}) is undefined", node) from None
+    ty = compute_type(x.type, cg.native_half) if x.type.is_float else t.f32
+    return cg.b.unary(name, cg.b.cast(x, ty))
+
+
+def lower_abs(cg, x: Any, node: ast.AST) -> Any:
+    cg.check_number(x, node)
+    if isinstance(x, Const):
+        return Const(abs(x.value))
+    if x.type == t.u32:
+        return x
+    ty = compute_type(x.type, cg.native_half) if x.type.is_float else t.i32
+    return cg.b.unary("abs", cg.b.cast(x, ty))
+
+
+def lower_minmax(cg, name: str, args: list[Any], node: ast.AST) -> Any:
+    acc = args[0]
+    for x in args[1:]:
+        cg.check_number(acc, node)
+        cg.check_number(x, node)
+        if isinstance(acc, Const) and isinstance(x, Const):
+            acc = Const(min(acc.value, x.value) if name == "min" else max(acc.value, x.value))
+            continue
+        ty = cg.common_type(acc, x)
+        ty = t.i32 if ty.is_bool else ty
+        acc = cg.b.binary(name, cg.materialize_as(acc, ty), cg.materialize_as(x, ty))
+    return acc
+
+
+def lower_simd(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    x = args[0]
+    cg.check_number(x, node)
+    ty = cg.value_type(x)
+    if ty.is_bool:
+        raise cg.error(f"{name} needs a number, not a bool", arg_nodes[0], "cast(x, iron.i32) first")
+    ty = compute_type(ty, cg.native_half)
+    xv = cg.materialize_as(x, ty)
+    if name in O.SIMD_REDUCE:
+        return cg.b.op(name, [xv], ty).result
+    lane = cg.int_operand(args[1], arg_nodes[1])
+    cg.node = node
+    return cg.b.op(name, [xv, lane], ty).result
+
+
+def lower_python_builtin(cg, fn: Any, node: ast.Call) -> Any:
+    """``min``/``max``/``abs`` map to the iron builtins; ``int``/``float``/``bool`` are casts to i32/f32/bool."""
+    if fn is py_builtins.range:
+        raise cg.error("range(...) can only be the iterable of a for loop", node)
+    if node.keywords:
+        raise cg.error(f"{fn.__name__}() takes no keyword arguments in a kernel", node)
+    if fn in (py_builtins.min, py_builtins.max, py_builtins.abs):
+        return lower_builtin(cg, fn.__name__, node)
+    if len(node.args) != 1:
+        raise cg.error(f"{fn.__name__}(x) takes exactly one argument in a kernel", node)
+    ty = {py_builtins.int: t.i32, py_builtins.float: t.f32, py_builtins.bool: t.bool_}[fn]
+    value = cg.expr(node.args[0])
+    if ty.is_bool:
+        return cg.truth(value, node.args[0])
+    if isinstance(value, Const):
+        return Const(int(value.value) if ty.is_int else float(value.value))
+    return cast_to(cg, value, ty, node)

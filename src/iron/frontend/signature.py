@@ -1,0 +1,69 @@
+"""Reading a kernel's signature: which parameters are buffers, scalars and constexprs, and their dtypes."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ..errors import CompileError
+from ..ir import types as t
+from ..lang.types import DTypeVar, TensorSpec, constexpr
+from .source import FunctionSource
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: ``kind`` is "buffer", "scalar" or "constexpr"; ``dtype`` a ScalarType, a DTypeVar or None."""
+
+    name: str
+    kind: str
+    dtype: t.ScalarType | DTypeVar | None
+
+
+_SCALAR_ANNOTATIONS = {int: t.i32, float: t.f32}
+
+
+def read_signature(fn, src: FunctionSource) -> list[ParamSpec]:
+    """Resolve each parameter's annotation (evaluated in the function's module, never running its body)."""
+    args = src.node.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        raise CompileError("kernels take plain positional parameters only (no *args, **kwargs, keyword-only)",
+                           src.loc(src.node))
+    if args.defaults:
+        raise CompileError("kernel parameters cannot have default values", src.loc(args.defaults[0]),
+                           "pass every argument at launch (constexprs too)")
+    specs = []
+    for arg in args.args:
+        if arg.annotation is None:
+            raise CompileError(f"parameter '{arg.arg}' needs a type annotation", src.loc(arg),
+                               "e.g. `x: iron.Tensor[iron.T]`, `n: int`, `alpha: float`, `BLOCK: iron.constexpr`")
+        ann = fn.__annotations__.get(arg.arg)
+        if isinstance(ann, str) or ann is None:
+            try:
+                ann = eval(compile(ast.Expression(arg.annotation), src.file, "eval"), fn.__globals__)  # noqa: S307
+            except Exception as e:  # the annotation names something unknown
+                raise CompileError(f"cannot resolve the annotation of '{arg.arg}': {e}", src.loc(arg.annotation)
+                                   ) from None
+        specs.append(_spec(arg, ann, src))
+    return specs
+
+
+def _spec(arg: ast.arg, ann: object, src: FunctionSource) -> ParamSpec:
+    name = arg.arg
+    if isinstance(ann, TensorSpec):
+        return ParamSpec(name, "buffer", ann.dtype)
+    if ann is constexpr:
+        return ParamSpec(name, "constexpr", None)
+    if ann in _SCALAR_ANNOTATIONS:
+        return ParamSpec(name, "scalar", _SCALAR_ANNOTATIONS[ann])
+    if isinstance(ann, t.ScalarType) and ann in (t.i32, t.u32, t.f32):
+        return ParamSpec(name, "scalar", ann)
+    if isinstance(ann, DTypeVar) or (isinstance(ann, t.ScalarType) and ann.is_half):
+        raise CompileError(f"scalar parameter '{name}' cannot be {ann!r}", src.loc(arg.annotation),
+                           "scalars are int, float, iron.i32, iron.u32 or iron.f32; arithmetic with half "
+                           "buffers runs in f32 anyway")
+    if ann is t.Type or ann is type(t.f32) or (isinstance(ann, type) and ann.__name__ == "Tensor"):
+        raise CompileError(f"parameter '{name}': write Tensor[dtype], e.g. Tensor[iron.T]", src.loc(arg.annotation))
+    raise CompileError(f"unsupported annotation {ann!r} for parameter '{name}'", src.loc(arg.annotation),
+                       "use Tensor[T] / Tensor[iron.f32] for buffers, int / float / iron.i32 / iron.u32 / "
+                       "iron.f32 for scalars, iron.constexpr for compile-time values")

@@ -1,0 +1,271 @@
+"""The executable definition of Iron's pure value ops on NumPy arrays.
+
+The interpreter and the constant folder both call this module, so a folded constant and an interpreted value agree bit
+for bit. Arrays are 0-d (uniform values, constants) or 1-d (one element per thread) and broadcast against each other.
+
+Choices where C leaves behaviour undefined or a GPU differs (each backend's emitter must match these):
+
+- Integer ``div``/``rem`` truncate toward zero and ``rem`` takes the dividend's sign (C). Division by zero gives 0 here;
+  the executor raises for an active thread before it gets that far. ``INT_MIN / -1`` wraps to ``INT_MIN``.
+- Integer overflow wraps (two's complement). ``shl``/``shr`` mask the shift amount to 0..31 (what x86, SPIR-V drivers
+  and ``shf`` in practice do; C calls larger amounts undefined). ``shr`` is arithmetic on i32, logical on u32.
+- Float ``min``/``max`` return the other operand when one is NaN (C ``fminf``/``fmaxf``, CUDA ``fminf``).
+- Float ``rem`` is C ``fmodf``. f32 math runs in float32 (NumPy's float32 kernels); ``rsqrt``, ``erf`` and ``fma``
+  are computed in float64 and rounded once to the result type.
+- f16/bf16 arithmetic (only when a kernel asks for native half math) is computed in float32 and rounded to the type;
+  for + - * / and sqrt that double rounding is exact, as float32 has more than 2p+2 bits.
+- ``cast`` float->int truncates toward zero, maps NaN to 0 and saturates out-of-range values to the integer range
+  (PTX ``cvt.rzi.sat``; C leaves it undefined). Int->int casts wrap. Casts to bool test ``!= 0`` (NaN is true).
+  Every rounding to a float type is round-to-nearest-even, done once (no double rounding through f32 for bf16).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from numpy.polynomial import chebyshev
+
+from ..ir import types as t
+
+PureFn = Callable[..., np.ndarray]
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
+
+
+def scalar_type_of_dtype(dtype: np.dtype) -> t.ScalarType:
+    """The IR scalar type of a NumPy dtype (bool included)."""
+    dtype = np.dtype(dtype)
+    for st in t.SCALAR_TYPES.values():
+        if st.np_dtype == dtype:
+            return st
+    raise TypeError(f"no Iron scalar type for NumPy dtype {dtype}")
+
+
+# -- rounding helpers ---------------------------------------------------------------------------------------------
+
+
+def _round_to_odd_f32(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounding to odd: a later round-to-nearest to <= 22 bits is then correctly rounded.
+
+    ml_dtypes converts float64 to bfloat16 through float32 with two round-to-nearest steps, which can land on the
+    wrong neighbour when the first step produces an exact tie; rounding to odd keeps the sticky information.
+    """
+    f = x.astype(np.float32)
+    back = f.astype(np.float64)
+    fix = (back != x) & ~np.isnan(x) & ((f.view(np.uint32) & 1) == 0)
+    if fix.any():
+        toward = np.where(back < x, np.float32(np.inf), np.float32(-np.inf))
+        f = np.where(fix, np.nextafter(f, toward), f)
+    return f
+
+
+def from_f64(x: np.ndarray, dst: t.ScalarType) -> np.ndarray:
+    """Round float64 values once, to nearest even, to the float type ``dst``."""
+    x = np.asarray(x, dtype=np.float64)
+    if dst == t.f32:
+        return x.astype(np.float32)
+    if dst == t.f16:
+        return x.astype(np.float16)  # NumPy rounds double -> half directly
+    return _round_to_odd_f32(x).astype(dst.np_dtype)
+
+
+def _to_f32(a: np.ndarray) -> np.ndarray:
+    return a if a.dtype == _F32 else a.astype(np.float32)
+
+
+def _to_f64(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32).astype(np.float64) if a.dtype != _F32 else a.astype(np.float64)
+
+
+# -- constants ----------------------------------------------------------------------------------------------------
+
+
+def const_array(value: bool | int | float, type: t.ScalarType) -> np.ndarray:
+    """The 0-d array holding a ``const`` op's value. Ints wrap to 32 bits; floats round once to nearest even."""
+    if type.is_bool:
+        return np.array(bool(value))
+    if type.is_int:
+        return np.array(int(value) & 0xFFFFFFFF, dtype=np.uint32).astype(type.np_dtype)
+    return np.asarray(from_f64(np.array(float(value)), type))
+
+
+# -- integer arithmetic -------------------------------------------------------------------------------------------
+
+
+def _int_divmod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """C quotient and remainder in int64 (exact for 32-bit operands); a zero divisor gives 0 and 0."""
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    zero = b64 == 0
+    safe = np.where(zero, 1, b64)
+    r = np.fmod(a64, safe)  # integer fmod is C's %, sign of the dividend
+    q = (a64 - r) // safe  # exact division, so floor == trunc
+    return np.where(zero, 0, q), np.where(zero, 0, r)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _int_divmod(a, b)[0].astype(a.dtype)
+
+
+def _int_rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _int_divmod(a, b)[1].astype(a.dtype)
+
+
+def _shl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # shift the unsigned bit pattern: left-shifting a negative signed value is undefined in C and NumPy
+    amount = (b & 31).astype(np.uint32)
+    return np.left_shift(a.astype(np.uint32), amount).astype(a.dtype)
+
+
+def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.right_shift(a, (b & 31).astype(a.dtype))
+
+
+# -- float helpers ------------------------------------------------------------------------------------------------
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return 1.0 / np.sqrt(x)
+
+
+def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a*b+c rounded to odd in float64, so that the final rounding to a <= f32 type happens once.
+
+    The product of two f32 (or half) values is exact in float64; the sum's rounding error comes from TwoSum.
+    """
+    p = a * b
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    fix = (err != 0) & np.isfinite(s) & ((s.view(np.uint64) & 1) == 0)
+    if fix.any():
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s
+
+
+def _fit(func: Callable[[np.ndarray], np.ndarray], deg: int, lo: float, hi: float) -> chebyshev.Chebyshev:
+    return chebyshev.Chebyshev.interpolate(func, deg, domain=[lo, hi])
+
+
+_erf_vec = np.vectorize(math.erf, otypes=[np.float64])
+_erfc_vec = np.vectorize(math.erfc, otypes=[np.float64])
+# erf(x) = x * g(x^2) near zero keeps the relative error small for tiny x; erfc(x) = exp(-x^2) * h(x) on [1, 4] is
+# smooth enough for a short Chebyshev series. Fitted once at import against libm (|rel. error| < 1e-14 in float64).
+_ERF_G = _fit(lambda u: _erf_vec(np.sqrt(u)) / np.sqrt(u), 12, 0.0, 1.0)
+_ERFC_H = _fit(lambda x: _erfc_vec(x) * np.exp(x * x), 24, 1.0, 4.0)
+
+
+def _erf_f64(x: np.ndarray) -> np.ndarray:
+    """erf in float64 to ~1e-14 relative; beyond |x| = 4, erf rounds to +-1 in every Iron float type."""
+    x = np.asarray(x, dtype=np.float64)
+    ax = np.abs(x)
+    out = np.where(ax >= 4.0, np.sign(x), x)  # keeps NaN
+    small = ax < 1.0
+    if small.any():
+        xs = x[small]
+        out[small] = xs * _ERF_G(xs * xs)
+    mid = (ax >= 1.0) & (ax < 4.0)
+    if mid.any():
+        xm = ax[mid]
+        out[mid] = np.copysign(1.0 - np.exp(-xm * xm) * _ERFC_H(xm), x[mid])
+    return out
+
+
+# -- the op table -------------------------------------------------------------------------------------------------
+
+_FLOAT_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "rem": np.fmod,
+                 "min": np.fmin, "max": np.fmax}
+_INT_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _int_div, "rem": _int_rem,
+               "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
+               "xor": np.bitwise_xor, "shl": _shl, "shr": _shr}
+_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+            "ne": np.not_equal}
+_F32_MATH = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt, "sin": np.sin,
+             "cos": np.cos, "tanh": np.tanh, "floor": np.floor, "ceil": np.ceil, "abs": np.abs, "neg": np.negative}
+_F64_MATH = {"rsqrt": _rsqrt, "erf": _erf_f64}
+
+
+def _wrap(fn: PureFn) -> PureFn:
+    # NumPy ufuncs turn 0-d inputs into NumPy scalars; the interpreter keeps everything as ndarrays
+    return lambda *args: np.asarray(fn(*args))
+
+
+def _float_fn(opcode: str, rt: t.ScalarType) -> PureFn | None:
+    if opcode in _FLOAT_BINARY or opcode in _F32_MATH:
+        fn = _FLOAT_BINARY.get(opcode) or _F32_MATH[opcode]
+        if rt == t.f32:
+            return fn
+        dt = rt.np_dtype
+        return lambda *a: fn(*[_to_f32(x) for x in a]).astype(dt)
+    if opcode in _F64_MATH:
+        fn = _F64_MATH[opcode]
+        return lambda a: from_f64(fn(_to_f64(a)), rt)
+    if opcode == "fma":
+        return lambda a, b, c: from_f64(_fma_f64(_to_f64(a), _to_f64(b), _to_f64(c)), rt)
+    return None
+
+
+def _cast_fn(src: t.ScalarType, dst: t.ScalarType) -> PureFn:
+    dt = dst.np_dtype
+    if src == dst:
+        return lambda a: a
+    if dst.is_bool:
+        return (lambda a: _to_f32(a) != 0) if src.is_float else (lambda a: a != 0)
+    if src.is_bool or src.is_int:
+        if dst.is_int or src.is_bool and dst == t.f32:
+            return lambda a: a.astype(dt)  # int -> int wraps modulo 2^32; bool -> 0/1 is exact
+        return lambda a: from_f64(a.astype(np.float64), dst)  # i32/u32 are exact in float64: one rounding
+    if dst.is_float:
+        return lambda a: _to_f32(a).astype(dt)  # halves are exact in f32, so this rounds once
+    lo, hi = _INT_RANGE[dst.name]
+
+    def float_to_int(a: np.ndarray) -> np.ndarray:
+        x = np.trunc(_to_f64(a))
+        return np.clip(np.where(np.isnan(x), 0.0, x), lo, hi).astype(dt)
+
+    return float_to_int
+
+
+def pure_fn(opcode: str, operand_types: list[t.ScalarType], result_type: t.ScalarType,
+            attrs: dict | None = None) -> PureFn:
+    """Resolve a pure op once into a function of its operand arrays (the executor calls it per launch).
+
+    The returned function may emit NumPy floating-point warnings: callers run it under ``np.errstate(all='ignore')``.
+    """
+    rt = result_type
+    fn: PureFn | None = None
+    if opcode == "const":
+        value = const_array((attrs or {})["value"], rt)
+        return lambda: value
+    if opcode == "cast":
+        return _wrap(_cast_fn(operand_types[0], rt))
+    if opcode == "select":
+        return _wrap(np.where)
+    if opcode in _COMPARE:
+        cmp = _COMPARE[opcode]
+        fn = (lambda a, b: cmp(_to_f32(a), _to_f32(b))) if operand_types[0].is_half else cmp
+    elif opcode == "not":
+        fn = np.logical_not if rt.is_bool else np.invert
+    elif rt.is_float:
+        fn = _float_fn(opcode, rt)
+    elif rt.is_bool and opcode in ("and", "or", "xor"):
+        fn = _INT_BINARY[opcode]
+    elif rt.is_int:
+        fn = _INT_BINARY.get(opcode) or {"neg": np.negative, "abs": np.abs}.get(opcode)
+    if fn is None:
+        raise NotImplementedError(f"no pure semantics for op {opcode!r} with result type {rt}")
+    return _wrap(fn)
+
+
+def eval_pure(opcode: str, args: list[np.ndarray], result_type: t.ScalarType, attrs: dict) -> np.ndarray:
+    """Evaluate one pure op on 0-d or 1-d arrays (broadcasting); the result has ``result_type.np_dtype``."""
+    arrays = [np.asarray(a) for a in args]
+    fn = pure_fn(opcode, [scalar_type_of_dtype(a.dtype) for a in arrays], result_type, attrs)
+    with np.errstate(all="ignore"):
+        out = fn(*arrays)
+    if out.dtype != result_type.np_dtype:  # e.g. a comparison of two 0-d arrays, or int abs of a 0-d array
+        out = out.astype(result_type.np_dtype)
+    return out

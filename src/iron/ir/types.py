@@ -1,0 +1,116 @@
+"""IR types: scalar dtypes, buffers (global or shared memory) and local variable slots.
+
+Types are immutable and interned by value, so they compare with ``==`` and hash cheaply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A scalar dtype: ``bool``, ``i32``, ``u32``, ``f16``, ``bf16`` or ``f32``."""
+
+    name: str
+    kind: str  # "bool", "int", "uint", "float"
+    bits: int
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        """True for signed and unsigned integers (not bool)."""
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def is_half(self) -> bool:
+        """f16 and bf16: stored in 16 bits, computed in f32 by default."""
+        return self.kind == "float" and self.bits == 16
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        """The NumPy dtype used by the interpreter and for host arrays."""
+        return np.dtype(_NP_NAMES[self.name]) if self.name != "bf16" else _bf16_dtype()
+
+
+def _bf16_dtype() -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+_NP_NAMES = {"bool": "bool", "i32": "int32", "u32": "uint32", "f16": "float16", "f32": "float32"}
+
+bool_ = ScalarType("bool", "bool", 1)
+i32 = ScalarType("i32", "int", 32)
+u32 = ScalarType("u32", "uint", 32)
+f16 = ScalarType("f16", "float", 16)
+bf16 = ScalarType("bf16", "float", 16)
+f32 = ScalarType("f32", "float", 32)
+
+SCALAR_TYPES: dict[str, ScalarType] = {t.name: t for t in (bool_, i32, u32, f16, bf16, f32)}
+FLOAT_TYPES = (f32, f16, bf16)
+#: dtypes a buffer element may have
+BUFFER_ELEM_TYPES = (f32, f16, bf16, i32, u32)
+
+
+def scalar_type_of_numpy(dtype: np.dtype) -> ScalarType | None:
+    """Map a NumPy dtype to the IR scalar type, or None when Iron has no such type."""
+    dtype = np.dtype(dtype)
+    for t in BUFFER_ELEM_TYPES:
+        if t.np_dtype == dtype:
+            return t
+    return None
+
+
+@dataclass(frozen=True)
+class BufferType:
+    """A 1-D array of ``elem`` in ``space`` ("global" for kernel arguments, "shared" for group memory)."""
+
+    elem: ScalarType
+    space: str = "global"
+    size: int | None = None  # known for shared arrays
+
+    def __repr__(self) -> str:
+        if self.space == "shared":
+            return f"shared<{self.elem} x {self.size}>"
+        return f"buffer<{self.elem}>"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class VarType:
+    """A mutable per-thread local variable holding one ``elem`` (read with ``get``, written with ``set``)."""
+
+    elem: ScalarType
+
+    def __repr__(self) -> str:
+        return f"var<{self.elem}>"
+
+    __str__ = __repr__
+
+
+Type = ScalarType | BufferType | VarType

@@ -1,0 +1,160 @@
+"""IR verifier: structure, dominance and types. Run after the front-end and after every pass.
+
+A failure here is a bug in Iron (the front-end or a pass), never the user's: it raises ``VerifyError`` naming the
+op and its source line so the bug report points somewhere useful.
+"""
+
+from __future__ import annotations
+
+from . import ops as O
+from . import types as t
+from .core import Block, Kernel, Op, Value
+from .printer import _Namer, format_op
+
+
+class VerifyError(Exception):
+    """The IR is malformed (an internal error)."""
+
+
+class _Verifier:
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.defined: set[int] = set()
+        self.namer = _Namer()
+
+    def fail(self, op: Op, msg: str) -> None:
+        where = f" (line {op.loc.line})" if op.loc else ""
+        raise VerifyError(f"kernel {self.kernel.name}: {msg} in `{format_op(op, self.namer)}`{where}")
+
+    def run(self) -> None:
+        for p in self.kernel.params:
+            self.defined.add(p.value.uid)
+            if p.kind == "buffer" and not isinstance(p.type, t.BufferType):
+                raise VerifyError(f"parameter {p.name} is a buffer of type {p.type}")
+            if p.kind == "scalar" and not isinstance(p.type, t.ScalarType):
+                raise VerifyError(f"parameter {p.name} is a scalar of type {p.type}")
+        self.block(self.kernel.body, loops=0, scope=[])
+
+    def block(self, block: Block, loops: int, scope: list[set[int]]) -> None:
+        local: set[int] = set()
+        for a in block.args:
+            local.add(a.uid)
+            self.defined.add(a.uid)
+        for i, op in enumerate(block.ops):
+            if op.parent is not block:
+                self.fail(op, "op's parent link is stale")
+            self.op(op, loops, scope + [local])
+            if op.opcode in O.JUMPS | {"condition"} and i != len(block.ops) - 1:
+                self.fail(op, f"`{op.opcode}` must end its block")
+            if op.result is not None:
+                if op.result.uid in self.defined:
+                    self.fail(op, "value defined twice")
+                local.add(op.result.uid)
+                self.defined.add(op.result.uid)
+        # values defined in this block go out of scope when it ends
+        self.defined -= local
+
+    def op(self, op: Op, loops: int, scope: list[set[int]]) -> None:
+        info = O.OPS.get(op.opcode)
+        if info is None:
+            self.fail(op, f"unknown opcode {op.opcode!r}")
+        if info.n_operands >= 0 and len(op.operands) != info.n_operands:
+            self.fail(op, f"expected {info.n_operands} operands, got {len(op.operands)}")
+        if len(op.regions) != info.n_regions:
+            self.fail(op, f"expected {info.n_regions} regions")
+        if info.has_result != (op.result is not None):
+            self.fail(op, "result presence does not match the op table")
+        for v in op.operands:
+            if not isinstance(v, Value):
+                self.fail(op, f"operand {v!r} is not a Value")
+            if v.uid not in self.defined:
+                self.fail(op, f"operand {v!r} does not dominate its use")
+        self.check_types(op)
+        if op.opcode in ("break", "continue") and loops == 0:
+            self.fail(op, f"`{op.opcode}` outside a loop")
+        if op.opcode == "if":
+            for r in op.regions:
+                self.block(r, loops, scope)
+        elif op.opcode == "for":
+            body = op.regions[0]
+            if len(body.args) != 1 or body.args[0].type != t.i32:
+                self.fail(op, "for body needs one i32 block argument")
+            self.block(body, loops + 1, scope)
+        elif op.opcode == "while":
+            cond, body = op.regions
+            if not cond.ops or cond.ops[-1].opcode != "condition":
+                self.fail(op, "while condition region must end with `condition`")
+            self.block(cond, 0, scope)
+            self.block(body, loops + 1, scope)
+
+    def check_types(self, op: Op) -> None:  # noqa: C901 - one flat table of rules reads best
+        code, xs = op.opcode, [v.type for v in op.operands]
+        r = op.result.type if op.result is not None else None
+
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                self.fail(op, msg)
+
+        scalar = all(isinstance(x, t.ScalarType) for x in xs)
+        if code == "const":
+            need(isinstance(r, t.ScalarType) and "value" in op.attrs, "const needs a scalar type and a value")
+        elif code in O.BINARY_ARITH:
+            need(scalar and xs[0] == xs[1] == r and not r.is_bool, "arithmetic needs two equal numeric types")
+        elif code in O.BITWISE:
+            need(scalar and xs[0] == xs[1] == r and not r.is_float, "bitwise ops need equal int/bool types")
+            need(code not in ("shl", "shr") or r.is_int, "shifts need ints")
+        elif code == "neg":
+            need(scalar and xs[0] == r and not r.is_bool, "neg needs a number")
+        elif code == "not":
+            need(scalar and xs[0] == r and not r.is_float, "not needs an int or bool")
+        elif code in O.COMPARE:
+            need(scalar and xs[0] == xs[1] and r == t.bool_, "comparison needs equal types and a bool result")
+        elif code in O.FLOAT_MATH or code == "fma":
+            need(scalar and all(x == r for x in xs) and r.is_float, "math needs floats of the result type")
+        elif code == "abs":
+            need(scalar and xs[0] == r and (r.is_float or r.is_signed), "abs needs a float or signed int")
+        elif code == "select":
+            need(scalar and xs[0] == t.bool_ and xs[1] == xs[2] == r, "select(bool, T, T) -> T")
+        elif code == "cast":
+            need(scalar and isinstance(r, t.ScalarType), "cast between scalars")
+        elif code in O.THREAD_AXIS:
+            need(r == t.i32 and op.attrs.get("axis") in (0, 1, 2), "thread index needs axis 0..2 and i32")
+        elif code in ("simd_lane", "simd_group", "simd_size"):
+            need(r == t.i32, "simd index is i32")
+        elif code in ("load", "store", "atomic_add", "atomic_max"):
+            need(isinstance(xs[0], t.BufferType), "first operand must be a buffer")
+            need(isinstance(xs[1], t.ScalarType) and xs[1].is_int, "index must be an integer")
+            elem = xs[0].elem
+            if code == "load":
+                need(r == elem, "load result must be the element type")
+            else:
+                need(xs[2] == elem, "stored value must have the element type")
+            if code.startswith("atomic"):
+                need(r == elem and elem in (t.i32, t.u32, t.f32), "atomics on i32/u32/f32 only")
+                need(xs[0].space == "global" or xs[0].space == "shared", "atomic on a buffer")
+        elif code == "shared":
+            a = op.attrs
+            need(r == t.BufferType(a.get("elem"), "shared", a.get("size")), "shared result type mismatch")
+            need(isinstance(a.get("size"), int) and a["size"] > 0, "shared size must be a positive int")
+        elif code in O.SIMD_REDUCE:
+            need(scalar and xs[0] == r and not r.is_bool, "simd reduction needs a number")
+        elif code in O.SIMD_EXCHANGE:
+            need(scalar and xs[0] == r and xs[1] == t.i32, "simd exchange needs (value, i32 lane)")
+        elif code == "var":
+            need(isinstance(r, t.VarType), "var result must be a var type")
+        elif code == "get":
+            need(isinstance(xs[0], t.VarType) and r == xs[0].elem, "get(var<T>) -> T")
+        elif code == "set":
+            need(isinstance(xs[0], t.VarType) and xs[1] == xs[0].elem, "set(var<T>, T)")
+        elif code in ("if", "condition"):
+            need(xs[0] == t.bool_, f"{code} needs a bool")
+        elif code == "for":
+            need(all(x == t.i32 for x in xs), "for bounds must be i32")
+            if op.attrs.get("unroll"):
+                need(all(v.owner is not None and getattr(v.owner, "opcode", None) == "const" for v in op.operands),
+                     "static_range bounds must be constants")
+
+
+def verify(kernel: Kernel) -> None:
+    """Raise ``VerifyError`` if ``kernel`` is malformed."""
+    _Verifier(kernel).run()

@@ -1,0 +1,144 @@
+"""Constant folding: evaluate pure ops on constants, and resolve ``if``/``select`` on constant conditions.
+
+Values are computed by ``iron.interp.semantics.eval_pure``, the same code the interpreter runs, so a folded kernel
+and an unfolded one agree bit for bit. Cases whose run-time result is undefined in C or target specific are left
+alone, so they behave (or fault) at run time exactly as they would unfolded: integer division by zero, ``INT_MIN /
+-1``, shifts by the bit width or more, and float->int casts of NaN, infinities or out-of-range values. Results that
+are NaN or infinite are not folded either: a ``const`` holds a finite number, which every emitter can spell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from ..ir import ops as O
+from ..ir.core import Block, Kernel, Op, Value
+from ..ir.rewrite import (
+    ValueMap,
+    become_const,
+    const_value,
+    inherit_name,
+    is_const,
+    is_jump,
+    is_while_condition,
+    rewrite_operands,
+)
+
+_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
+
+
+class Fold:
+    """Fold constant expressions, constant ``if``s and ``select``s, and zero-trip constant ``for`` loops."""
+
+    name = "fold"
+
+    def run(self, kernel: Kernel) -> bool:
+        self.changed = False
+        self.subst: ValueMap = {}
+        self._block(kernel.body)
+        return self.changed
+
+    def _block(self, block: Block) -> None:
+        pending = deque(block.ops)
+        out: list[Op] = []
+        while pending:
+            op = pending.popleft()
+            rewrite_operands(op, self.subst)
+            taken = self._taken_region(op, block)
+            if taken is not None:
+                # the taken region's ops now run unconditionally, in place of the `if`
+                pending.extendleft(reversed(taken.ops))
+                op.parent = None
+                self.changed = True
+                continue
+            if _zero_trip_loop(op):
+                op.parent = None
+                self.changed = True
+                continue
+            for r in op.regions:
+                self._block(r)
+            if op.opcode == "select" and is_const(op.operands[0]):
+                self._replace(op.result, op.operands[1] if const_value(op.operands[0]) else op.operands[2])
+                op.parent = None
+                continue
+            if _foldable(op):
+                value = evaluate(op)
+                if value is not None:
+                    become_const(op, value)
+                    self.changed = True
+            op.parent = block
+            out.append(op)
+            if is_jump(op):
+                break  # what follows a jump in the same block never runs
+        for op in pending:
+            op.parent = None
+        block.ops = out
+
+    def _taken_region(self, op: Op, block: Block) -> Block | None:
+        if op.opcode != "if" or not is_const(op.operands[0]):
+            return None
+        taken = op.regions[0] if const_value(op.operands[0]) else op.regions[1]
+        if taken.ops and is_jump(taken.ops[-1]) and is_while_condition(block):
+            return None  # a while condition must end with `condition`, so a jump may not be hoisted into it
+        return taken
+
+    def _replace(self, old: Value, new: Value) -> None:
+        inherit_name(new, old)
+        self.subst[old] = new
+        self.changed = True
+
+
+def _foldable(op: Op) -> bool:
+    info = O.OPS[op.opcode]
+    return info.pure and bool(op.operands) and op.result is not None and all(is_const(v) for v in op.operands)
+
+
+def _zero_trip_loop(op: Op) -> bool:
+    if op.opcode != "for" or not all(is_const(v) for v in op.operands):
+        return False
+    lo, hi, step = (const_value(v) for v in op.operands)
+    return step != 0 and len(range(lo, hi, step)) == 0
+
+
+def evaluate(op: Op) -> bool | int | float | None:
+    """The constant ``op`` computes from its const operands, or None when it must be left to run time."""
+    from ..interp.semantics import eval_pure
+
+    args = [const_value(v) for v in op.operands]
+    rtype = op.result.type
+    if not _defined(op, args):
+        return None
+    arrays = [np.asarray(a, dtype=v.type.np_dtype) for a, v in zip(args, op.operands)]
+    try:
+        with np.errstate(all="ignore"):
+            result = np.asarray(eval_pure(op.opcode, arrays, rtype, dict(op.attrs)), dtype=rtype.np_dtype)
+    except (ArithmeticError, ValueError, TypeError, NotImplementedError):
+        return None  # not evaluable at compile time: leave it to the run-time semantics
+    result = result.reshape(())
+    if rtype.is_bool:
+        return bool(result)
+    if rtype.is_int:
+        return int(result)
+    value = float(result)  # exact: every f16/bf16/f32 value is a Python float
+    return value if math.isfinite(value) else None
+
+
+def _defined(op: Op, args: list) -> bool:
+    """False for the cases C leaves undefined (or a backend may trap on), which must stay run-time ops."""
+    code = op.opcode
+    ty = op.operands[0].type
+    if code in ("div", "rem") and ty.is_int:
+        lo = _INT_RANGE[ty.name][0]
+        return args[1] != 0 and not (ty.is_signed and args[0] == lo and args[1] == -1)
+    if code in ("shl", "shr"):
+        return 0 <= args[1] < ty.bits
+    if code == "cast" and ty.is_float and op.result.type.is_int:
+        x = args[0]
+        if not math.isfinite(x):
+            return False
+        lo, hi = _INT_RANGE[op.result.type.name]
+        return lo <= math.trunc(x) <= hi
+    return True

@@ -1,10 +1,10 @@
 """Constant folding: evaluate pure ops on constants, and resolve ``if``/``select`` on constant conditions.
 
-Values are computed by ``iron.interp.semantics.eval_pure``, the same code the interpreter runs, so a folded kernel
-and an unfolded one agree bit for bit. Cases whose run-time result is undefined in C or target specific are left
-alone, so they behave (or fault) at run time exactly as they would unfolded: integer division by zero, ``INT_MIN /
--1``, shifts by the bit width or more, and float->int casts of NaN, infinities or out-of-range values. Results that
-are NaN or infinite are not folded either: a ``const`` holds a finite number, which every emitter can spell.
+Values are computed by ``iron.interp.semantics.eval_pure``, the executable definition of the ops that the interpreter
+runs too, so a folded kernel and an unfolded one agree bit for bit; that module also pins down the cases C leaves
+undefined (shift amounts are masked, ``INT_MIN / -1`` wraps, float->int casts saturate), so those fold like any
+other. Two cases stay run-time ops: integer division or remainder by zero, which must fault where it runs, and
+results that are NaN or infinite, because a ``const`` holds a finite number that every emitter can spell.
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ from ..ir.rewrite import (
     is_while_condition,
     rewrite_operands,
 )
-
-_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
-
 
 class Fold:
     """Fold constant expressions, constant ``if``s and ``select``s, and zero-trip constant ``for`` loops."""
@@ -127,18 +124,5 @@ def evaluate(op: Op) -> bool | int | float | None:
 
 
 def _defined(op: Op, args: list) -> bool:
-    """False for the cases C leaves undefined (or a backend may trap on), which must stay run-time ops."""
-    code = op.opcode
-    ty = op.operands[0].type
-    if code in ("div", "rem") and ty.is_int:
-        lo = _INT_RANGE[ty.name][0]
-        return args[1] != 0 and not (ty.is_signed and args[0] == lo and args[1] == -1)
-    if code in ("shl", "shr"):
-        return 0 <= args[1] < ty.bits
-    if code == "cast" and ty.is_float and op.result.type.is_int:
-        x = args[0]
-        if not math.isfinite(x):
-            return False
-        lo, hi = _INT_RANGE[op.result.type.name]
-        return lo <= math.trunc(x) <= hi
-    return True
+    """False for integer division by zero, which must stay a run-time op so it faults where it runs."""
+    return not (op.opcode in ("div", "rem") and op.operands[0].type.is_int and args[1] == 0)

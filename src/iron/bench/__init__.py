@@ -1,0 +1,1 @@
+"""The benchmark and test harness (``iron bench``)."""

@@ -1,0 +1,100 @@
+"""``iron bench``: every std kernel, shape and dtype beside its reference, checked against its oracle.
+
+Timing here is host wall-clock (median of repeats after a warm-up), which is what the CPU backends have; device
+backends bring event timers with their issue.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from ..ir import types as t
+
+
+def best_backend() -> str:
+    """The best backend present: CUDA if a GPU, else Vulkan, else the interpreter (only the last exists yet)."""
+    from ..runtime import BACKENDS
+
+    for name in ("cuda", "vulkan", "cpu"):
+        if name in BACKENDS:
+            return name
+    return "cpu"
+
+
+def _time(fn, repeats: int) -> float:
+    fn()  # warm-up: compiles the variant
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def check(out: np.ndarray, expected: np.ndarray, tol: tuple[float, float]) -> tuple[bool, float]:
+    """(within atol + rtol*|expected| everywhere, max abs error); NaN anywhere in ``out`` fails."""
+    got = out.astype(np.float64)
+    err = np.abs(got - expected)
+    ok = bool(np.all(np.isfinite(got)) and np.all(err <= tol[0] + tol[1] * np.abs(expected)))
+    return ok, float(np.nanmax(err)) if err.size else 0.0
+
+
+def _git_sha() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tuple[str, ...] = (),
+              json_path: str | None = None, repeats: int = 5) -> bool:
+    """Run the bench, print a table, optionally write JSON. Returns whether every row matched its oracle."""
+    from ..std.registry import load_all
+
+    backend = backend or best_backend()
+    console = Console()
+    table = Table(title=f"iron bench — backend {backend} (host wall-clock, median of {repeats})")
+    for col in ("Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "max err",
+                "ok"):
+        table.add_column(col, justify="right" if col not in ("Kernel", "ok") else "left")
+    rows, all_ok = [], True
+    rng = np.random.default_rng()
+    for entry in load_all():
+        if pattern and pattern not in entry.name:
+            continue
+        for dname in entry.dtypes:
+            if dtypes and dname not in dtypes:
+                continue
+            dtype = t.SCALAR_TYPES[dname].np_dtype
+            for shape in entry.shapes:
+                inputs = entry.make(shape, dtype, rng)
+                iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
+                ok, err = check(inputs[entry.output], entry.oracle(inputs), entry.tolerance[dname])
+                all_ok &= ok
+                ref_s = _time(lambda: entry.reference(inputs), repeats)
+                nbytes = entry.bytes_moved(shape, dtype.itemsize)
+                row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "iron_us": iron_s * 1e6,
+                       "ref_us": ref_s * 1e6, "iron_gbps": nbytes / iron_s / 1e9, "ref_gbps": nbytes / ref_s / 1e9,
+                       "max_err": err, "ok": ok}
+                rows.append(row)
+                table.add_row(entry.name, "x".join(map(str, shape)), dname, f"{row['iron_us']:.0f}",
+                              f"{row['ref_us']:.0f}", f"{row['iron_gbps']:.3f}", f"{row['ref_gbps']:.3f}",
+                              f"{100 * ref_s / iron_s:.1f}%", f"{err:.2e}", "[green]ok" if ok else "[red]FAIL")
+    console.print(table)
+    console.print("Reference: NumPy on the host CPU. Iron % = reference time / Iron time.")
+    if json_path:
+        doc = {"date": datetime.now(timezone.utc).isoformat(), "backend": backend, "host": platform.node(),
+               "cpu": platform.processor() or platform.machine(), "git_sha": _git_sha(), "command": "iron bench",
+               "timing": "host wall-clock median", "rows": rows}
+        with open(json_path, "w") as f:
+            json.dump(doc, f, indent=2)
+    return all_ok

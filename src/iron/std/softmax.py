@@ -1,0 +1,81 @@
+"""Row softmax: one group per row, a strided pass per statistic, tree reductions in shared memory."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..frontend import kernel
+from ..lang import T, Tensor, barrier, constexpr, exp, f32, group_id, local_id, shared
+from .registry import StdKernel, register
+
+
+@kernel
+def softmax(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr):
+    """out[r, :] = softmax(x[r, :]) for a row-major (rows, ncols) matrix; launch rows * BLOCK threads in groups
+    of BLOCK (a power of two)."""
+    row = group_id(0)
+    tid = local_id(0)
+    base = row * ncols
+    red = shared(f32, BLOCK)
+    m = -math.inf
+    for c in range(tid, ncols, BLOCK):
+        m = max(m, x[base + c])
+    red[tid] = m
+    barrier()
+    s = BLOCK // 2
+    while s > 0:
+        if tid < s:
+            red[tid] = max(red[tid], red[tid + s])
+        barrier()
+        s = s // 2
+    m = red[0]
+    barrier()
+    acc = 0.0
+    for c in range(tid, ncols, BLOCK):
+        acc += exp(x[base + c] - m)
+    red[tid] = acc
+    barrier()
+    s = BLOCK // 2
+    while s > 0:
+        if tid < s:
+            red[tid] = red[tid] + red[tid + s]
+        barrier()
+        s = s // 2
+    inv = 1.0 / red[0]
+    for c in range(tid, ncols, BLOCK):
+        out[base + c] = exp(x[base + c] - m) * inv
+
+
+BLOCK = 256
+
+
+def _make(shape, dtype, rng):
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    return {"x": x, "out": np.full_like(x, np.nan)}
+
+
+def _oracle(d):
+    x = d["x"].astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _reference(d):
+    x = d["x"].astype(np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(d["x"].dtype)
+
+
+register(StdKernel(
+    name="std/softmax/row",
+    shapes=[(256, 1024), (1024, 1024)],
+    make=_make,
+    launch=lambda d, backend: softmax[d["x"].shape[0] * BLOCK, BLOCK](d["x"], d["out"], d["x"].shape[1], BLOCK,
+                                                                      backend=backend),
+    oracle=_oracle,
+    reference=_reference,
+    bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
+    tolerance={"f32": (1e-7, 1e-5), "f16": (1e-4, 2e-3), "bf16": (1e-3, 1.6e-2)},
+))

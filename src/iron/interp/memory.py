@@ -1,0 +1,153 @@
+"""Memory ops for the interpreter: bounds-checked load/store and thread-ordered atomics.
+
+Only active threads are checked and only active threads write; an inactive thread may hold any index (it often holds
+one past the end, e.g. the tail of an exact grid), so gathers clip instead of trusting it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import types as t
+from .threads import Fault, Geometry, Mask, first_fault
+
+# 0xDEADBEEF for ints, NaN for floats: a read of memory nobody wrote is visible in the output or as a wild index
+_GARBAGE_INT = 0xDEADBEEF
+
+
+def garbage(elem: t.ScalarType, size: int | None = None) -> np.ndarray:
+    """Uninitialised storage of ``elem``: a 0-d array when ``size`` is None."""
+    shape = () if size is None else (size,)
+    if elem.is_float:
+        return np.full(shape, np.nan, dtype=elem.np_dtype)
+    if elem.is_bool:
+        return np.ones(shape, dtype=bool)
+    return np.full(shape, _GARBAGE_INT, dtype=np.uint32).astype(elem.np_dtype)
+
+
+class Target:
+    """Where a memory op goes: a global buffer argument, or a shared array with one slice per group."""
+
+    __slots__ = ("data", "size", "base", "desc")
+
+    def __init__(self, data: np.ndarray, size: int, base: np.ndarray | None, desc: str):
+        self.data = data  # flat storage, written in place
+        self.size = size  # elements one thread may address
+        self.base = base  # per-thread offset of its group's slice (shared arrays), else None
+        self.desc = desc  # "buffer 'x'" or "shared array 'tile' (size 64)"
+
+    @classmethod
+    def shared(cls, geom: Geometry, elem: t.ScalarType, size: int, name: str | None) -> Target:
+        label = f"shared array '{name}'" if name else "shared array"
+        return cls(garbage(elem, size * geom.total_groups), size, geom.group_linear * size, f"{label} (size {size})")
+
+
+def _flat_index(target: Target, geom: Geometry, what: str, index: np.ndarray, mask: Mask) -> np.ndarray:
+    """Check the active threads' indices and return indices into ``target.data``."""
+    # an i32 index viewed as u32 turns negatives into huge values, so one comparison checks both ends
+    unsigned = index.view(np.uint32) if index.dtype == np.int32 else index
+    if mask is None and unsigned.ndim == 1:
+        in_range = unsigned.size == 0 or int(unsigned.max()) < target.size
+    else:
+        in_range = False
+    if not in_range:
+        bad = first_fault(unsigned >= target.size, mask, geom.n)
+        if bad is not None:
+            thread, count = bad
+            shown = int(index if index.ndim == 0 else index[thread])
+            raise Fault(f"{what} {target.desc} at index {shown} is out of bounds (size {target.size})", thread, count)
+    return index if target.base is None else target.base + index
+
+
+def load(target: Target, geom: Geometry, index: np.ndarray, mask: Mask) -> np.ndarray:
+    flat = _flat_index(target, geom, "load from", index, mask)
+    if flat.ndim == 0:
+        return np.array(target.data[int(flat)])
+    if mask is None:
+        return target.data[flat]
+    return target.data.take(flat, mode="clip")
+
+
+def store(target: Target, geom: Geometry, index: np.ndarray, value: np.ndarray, mask: Mask) -> None:
+    flat = _flat_index(target, geom, "store to", index, mask)
+    if mask is not None:
+        active = np.flatnonzero(mask)
+        flat = flat if flat.ndim == 0 else flat[active]
+        value = value if value.ndim == 0 else value[active]
+    if flat.ndim == 0 and value.ndim == 1:
+        value = value[-1]  # several threads store to one address: the last in thread order wins
+    target.data[flat] = value
+
+
+# -- atomics ------------------------------------------------------------------------------------------------------
+
+
+def _segmented_scan(x: np.ndarray, segment: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """Inclusive scan of ``x`` within runs of equal ``segment`` ids, by log-step doubling (Hillis-Steele)."""
+    x = x.copy()
+    step = 1
+    while step < len(x):
+        same = segment[step:] == segment[:-step]
+        if not same.any():
+            break  # runs are contiguous: no longer distance can stay inside one either
+        x[step:] = np.where(same, op(x[:-step], x[step:]), x[step:])
+        step *= 2
+    return x
+
+
+def _atomic_int(opcode: str, values: np.ndarray, base: np.ndarray, segment: np.ndarray, starts: np.ndarray,
+                first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(old value per update, final value per address) for i32/u32, exactly, in int64."""
+    v = values.astype(np.int64)
+    b = base.astype(np.int64)
+    if opcode == "atomic_add":
+        inclusive = np.cumsum(v)
+        exclusive = inclusive - v
+        old = b[segment] + (exclusive - exclusive[starts][segment])
+        return old, b + np.add.reduceat(v, starts)
+    # A key that orders by segment first makes one global running max stay inside each segment.
+    key = (segment.astype(np.int64) << 33) | (v + 2**31)
+    running = np.maximum.accumulate(key)
+    before = np.empty_like(running)
+    before[1:] = running[:-1]
+    earlier = (before & (2**33 - 1)) - 2**31
+    old = np.where(first, b[segment], np.maximum(b[segment], earlier))
+    return old, np.maximum(b, np.maximum.reduceat(v, starts))
+
+
+def _atomic_float(opcode: str, values: np.ndarray, base: np.ndarray, segment: np.ndarray, starts: np.ndarray,
+                  first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """f32: sums run in float64 and round once per returned value; max is fmax (NaN loses), which is exact."""
+    last = np.append(starts[1:] - 1, len(values) - 1)
+    if opcode == "atomic_add":
+        v, b, op, ident = values.astype(np.float64), base.astype(np.float64), np.add, 0.0
+    else:
+        v, b, op, ident = values, base, np.fmax, np.nan
+    inclusive = _segmented_scan(v, segment, op)
+    before = np.empty_like(inclusive)
+    before[1:] = inclusive[:-1]
+    before[first] = ident
+    return op(b[segment], before), op(b, inclusive[last])
+
+
+def atomic(opcode: str, target: Target, geom: Geometry, index: np.ndarray, value: np.ndarray,
+           mask: Mask) -> np.ndarray:
+    """atomic_add / atomic_max: each active thread gets the old value as if the threads ran one by one, in order."""
+    flat = np.broadcast_to(_flat_index(target, geom, opcode + " on", index, mask), (geom.n,))
+    value = np.broadcast_to(value, (geom.n,))
+    active = geom.thread_index if mask is None else np.flatnonzero(mask)
+    addr, vals = flat[active], value[active]
+    order = np.argsort(addr, kind="stable")  # stable: equal addresses keep thread order
+    addr, vals = addr[order], vals[order]
+    first = np.ones(len(addr), dtype=bool)
+    first[1:] = addr[1:] != addr[:-1]
+    starts = np.flatnonzero(first)
+    segment = np.cumsum(first) - 1
+    uniq = addr[starts]
+    dtype = target.data.dtype
+    combine = _atomic_float if dtype.kind == "f" else _atomic_int
+    old, final = combine(opcode, vals, target.data[uniq], segment, starts, first)
+    target.data[uniq] = final.astype(dtype)
+    out = np.zeros(geom.n, dtype=dtype)
+    out[active[order]] = old.astype(dtype)
+    return out

@@ -1,0 +1,240 @@
+"""A hypothesis-driven generator of random, well-defined kernels for checking that passes preserve behaviour.
+
+A kernel reads one element per thread from ``xi``/``xu``/``xf`` (i32/u32/f32), builds random expression DAGs over
+those, ``program_id``, ``n`` and constants (chosen so identities like ``x + 0`` and ``x * 1`` come up), with random
+``if``/``else``, dynamic and static loops, ``while`` loops, ``var`` get/set, ``break``/``continue``/``return``, and
+stores to ``oi``/``ou``/``of`` at the thread's own index. Everything it builds is defined behaviour: divisors are
+forced into 1..8, shift amounts into 0..31, and floats are range-checked before a cast to an integer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+from passes_helpers import new_kernel
+
+from iron.ir import Kernel, Value
+from iron.ir import types as t
+
+N_THREADS = 16
+NUMERIC = (t.i32, t.u32, t.f32)
+CONSTS = {
+    t.i32: [0, 1, -1, 2, 3, 7, 8, 31, 32, -(2**31), 2**31 - 1],
+    t.u32: [0, 1, 2, 3, 8, 16, 31, 2**31, 2**32 - 1],
+    t.f32: [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e30, -1e-30, 65504.0],
+    t.bool_: [True, False],
+}
+INT_BINARY = ["add", "sub", "mul", "min", "max", "and", "or", "xor", "shl", "shr", "div", "rem"]
+FLOAT_BINARY = ["add", "sub", "mul", "div", "min", "max", "rem"]
+FLOAT_UNARY = ["neg", "abs", "exp", "sqrt", "floor", "ceil", "sin", "tanh"]
+COMPARE = ["lt", "le", "gt", "ge", "eq", "ne"]
+
+
+@dataclass
+class _Scope:
+    values: dict[t.ScalarType, list[Value]] = field(default_factory=lambda: {ty: [] for ty in CONSTS})
+    vars: list[Value] = field(default_factory=list)
+    exprs: list[tuple[str, list[Value], t.ScalarType]] = field(default_factory=list)
+
+
+class KernelGen:
+    def __init__(self, draw, budget: int):
+        self.draw = draw
+        self.budget = budget
+        bufs = [(name, t.BufferType(ty)) for name, ty in (("xi", t.i32), ("xu", t.u32), ("xf", t.f32))]
+        outs = [(name, t.BufferType(ty)) for name, ty in (("oi", t.i32), ("ou", t.u32), ("of", t.f32))]
+        self.kernel, self.b, self.p = new_kernel(*bufs, *outs, ("n", t.i32), name="random")
+        self.out = {t.i32: self.p["oi"], t.u32: self.p["ou"], t.f32: self.p["of"]}
+        self.scopes = [_Scope()]
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+
+    def pick(self, options):
+        return self.draw(st.sampled_from(options))
+
+    def chance(self, p: float) -> bool:
+        return self.draw(st.integers(0, 99)) < p * 100
+
+    def add(self, v: Value) -> Value:
+        self.scopes[-1].values[v.type].append(v)
+        return v
+
+    def visible(self, ty) -> list[Value]:
+        return [v for s in self.scopes for v in s.values[ty]]
+
+    def const(self, ty) -> Value:
+        return self.b.const(self.pick(CONSTS[ty]), ty)
+
+    def operand(self, ty, depth: int) -> Value:
+        pool = self.visible(ty)
+        if pool and self.chance(0.6):
+            return self.pick(pool)
+        if depth > 0 and self.chance(0.5):
+            return self.expr(ty, depth - 1)
+        return self.const(ty)
+
+    # -- expressions ---------------------------------------------------------------------------------------------
+
+    def expr(self, ty, depth: int = 2) -> Value:
+        exprs = [e for s in self.scopes for e in s.exprs if e[2] == ty]
+        if exprs and self.chance(0.15):  # recompute an earlier expression: work for cse
+            code, operands, rty = self.pick(exprs)
+            return self.add(self.b.op(code, operands, rty).result)
+        kinds = ["binary", "binary", "unary", "select", "cast"]
+        if ty == t.bool_:
+            kinds = ["compare", "compare", "logic", "select"]
+        elif ty == t.f32:
+            kinds += ["fma"]
+        kind = self.pick(kinds)
+        b = self.b
+        if kind == "binary":
+            code = self.pick(FLOAT_BINARY if ty.is_float else INT_BINARY)
+            x = self.operand(ty, depth)
+            y = x if self.chance(0.15) else self.operand(ty, depth)
+            if ty.is_int and code in ("div", "rem"):  # divisor in 1..8: no division by zero, no INT_MIN / -1
+                y = b.binary("add", b.binary("and", y, b.const(7, ty)), b.const(1, ty))
+            elif code in ("shl", "shr"):
+                y = b.binary("and", y, b.const(31, ty))
+            v = b.binary(code, x, y)
+        elif kind == "unary":
+            codes = FLOAT_UNARY if ty.is_float else ["neg", "not"] + (["abs"] if ty.is_signed else [])
+            code = self.pick(codes)
+            x = self.operand(ty, depth)
+            if code == "sqrt":
+                x = b.unary("abs", x)
+            v = b.unary(code, x)
+        elif kind == "fma":
+            v = b.op("fma", [self.operand(ty, depth) for _ in range(3)], ty).result
+        elif kind == "select":
+            v = b.select(self.operand(t.bool_, depth), self.operand(ty, depth), self.operand(ty, depth))
+        elif kind == "cast":
+            v = self.cast_to(ty, depth)
+        elif kind == "compare":
+            src = self.pick(NUMERIC)
+            x = self.operand(src, depth)
+            y = x if self.chance(0.15) else self.operand(src, depth)
+            v = b.binary(self.pick(COMPARE), x, y)
+        else:  # logic
+            code = self.pick(["and", "or", "xor", "not"])
+            x = self.operand(t.bool_, depth)
+            v = b.unary("not", x) if code == "not" else b.binary(code, x, self.operand(t.bool_, depth))
+        self.scopes[-1].exprs.append((v.owner.opcode, list(v.owner.operands), ty))
+        return self.add(v)
+
+    def cast_to(self, ty, depth: int) -> Value:
+        b = self.b
+        src = self.pick([s for s in (t.i32, t.u32, t.f32, t.bool_) if s != ty])
+        x = self.operand(src, depth)
+        if src.is_float and ty.is_int:  # keep float->int casts in range (and NaN out) so C would agree
+            a = b.unary("abs", x)
+            x = b.select(b.binary("lt", a, b.const(1e9, t.f32)), a, b.const(0.0, t.f32))
+        return b.op("cast", [x], ty).result
+
+    # -- statements ----------------------------------------------------------------------------------------------
+
+    def block(self, n: int, loop: str | None) -> bool:
+        """Emit up to ``n`` statements into the current block; returns True when it ended with a jump."""
+        for _ in range(n):
+            if self.budget <= 0:
+                return False
+            self.budget -= 1
+            kinds = ["expr", "expr", "store", "store", "if", "var", "set", "for", "static", "while"]
+            if loop is not None:
+                kinds += ["jump"]
+            kind = self.pick(kinds)
+            if kind == "jump":
+                jumps = ["return"] if loop == "static" else ["break", "continue", "return"]
+                self.b.op(self.pick(jumps))
+                return True
+            getattr(self, "stmt_" + kind)(loop)
+        return False
+
+    def nested(self, block, n: int, loop: str | None) -> bool:
+        self.scopes.append(_Scope())
+        try:
+            with self.b.at(block):
+                return self.block(n, loop)
+        finally:
+            self.scopes.pop()
+
+    def stmt_expr(self, loop):
+        self.expr(self.pick(list(CONSTS)))
+
+    def stmt_store(self, loop):
+        ty = self.pick(NUMERIC)
+        gid = self.visible(t.i32)[0]  # program_id is the first i32 of the outer scope
+        self.b.store(self.out[ty], gid, self.operand(ty, 2))
+
+    def stmt_var(self, loop):
+        ty = self.pick(list(CONSTS))
+        v = self.b.var(ty)
+        self.b.set(v, self.operand(ty, 1))  # initialised at once: reading an unset var is undefined
+        self.scopes[-1].vars.append(v)
+        self.add(self.b.get(v))
+
+    def stmt_set(self, loop):
+        vars_ = [v for s in self.scopes for v in s.vars]
+        if not vars_:
+            return self.stmt_var(loop)
+        v = self.pick(vars_)
+        self.b.set(v, self.operand(v.type.elem, 2))
+        if self.chance(0.5):
+            self.add(self.b.get(v))
+
+    def stmt_if(self, loop):
+        _, then, else_ = self.b.if_(self.operand(t.bool_, 2))
+        self.nested(then, self.draw(st.integers(0, 4)), loop)
+        if self.chance(0.6):
+            self.nested(else_, self.draw(st.integers(0, 4)), loop)
+
+    def stmt_for(self, loop):
+        b = self.b
+        hi = b.binary("and", self.operand(t.i32, 1), b.const(3, t.i32))  # 0..3 iterations
+        _, body = b.for_(b.const(self.pick([0, 1]), t.i32), hi, b.const(self.pick([1, 2]), t.i32), "j")
+        self._loop_body(body, "dynamic")
+
+    def stmt_static(self, loop):
+        lo, hi, step = self.pick([(0, 3, 1), (0, 4, 2), (3, 0, -1), (2, 2, 1), (1, 5, 1)])
+        _, body = self.b.for_(self.b.const(lo, t.i32), self.b.const(hi, t.i32), self.b.const(step, t.i32), "s", True)
+        self._loop_body(body, "static")
+
+    def _loop_body(self, body, kind: str):
+        self.scopes.append(_Scope())
+        self.add(body.args[0])
+        try:
+            with self.b.at(body):
+                self.block(self.draw(st.integers(1, 4)), kind)
+        finally:
+            self.scopes.pop()
+
+    def stmt_while(self, loop):
+        b = self.b
+        count = b.var(t.i32, "w")
+        b.set(count, b.const(0, t.i32))
+        bound = b.binary("and", self.operand(t.i32, 1), b.const(3, t.i32))
+        _, cond, body = b.while_()
+        with b.at(cond):
+            b.op("condition", [b.binary("lt", b.get(count), bound)])
+        with b.at(body):  # count first, so `continue` cannot loop forever
+            b.set(count, b.binary("add", b.get(count), b.const(1, t.i32)))
+        self.nested(body, self.draw(st.integers(0, 3)), "dynamic")
+
+    # -- whole kernel --------------------------------------------------------------------------------------------
+
+    def build(self) -> Kernel:
+        b, p = self.b, self.p
+        gid = self.add(b.thread("program_id", 0))
+        self.add(p["n"])
+        self.add(b.load(p["xi"], gid, name="a"))
+        self.add(b.load(p["xu"], gid, name="u"))
+        self.add(b.load(p["xf"], gid, name="f"))
+        if not self.block(self.draw(st.integers(1, 12)), None):
+            for ty in NUMERIC:
+                b.store(self.out[ty], gid, self.operand(ty, 1))
+        return self.kernel
+
+
+@st.composite
+def kernels(draw, budget: int = 30) -> Kernel:
+    return KernelGen(draw, budget).build()

@@ -60,8 +60,6 @@ def test_use_counts_and_users():
 
 def test_replace_all_uses_reaches_nested_regions_and_passes_on_the_name():
     k, b, p, gid, v, sq = _kernel()
-    with b.at(k.body):
-        pass
     w = make_const(2.0, t.f32)
     insert_before(sq.owner, w)
     assert replace_all_uses(k, sq, v) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins as py_builtins
 import difflib
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -306,7 +307,16 @@ class FunctionCodegen(exprs.ExprMixin):
         if method is None:
             what, hint = UNSUPPORTED_STMTS.get(type(node), (f"`{type(node).__name__}` statement", None))
             raise self.error(f"unsupported syntax: {what}", node, hint)
-        method(node)
+        try:
+            method(node)
+        except CompileError:
+            raise
+        except Exception as e:  # a bug in Iron: still point at the user's line, keep internals out of the way
+            err = self.error(f"internal compiler error: {type(e).__name__}: {e}", self.node,
+                             "this is a bug in Iron; set IRON_DEBUG=1 for the compiler's traceback")
+            if os.environ.get("IRON_DEBUG"):
+                raise err from e
+            raise err from None
 
     def stmt_Pass(self, node: ast.Pass) -> None:
         pass

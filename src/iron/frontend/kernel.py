@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,8 +13,27 @@ from ..ir import types as t
 from ..ir.core import Kernel
 from ..ir.printer import print_kernel
 from ..lang.types import FLOAT_DTYPES, DTypeVar
+from ..passes.manager import run_pipeline
+from .analysis import launch_facts
+from .codegen import FunctionCodegen
 from .signature import ParamSpec, read_signature
+from .launch import Launcher, parse_launch_key
 from .source import function_source
+
+
+def user_facing(method):
+    """Re-raise IronErrors without the compiler's frames: the message already points at the user's code."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except IronError as e:
+            if os.environ.get("IRON_DEBUG"):
+                raise
+            raise e.with_traceback(None) from None
+
+    return wrapper
 
 
 class IronFunc:
@@ -104,10 +124,6 @@ class KernelFunction:
         return v
 
     def _compile(self, dtype: t.ScalarType | None, constexprs: tuple, record: bool = False) -> Variant:
-        from ..passes.manager import run_pipeline
-        from .analysis import launch_facts
-        from .codegen import FunctionCodegen
-
         start = time.perf_counter()
         if self.generic and dtype not in self.dtypes:
             raise IronError(f"{self.__name__} is generic over T in {', '.join(map(str, self.dtypes))}, not {dtype}")
@@ -124,7 +140,16 @@ class KernelFunction:
         cg = FunctionCodegen(self.fn.__name__, self._src, globals_, self.native_half, dtype)
         kernel = cg.build(params)
         kernel.attrs["constexprs"] = cvals
-        kernel, snapshots = run_pipeline(kernel, record=record)
+        try:
+            kernel, snapshots = run_pipeline(kernel, record=record)
+        except CompileError:
+            raise
+        except Exception as e:  # a pass or the verifier failed: a bug in Iron, reported at the kernel
+            err = CompileError(f"internal compiler error in {self.__name__}: {type(e).__name__}: {e}", kernel.loc,
+                               "this is a bug in Iron; set IRON_DEBUG=1 for the compiler's traceback")
+            if os.environ.get("IRON_DEBUG"):
+                raise err from e
+            raise err from None
         collectives, checks = launch_facts(kernel)
         ms = (time.perf_counter() - start) * 1e3
         return Variant(kernel, None, snapshots, ms, collectives, checks)
@@ -144,16 +169,19 @@ class KernelFunction:
 
     # -- introspection ------------------------------------------------------------------------------------------
 
+    @user_facing
     def ir(self, dtype: Any = None, **constexprs: Any) -> str:
         """The optimised IR of one variant as text (``dtype`` defaults to f32 for generic kernels)."""
         dt, cv = self._resolve(dtype, constexprs)
         return print_kernel(self.variant(dt, cv).kernel)
 
+    @user_facing
     def passes(self, dtype: Any = None, **constexprs: Any) -> list[tuple[str, str]]:
         """[(stage, IR text)]: the front-end's IR, then the IR after each pass, in order."""
         dt, cv = self._resolve(dtype, constexprs)
         return self._compile(dt, cv, record=True).snapshots
 
+    @user_facing
     def source(self, backend: str, dtype: Any = None, **constexprs: Any) -> str:
         """The generated source for ``backend`` (C-family / SPIR-V disassembly)."""
         from ..runtime import get_backend
@@ -161,6 +189,7 @@ class KernelFunction:
         dt, cv = self._resolve(dtype, constexprs)
         return get_backend(backend).source(self.variant(dt, cv))
 
+    @user_facing
     def compile(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> Any:
         """The backend binary for one variant (cubin, code object, SPIR-V words) where the toolchain allows."""
         from ..runtime import get_backend
@@ -171,8 +200,6 @@ class KernelFunction:
     # -- launch -------------------------------------------------------------------------------------------------
 
     def __getitem__(self, key: Any):
-        from .launch import Launcher, parse_launch_key
-
         grid, group = parse_launch_key(key)
         return Launcher(self, grid, group)
 

@@ -22,8 +22,19 @@ from ..ir import types as t
 from ..ir.core import Block, Kernel, Op, Value
 from . import memory
 from .semantics import const_array, pure_fn
-from .threads import (EMPTY, Fault, Geometry, Mask, first_fault, m_and, m_and_not, m_minus, m_or, simd_exchange,
-                      simd_reduce)
+from .threads import (
+    EMPTY,
+    Fault,
+    Geometry,
+    Mask,
+    first_fault,
+    m_and,
+    m_and_not,
+    m_minus,
+    m_or,
+    simd_exchange,
+    simd_reduce,
+)
 
 Step = Callable[[Mask], Mask]
 Steps = tuple[tuple[Step, Op], ...]
@@ -32,8 +43,13 @@ _PURE = O.BINARY_ARITH | O.BITWISE | O.COMPARE | O.FLOAT_MATH | {"neg", "not", "
 _THREAD = O.THREAD_AXIS | {"simd_lane", "simd_group", "simd_size"}
 
 
-def run_kernel(kernel: Kernel, args: dict[str, object], grid: tuple[int, int, int], group: tuple[int, int, int],
-               simd_width: int = 32) -> None:
+def run_kernel(
+    kernel: Kernel,
+    args: dict[str, object],
+    grid: tuple[int, int, int],
+    group: tuple[int, int, int],
+    simd_width: int = 32,
+) -> None:
     """Execute ``kernel`` over an exact ``grid`` of threads in groups of ``group``; buffers in ``args`` are updated.
 
     ``args`` maps each parameter name to a 1-D NumPy array of the element dtype (buffers) or a NumPy scalar
@@ -43,11 +59,10 @@ def run_kernel(kernel: Kernel, args: dict[str, object], grid: tuple[int, int, in
     if not isinstance(simd_width, int | np.integer) or simd_width < 1:
         raise LaunchError(f"simd_width must be a positive int, got {simd_width!r}")
     geom = Geometry(grid3, group3, int(simd_width))
-    executor = _Executor(kernel, args, geom)  # binds and checks the arguments even for an empty launch
-    if geom.n == 0:
-        return
     with np.errstate(all="ignore"):  # overflow, NaN and inf are defined results here, not warnings
-        executor.run()
+        executor = _Executor(kernel, args, geom)  # binds and checks the arguments even for an empty launch
+        if geom.n:
+            executor.run()
 
 
 def _dims(value: Any, what: str, least: int) -> tuple[int, int, int]:
@@ -97,21 +112,27 @@ class _Executor:
             if p.kind == "buffer":
                 elem = p.type.elem
                 if not isinstance(value, np.ndarray) or value.ndim != 1 or value.dtype != elem.np_dtype:
-                    got = f"{value.dtype} array of shape {value.shape}" if isinstance(value, np.ndarray) else \
-                        type(value).__name__
-                    raise LaunchError(f"kernel '{name}': argument '{p.name}' must be a 1-D {elem.np_dtype} array, "
-                                      f"got {got}")
+                    got = (
+                        f"{value.dtype} array of shape {value.shape}"
+                        if isinstance(value, np.ndarray)
+                        else type(value).__name__
+                    )
+                    raise LaunchError(
+                        f"kernel '{name}': argument '{p.name}' must be a 1-D {elem.np_dtype} array, got {got}"
+                    )
                 self.targets[p.value.uid] = memory.Target(value, len(value), None, f"buffer '{p.name}'")
             else:
                 self.env[self._slot(p.value)] = self._scalar_arg(p.name, p.type, value)
 
-    def _scalar_arg(self, pname: str, type: t.ScalarType, value: object) -> np.ndarray:
-        if isinstance(value, bool | int | float):
-            return const_array(value, type)
+    def _scalar_arg(self, pname: str, ptype: t.ScalarType, value: object) -> np.ndarray:
+        if type(value) in (bool, int, float):  # plain Python numbers; np.float64 (a float subclass) must match
+            return const_array(value, ptype)
         arr = np.asarray(value)
-        if arr.ndim != 0 or arr.dtype != type.np_dtype:
-            raise LaunchError(f"kernel '{self.kernel.name}': argument '{pname}' must be a {type} scalar "
-                              f"({type.np_dtype}), got {arr.dtype} of shape {arr.shape}")
+        if arr.ndim != 0 or arr.dtype != ptype.np_dtype:
+            raise LaunchError(
+                f"kernel '{self.kernel.name}': argument '{pname}' must be a {ptype} scalar "
+                f"({ptype.np_dtype}), got {arr.dtype} of shape {arr.shape}"
+            )
         return arr
 
     # -- compilation ----------------------------------------------------------------------------------------------
@@ -139,9 +160,10 @@ class _Executor:
         if code in _THREAD:
             self.env[self._slot(op.result)] = self.geom.thread_value(code, op.attrs.get("axis"))
             return None
-        if code == "shared":
-            self.targets[op.result.uid] = memory.Target.shared(self.geom, op.attrs["elem"], op.attrs["size"],
-                                                               op.result.name)
+        if code == "shared":  # allocated once per launch, like a static __shared__ array, even inside a loop
+            self.targets[op.result.uid] = memory.Target.shared(
+                self.geom, op.attrs["elem"], op.attrs["size"], op.result.name
+            )
             return None
         if code in _PURE:
             return self._pure(op)
@@ -164,8 +186,9 @@ class _Executor:
                 if not divisor.all():
                     bad = first_fault(divisor == 0, mask, n)
                     if bad is not None:
-                        raise Fault("integer division by zero" if op.opcode == "div" else "integer remainder by zero",
-                                    *bad)
+                        raise Fault(
+                            "integer division by zero" if op.opcode == "div" else "integer remainder by zero", *bad
+                        )
                 env[out] = fn(env[a], divisor)
                 return mask
 
@@ -201,7 +224,7 @@ class _Executor:
         if mask is EMPTY:
             return EMPTY
         try:
-            for step, op in steps:
+            for step, op in steps:  # noqa: B007 - `op` locates a fault
                 mask = step(mask)
                 if mask is EMPTY:
                     return EMPTY
@@ -278,7 +301,7 @@ def _barrier(ex: _Executor, op: Op) -> Step:
     def barrier(mask: Mask) -> Mask:
         # Lock-step execution makes every barrier a fence already; what is left is to catch a barrier that only
         # some threads of a group reach, which hangs or corrupts shared memory on a GPU.
-        if mask is None:
+        if mask is None or (mask is geom.in_grid and ex.returned is EMPTY):
             return mask
         live = m_minus(geom.in_grid, ex.returned)
         missing = ~mask if live is None else live & ~mask
@@ -287,8 +310,10 @@ def _barrier(ex: _Executor, op: Op) -> Step:
         if partial.any():
             g = int(np.argmax(partial))
             n_live = geom.group_threads if live is None else int(live.reshape(shape)[g].sum())
-            raise Fault(f"barrier() reached by only part of group {g} (divergent control flow): "
-                        f"{int(arrived[g].sum())} of its {n_live} live threads arrived")
+            raise Fault(
+                f"barrier() reached by only part of group {g} (divergent control flow): "
+                f"{int(arrived[g].sum())} of its {n_live} live threads arrived"
+            )
         return mask
 
     return barrier
@@ -437,9 +462,20 @@ def _jump(ex: _Executor, op: Op) -> Step:
 
 
 _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
-    "load": _memory, "store": _memory, "atomic_add": _memory, "atomic_max": _memory,
+    "load": _memory,
+    "store": _memory,
+    "atomic_add": _memory,
+    "atomic_max": _memory,
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE},
-    "barrier": _barrier, "var": _var, "get": _var, "set": _var,
-    "if": _if, "for": _for, "while": _while, "condition": _condition,
-    "break": _jump, "continue": _jump, "return": _jump,
+    "barrier": _barrier,
+    "var": _var,
+    "get": _var,
+    "set": _var,
+    "if": _if,
+    "for": _for,
+    "while": _while,
+    "condition": _condition,
+    "break": _jump,
+    "continue": _jump,
+    "return": _jump,
 }

@@ -34,12 +34,12 @@ class Target:
         self.data = data  # flat storage, written in place
         self.size = size  # elements one thread may address
         self.base = base  # per-thread offset of its group's slice (shared arrays), else None
-        self.desc = desc  # "buffer 'x'" or "shared array 'tile' (size 64)"
+        self.desc = desc  # "buffer 'x'" or "shared array 'tile'"; the fault message adds the size
 
     @classmethod
     def shared(cls, geom: Geometry, elem: t.ScalarType, size: int, name: str | None) -> Target:
         label = f"shared array '{name}'" if name else "shared array"
-        return cls(garbage(elem, size * geom.total_groups), size, geom.group_linear * size, f"{label} (size {size})")
+        return cls(garbage(elem, size * geom.total_groups), size, geom.group_linear * size, label)
 
 
 def _flat_index(target: Target, geom: Geometry, what: str, index: np.ndarray, mask: Mask) -> np.ndarray:
@@ -95,8 +95,9 @@ def _segmented_scan(x: np.ndarray, segment: np.ndarray, op: np.ufunc) -> np.ndar
     return x
 
 
-def _atomic_int(opcode: str, values: np.ndarray, base: np.ndarray, segment: np.ndarray, starts: np.ndarray,
-                first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _atomic_int(
+    opcode: str, values: np.ndarray, base: np.ndarray, segment: np.ndarray, starts: np.ndarray, first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(old value per update, final value per address) for i32/u32, exactly, in int64."""
     v = values.astype(np.int64)
     b = base.astype(np.int64)
@@ -115,8 +116,9 @@ def _atomic_int(opcode: str, values: np.ndarray, base: np.ndarray, segment: np.n
     return old, np.maximum(b, np.maximum.reduceat(v, starts))
 
 
-def _atomic_float(opcode: str, values: np.ndarray, base: np.ndarray, segment: np.ndarray, starts: np.ndarray,
-                  first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _atomic_float(
+    opcode: str, values: np.ndarray, base: np.ndarray, segment: np.ndarray, starts: np.ndarray, first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """f32: sums run in float64 and round once per returned value; max is fmax (NaN loses), which is exact."""
     last = np.append(starts[1:] - 1, len(values) - 1)
     if opcode == "atomic_add":
@@ -130,9 +132,12 @@ def _atomic_float(opcode: str, values: np.ndarray, base: np.ndarray, segment: np
     return op(b[segment], before), op(b, inclusive[last])
 
 
-def atomic(opcode: str, target: Target, geom: Geometry, index: np.ndarray, value: np.ndarray,
-           mask: Mask) -> np.ndarray:
-    """atomic_add / atomic_max: each active thread gets the old value as if the threads ran one by one, in order."""
+def atomic(opcode: str, target: Target, geom: Geometry, index: np.ndarray, value: np.ndarray, mask: Mask) -> np.ndarray:
+    """atomic_add / atomic_max: each active thread gets the old value as if the threads ran one at a time.
+
+    The order is launch order (group by group, then linear local id), which for a 1-D launch is program_id order.
+    Sorting by address (stably) turns each address's updates into one contiguous run, scanned without a Python loop.
+    """
     flat = np.broadcast_to(_flat_index(target, geom, opcode + " on", index, mask), (geom.n,))
     value = np.broadcast_to(value, (geom.n,))
     active = geom.thread_index if mask is None else np.flatnonzero(mask)

@@ -106,6 +106,7 @@ class Geometry:
         self.total_groups = prod(self.num_groups)
         self.n = self.group_threads * self.total_groups
         self.exact = all(n % g == 0 for n, g in zip(grid, group))
+        self._thread_values: dict[tuple[str, int | None], np.ndarray] = {}
 
     def _local_small(self, axis: int) -> np.ndarray:
         gx, gy, _ = self.group
@@ -135,7 +136,14 @@ class Geometry:
         return (self.group_id(axis) * np.int32(self.group[axis]) + self.local_id(axis)).astype(np.int32)
 
     def thread_value(self, opcode: str, axis: int | None) -> np.ndarray:
-        """The value of a thread-index op (the same array object every time it is asked for)."""
+        """The value of a thread-index op; every op asking for the same id shares one array."""
+        key = (opcode, axis)
+        value = self._thread_values.get(key)
+        if value is None:
+            value = self._thread_values[key] = self._thread_value(opcode, axis)
+        return value
+
+    def _thread_value(self, opcode: str, axis: int | None) -> np.ndarray:
         if opcode in ("program_id", "local_id", "group_id"):
             return getattr(self, opcode)(axis)
         if opcode == "group_size":
@@ -252,8 +260,11 @@ def simd_exchange(geom: Geometry, opcode: str, value: np.ndarray, lane: np.ndarr
     if bad is not None:
         thread, count = bad
         shown = int(src_lane if src_lane.ndim == 0 else src_lane[thread])
-        what = f"lane mask {int(lane if lane.ndim == 0 else lane[thread])} selects lane {shown}" \
-            if opcode == "simd_shuffle_xor" else f"lane {shown}"
+        what = (
+            f"lane mask {int(lane if lane.ndim == 0 else lane[thread])} selects lane {shown}"
+            if opcode == "simd_shuffle_xor"
+            else f"lane {shown}"
+        )
         raise Fault(f"{opcode}: {what}, outside the SIMD group (lanes 0..{width - 1})", thread, count)
     if value.ndim == 0:
         return value

@@ -2,9 +2,11 @@
 
 A kernel reads one element per thread from ``xi``/``xu``/``xf`` (i32/u32/f32), builds random expression DAGs over
 those, ``program_id``, ``n`` and constants (chosen so identities like ``x + 0`` and ``x * 1`` come up), with random
-``if``/``else``, dynamic and static loops, ``while`` loops, ``var`` get/set, ``break``/``continue``/``return``, and
-stores to ``oi``/``ou``/``of`` at the thread's own index. Everything it builds is defined behaviour: divisors are
-forced into 1..8, shift amounts into 0..31, and floats are range-checked before a cast to an integer.
+``if``/``else``, dynamic and static loops, ``while`` loops, ``var`` get/set, ``break``/``continue``/``return``, SIMD
+reductions and atomics, and stores to ``oi``/``ou``/``of``. Each store site owns a slot per thread
+(``gid * SITES + site``), so a value stored early is not hidden by a later store. Everything it builds is defined
+behaviour: divisors are forced into 1..8, shift amounts into 0..31, and floats are range-checked before a cast to an
+integer.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from iron.ir import Kernel, Value
 from iron.ir import types as t
 
 N_THREADS = 16
+SITES = 48  # store slots per thread in each output buffer
 NUMERIC = (t.i32, t.u32, t.f32)
 CONSTS = {
     t.i32: [0, 1, -1, 2, 3, 7, 8, 31, 32, -(2**31), 2**31 - 1],
     t.u32: [0, 1, 2, 3, 8, 16, 31, 2**31, 2**32 - 1],
-    t.f32: [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e30, -1e-30, 65504.0],
+    t.f32: [0.0, -0.0, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e30, -1e-30, 65504.0],
     t.bool_: [True, False],
 }
 INT_BINARY = ["add", "sub", "mul", "min", "max", "and", "or", "xor", "shl", "shr", "div", "rem"]
@@ -47,6 +50,7 @@ class KernelGen:
         self.kernel, self.b, self.p = new_kernel(*bufs, *outs, ("n", t.i32), name="random")
         self.out = {t.i32: self.p["oi"], t.u32: self.p["ou"], t.f32: self.p["of"]}
         self.scopes = [_Scope()]
+        self.sites = 0
 
     # -- helpers -------------------------------------------------------------------------------------------------
 
@@ -69,7 +73,7 @@ class KernelGen:
     def operand(self, ty, depth: int) -> Value:
         pool = self.visible(ty)
         if pool and self.chance(0.6):
-            return self.pick(pool)
+            return self.pick(pool[-3:] if self.chance(0.5) else pool)  # favour recent values: longer chains
         if depth > 0 and self.chance(0.5):
             return self.expr(ty, depth - 1)
         return self.const(ty)
@@ -139,7 +143,8 @@ class KernelGen:
             if self.budget <= 0:
                 return False
             self.budget -= 1
-            kinds = ["expr", "expr", "store", "store", "if", "var", "set", "for", "static", "while"]
+            kinds = ["expr", "expr", "store", "store", "store", "if", "var", "set", "for", "static", "while", "atomic"]
+            kinds += ["simd"]
             if loop is not None:
                 kinds += ["jump"]
             kind = self.pick(kinds)
@@ -161,10 +166,30 @@ class KernelGen:
     def stmt_expr(self, loop):
         self.expr(self.pick(list(CONSTS)))
 
+    def slot(self) -> Value:
+        """This thread's slot for a new store site."""
+        b = self.b
+        gid = self.visible(t.i32)[0]  # program_id is the first i32 of the outer scope
+        site = self.sites % SITES
+        self.sites += 1
+        return b.binary("add", b.binary("mul", gid, b.const(SITES, t.i32)), b.const(site, t.i32))
+
     def stmt_store(self, loop):
         ty = self.pick(NUMERIC)
-        gid = self.visible(t.i32)[0]  # program_id is the first i32 of the outer scope
-        self.b.store(self.out[ty], gid, self.operand(ty, 2))
+        pool = self.visible(ty)
+        value = pool[-1] if pool and self.chance(0.5) else self.operand(ty, 2)  # the newest value, often
+        self.b.store(self.out[ty], self.slot(), value)
+
+    def stmt_atomic(self, loop):
+        ty = self.pick(NUMERIC)
+        code = "atomic_add" if ty.is_float else self.pick(["atomic_add", "atomic_max"])
+        old = self.b.op(code, [self.out[ty], self.slot(), self.operand(ty, 1)], ty).result
+        if self.chance(0.5):
+            self.add(old)
+
+    def stmt_simd(self, loop):
+        ty = self.pick(NUMERIC)
+        self.add(self.b.op(self.pick(["simd_sum", "simd_max", "simd_min"]), [self.operand(ty, 1)], ty).result)
 
     def stmt_var(self, loop):
         ty = self.pick(list(CONSTS))
@@ -231,7 +256,7 @@ class KernelGen:
         self.add(b.load(p["xf"], gid, name="f"))
         if not self.block(self.draw(st.integers(1, 12)), None):
             for ty in NUMERIC:
-                b.store(self.out[ty], gid, self.operand(ty, 1))
+                b.store(self.out[ty], self.slot(), self.operand(ty, 1))
         return self.kernel
 
 

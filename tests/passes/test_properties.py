@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from passes_kernel_gen import N_THREADS, kernels
+from passes_kernel_gen import N_THREADS, SITES, kernels
 
 from iron.interp.executor import run_kernel
 from iron.ir import Kernel, print_kernel, verify
@@ -22,7 +22,7 @@ def _inputs() -> dict[str, np.ndarray]:
     xu = rng.integers(0, 2**32, N_THREADS, dtype=np.uint64).astype(np.uint32)
     xu[:4] = [0, 1, 2**31, 2**32 - 1]
     xf = (rng.standard_normal(N_THREADS) * 10).astype(np.float32)
-    xf[:7] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -3.5]
+    xf[:10] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -3.5, -0.0, 0.5, -0.0]
     return {"xi": xi, "xu": xu, "xf": xf}
 
 
@@ -31,9 +31,10 @@ INPUTS = _inputs()
 
 def _run(kernel: Kernel) -> dict[str, np.ndarray]:
     args: dict[str, object] = {k: v.copy() for k, v in INPUTS.items()}
-    args["oi"] = np.full(N_THREADS, -12345, np.int32)  # outputs start as a sentinel (NaN for floats) every run
-    args["ou"] = np.full(N_THREADS, 0xDEADBEEF, np.uint32)
-    args["of"] = np.full(N_THREADS, np.nan, np.float32)
+    size = N_THREADS * SITES
+    args["oi"] = np.full(size, -12345, np.int32)  # outputs start as a sentinel (NaN for floats) every run
+    args["ou"] = np.full(size, 0xDEADBEEF, np.uint32)
+    args["of"] = np.full(size, np.nan, np.float32)
     args["n"] = np.int32(N_THREADS)
     run_kernel(kernel, args, (N_THREADS,), (8,), 4)
     return {name: args[name] for name in ("oi", "ou", "of")}

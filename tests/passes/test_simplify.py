@@ -136,9 +136,7 @@ def test_u32_strength_reduction():
 
 
 def test_select_of_bool_constants_and_negated_conditions():
-    changed, last = _simplify(
-        t.bool_, lambda b, x, y: b.select(x, b.const(True, t.bool_), b.const(False, t.bool_))
-    )
+    changed, last = _simplify(t.bool_, lambda b, x, y: b.select(x, b.const(True, t.bool_), b.const(False, t.bool_)))
     assert changed
     k, b, p = new_kernel(("inp", BUF[t.i32]), ("out", BUF[t.i32]))
     x = b.load(p["inp"], b.const(0, t.i32), name="x")

@@ -14,6 +14,7 @@ from collections import deque
 
 import numpy as np
 
+from ..interp.semantics import const_array, eval_pure
 from ..ir import ops as O
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.rewrite import (
@@ -26,6 +27,7 @@ from ..ir.rewrite import (
     is_while_condition,
     rewrite_operands,
 )
+
 
 class Fold:
     """Fold constant expressions, constant ``if``s and ``select``s, and zero-trip constant ``for`` loops."""
@@ -102,13 +104,11 @@ def _zero_trip_loop(op: Op) -> bool:
 
 def evaluate(op: Op) -> bool | int | float | None:
     """The constant ``op`` computes from its const operands, or None when it must be left to run time."""
-    from ..interp.semantics import eval_pure
-
     args = [const_value(v) for v in op.operands]
     rtype = op.result.type
     if not _defined(op, args):
         return None
-    arrays = [np.asarray(a, dtype=v.type.np_dtype) for a, v in zip(args, op.operands)]
+    arrays = [const_array(a, v.type) for a, v in zip(args, op.operands)]
     try:
         with np.errstate(all="ignore"):
             result = np.asarray(eval_pure(op.opcode, arrays, rtype, dict(op.attrs)), dtype=rtype.np_dtype)

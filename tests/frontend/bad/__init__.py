@@ -1,0 +1,1 @@
+"""Malformed kernels for test_errors.py."""

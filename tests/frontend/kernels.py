@@ -1,0 +1,512 @@
+"""Kernels exercised by the front-end test suite (tests/frontend/test_kernels.py, test_api.py).
+
+Each kernel is small and written the way a user would write it; together they use every builtin and every
+control-flow form of DESIGN.md's fixed-names list. ``iron inspect tests/frontend/kernels.py:<name>`` works on them.
+The NumPy oracles live in the tests, not here, so that a kernel and its oracle are never written in the same idiom.
+"""
+
+from __future__ import annotations
+
+import iron
+from iron import (
+    T,
+    Tensor,
+    abs,
+    atomic_add,
+    atomic_max,
+    barrier,
+    cast,
+    ceil,
+    constexpr,
+    cos,
+    erf,
+    exp,
+    exp2,
+    f32,
+    floor,
+    fma,
+    group_id,
+    group_size,
+    i32,
+    kernel,
+    load,
+    local_id,
+    log,
+    log2,
+    max,
+    min,
+    num_groups,
+    program_id,
+    rsqrt,
+    shared,
+    simd_broadcast,
+    simd_group,
+    simd_lane,
+    simd_max,
+    simd_min,
+    simd_shuffle,
+    simd_shuffle_xor,
+    simd_size,
+    simd_sum,
+    sin,
+    sqrt,
+    static_range,
+    store,
+    tanh,
+    u32,
+    where,
+)
+
+# ---------------------------------------------------------------------------------------------------------------
+# the seed (issue 2), exactly as written there
+
+
+@kernel
+def iron_exp(a: Tensor[T], out: Tensor[T]):
+    idx = program_id(0)
+    out[idx] = exp(a[idx])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# math builtins; OP is a constexpr, so each op is its own variant and the `if` chain is resolved at compile time
+
+UNARY_OPS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs", "floor", "ceil")
+UNARY_OP_CODE = {name: code for code, name in enumerate(UNARY_OPS)}
+
+
+@kernel
+def unary_math(x: Tensor[T], out: Tensor[T], OP: constexpr):
+    i = program_id(0)
+    v = x[i]
+    if OP == 0:
+        y = exp(v)
+    elif OP == 1:
+        y = exp2(v)
+    elif OP == 2:
+        y = log(v)
+    elif OP == 3:
+        y = log2(v)
+    elif OP == 4:
+        y = sqrt(v)
+    elif OP == 5:
+        y = rsqrt(v)
+    elif OP == 6:
+        y = sin(v)
+    elif OP == 7:
+        y = cos(v)
+    elif OP == 8:
+        y = tanh(v)
+    elif OP == 9:
+        y = erf(v)
+    elif OP == 10:
+        y = abs(v)
+    elif OP == 11:
+        y = floor(v)
+    else:
+        y = ceil(v)
+    out[i] = y
+
+
+@kernel
+def minmax_fma(a: Tensor[T], b: Tensor[T], c: Tensor[T], lo: Tensor[T], hi: Tensor[T], fused: Tensor[T]):
+    """min of two, max of three (variadic), and fma."""
+    i = program_id(0)
+    lo[i] = min(a[i], b[i])
+    hi[i] = max(a[i], b[i], c[i])
+    fused[i] = fma(a[i], b[i], c[i])
+
+
+@kernel
+def where_select(a: Tensor[T], b: Tensor[T], out: Tensor[T]):
+    i = program_id(0)
+    x = a[i]
+    y = b[i]
+    out[i] = where(x > y, x - y, y * 0.5)
+
+
+@kernel
+def cast_roundtrip(x: Tensor[T], xi: Tensor[i32], xu: Tensor[u32], back: Tensor[T]):
+    """float -> i32 (truncates toward zero), float -> u32, and i32/u32 -> T."""
+    i = program_id(0)
+    v = x[i]
+    t = cast(v * 8.0, i32)
+    u = cast(abs(v), u32)
+    xi[i] = t
+    xu[i] = u
+    back[i] = cast(t, T) + cast(u, T)
+
+
+@kernel
+def load_store_reverse(a: Tensor[T], out: Tensor[T], n: int):
+    """The explicit load()/store() builtins (t[i] is sugar for them)."""
+    i = program_id(0)
+    store(out, i, load(a, n - 1 - i) * 2.0)
+
+
+@kernel
+def axpy(alpha: float, x: Tensor[T], y: Tensor[T], out: Tensor[T]):
+    i = program_id(0)
+    out[i] = alpha * x[i] + y[i]
+
+
+@kernel
+def scalar_params(x: Tensor[T], out: Tensor[T], n: int, scale: iron.f32, stride: iron.u32, offset: iron.i32):
+    """i32 program_id times a u32 scalar is u32 arithmetic (C's conversions): the index wraps modulo 2**32."""
+    i = program_id(0)
+    j = (offset + i * stride) % n
+    out[i] = x[j] * scale
+
+
+@kernel
+def ieee_affine(x: Tensor[T], scaled: Tensor[T], plus: Tensor[T], minus: Tensor[T], SCALE: constexpr, BIAS: constexpr):
+    """Arithmetic with compile-time constants that an optimiser is tempted to drop (x * 1.0, x + 0.0, x - 0.0):
+    only some of those rewrites are exact for -0.0, inf and NaN."""
+    i = program_id(0)
+    v = x[i]
+    scaled[i] = v * SCALE
+    plus[i] = v + BIAS
+    minus[i] = v - BIAS
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# thread indices
+
+
+@kernel
+def thread_ids_1d(pid: Tensor[i32], lid: Tensor[i32], gid: Tensor[i32], gsz: Tensor[i32], ngr: Tensor[i32]):
+    i = program_id(0)
+    pid[i] = i
+    lid[i] = local_id(0)
+    gid[i] = group_id(0)
+    gsz[i] = group_size(0)
+    ngr[i] = num_groups(0)
+
+
+@kernel
+def thread_ids_2d(out: Tensor[i32], width: int, total: int):
+    """Ten planes of `total` elements: program/local/group id, group size and group count on axes 0 and 1."""
+    x = program_id(0)
+    y = program_id(axis=1)
+    k = y * width + x
+    out[k] = x
+    out[total + k] = y
+    out[2 * total + k] = local_id(0)
+    out[3 * total + k] = local_id(1)
+    out[4 * total + k] = group_id(0)
+    out[5 * total + k] = group_id(1)
+    out[6 * total + k] = group_size(0)
+    out[7 * total + k] = group_size(1)
+    out[8 * total + k] = num_groups(0)
+    out[9 * total + k] = num_groups(1)
+
+
+@kernel
+def simd_ids(lane: Tensor[i32], sgroup: Tensor[i32], ssize: Tensor[i32]):
+    i = program_id(0)
+    lane[i] = simd_lane()
+    sgroup[i] = simd_group()
+    ssize[i] = simd_size()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# shared memory, barriers, SIMD-group collectives
+
+
+@kernel
+def block_sum(x: Tensor[T], out: Tensor[T], BLOCK: constexpr):
+    """One sum per group: a tree reduction in shared memory (BLOCK a power of two, the group size)."""
+    tid = local_id(0)
+    red = shared(f32, BLOCK)
+    red[tid] = x[program_id(0)]
+    barrier()
+    s = BLOCK // 2
+    while s > 0:
+        if tid < s:
+            red[tid] += red[tid + s]
+        barrier()
+        s = s // 2
+    if tid == 0:
+        out[group_id(0)] = red[0]
+
+
+TILE = 16
+
+
+@kernel
+def transpose_tiled(x: Tensor[T], out: Tensor[T], rows: int, cols: int):
+    """out (cols x rows) = x (rows x cols)^T through a TILE x TILE shared tile; launch grid (cols, rows), group
+    (TILE, TILE). Values pass through shared memory of dtype T unchanged."""
+    tile = shared(T, TILE * TILE)
+    lx = local_id(0)
+    ly = local_id(1)
+    tile[ly * TILE + lx] = x[program_id(1) * cols + program_id(0)]
+    barrier()
+    orow = group_id(0) * TILE + ly
+    ocol = group_id(1) * TILE + lx
+    out[orow * rows + ocol] = tile[lx * TILE + ly]
+
+
+@kernel
+def simd_reduce(x: Tensor[T], s: Tensor[T], mx: Tensor[T], mn: Tensor[T]):
+    i = program_id(0)
+    v = x[i]
+    s[i] = simd_sum(v)
+    mx[i] = simd_max(v)
+    mn[i] = simd_min(v)
+
+
+@kernel
+def simd_exchange(x: Tensor[T], rot: Tensor[T], swz: Tensor[T], bc: Tensor[T], SHIFT: constexpr, MASK: constexpr):
+    i = program_id(0)
+    v = x[i]
+    rot[i] = simd_shuffle(v, (simd_lane() + SHIFT) % simd_size())
+    swz[i] = simd_shuffle_xor(v, MASK)
+    bc[i] = simd_broadcast(v, simd_size() - 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# atomics
+
+
+@kernel
+def histogram_i32(x: Tensor[T], hist: Tensor[i32], nbins: int):
+    """Bin b = trunc(x) clamped to [0, nbins - 1]."""
+    i = program_id(0)
+    b = min(max(cast(x[i], i32), 0), nbins - 1)
+    atomic_add(hist, b, 1)
+
+
+@kernel
+def histogram_u32(x: Tensor[T], hist: Tensor[u32], tickets: Tensor[u32], counter: Tensor[u32], nbins: iron.u32):
+    """u32 histogram, plus atomic_add's return value: every thread draws a distinct ticket from one counter."""
+    i = program_id(0)
+    b = cast(max(x[i], 0.0), u32)
+    atomic_add(hist, min(b, nbins - 1), 1)
+    tickets[i] = atomic_add(counter, 0, 1)
+
+
+@kernel
+def atomic_sum_f32(x: Tensor[T], total: Tensor[f32], nslots: int):
+    i = program_id(0)
+    atomic_add(total, i % nslots, x[i])
+
+
+@kernel
+def atomic_max_i32(x: Tensor[i32], out: Tensor[i32], old: Tensor[i32], nslots: int):
+    i = program_id(0)
+    old[i] = atomic_max(out, i % nslots, x[i])
+
+
+@kernel
+def atomic_max_f32(x: Tensor[T], out: Tensor[f32], nslots: int):
+    i = program_id(0)
+    atomic_max(out, i % nslots, x[i])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# control flow
+
+
+@kernel
+def static_dot(x: Tensor[T], w: Tensor[T], out: Tensor[T], evens: Tensor[T], K: constexpr):
+    """Per-thread dot product of a K-row with w (static_range(K)), and the sum of the even-indexed entries in
+    reverse order (static_range(start, stop, negative step))."""
+    i = program_id(0)
+    acc = 0.0
+    for k in static_range(K):
+        acc += x[i * K + k] * w[k]
+    out[i] = acc
+    e = 0.0
+    for k in static_range(K - 2 + K % 2, -1, -2):
+        e += x[i * K + k]
+    evens[i] = e
+
+
+@kernel
+def static_alternating(x: Tensor[T], out: Tensor[T], K: constexpr):
+    """sum_k (-1)^k x[i*K + k], k even counted twice: an `if` on a static_range index becomes a constant condition
+    in each unrolled copy, which the passes resolve."""
+    i = program_id(0)
+    acc = 0.0
+    for k in static_range(K):
+        v = x[i * K + k]
+        if k % 2 == 0:
+            acc += 2.0 * v
+        else:
+            acc -= v
+    out[i] = acc
+
+
+@kernel
+def piecewise(x: Tensor[T], out: Tensor[T]):
+    i = program_id(0)
+    v = x[i]
+    if v < -1.0:
+        y = -1.0 - 0.5 * (v + 1.0)
+    elif v < 0.0:
+        y = v * v
+    elif v < 1.0:
+        if v < 0.5:
+            y = 2.0 * v
+        else:
+            y = 1.0
+    else:
+        y = v + 0.25
+    out[i] = y
+
+
+@kernel
+def range_sum(x: Tensor[T], out: Tensor[T], m: int, start: int, stop: int, step: int):
+    """out[i] = sum over j in range(start, stop, step) of (j + 1) * x[i * m + j]; step may be negative."""
+    i = program_id(0)
+    acc = 0.0
+    for j in range(start, stop, step):
+        acc += (j + 1) * x[i * m + j]
+    out[i] = acc
+
+
+@kernel
+def collatz_steps(start: Tensor[i32], steps: Tensor[i32], cap: int):
+    """Steps of the Collatz map until 1, giving up (break) at `cap` steps."""
+    i = program_id(0)
+    n = start[i]
+    count = 0
+    while n != 1:
+        if count == cap:
+            break
+        if n % 2 == 0:
+            n = n // 2
+        else:
+            n = 3 * n + 1
+        count += 1
+    steps[i] = count
+
+
+@kernel
+def break_continue(x: Tensor[T], total: Tensor[T], used: Tensor[i32], m: int, limit: float):
+    """Sum the non-negative entries of row i (skipping negatives with continue) until the sum exceeds limit."""
+    i = program_id(0)
+    acc = 0.0
+    count = 0
+    for j in range(m):
+        v = x[i * m + j]
+        if v < 0:
+            continue
+        acc += v
+        count += 1
+        if acc > limit:
+            break
+    total[i] = acc
+    used[i] = count
+
+
+@kernel
+def early_exit(x: Tensor[T], out: Tensor[T], n: int):
+    """Launched with more threads than elements: the extra threads return before touching memory."""
+    i = program_id(0)
+    if i >= n:
+        return
+    v = x[i]
+    if v < 0.0:
+        out[i] = -v
+        return
+    out[i] = sqrt(v)
+
+
+@iron.func
+def square(v):
+    return v * v
+
+
+@iron.func
+def poly(v):
+    """Calls another helper (nested inlining)."""
+    return square(v) * 0.5 + v
+
+
+@iron.func
+def soft_clamp(v, lim):
+    """Early returns: a helper with three exits."""
+    if v > lim:
+        return lim
+    if v < -lim:
+        return -lim
+    return v
+
+
+@kernel
+def helpers(x: Tensor[T], out: Tensor[T]):
+    i = program_id(0)
+    out[i] = poly(soft_clamp(x[i], 2.0))
+
+
+@kernel
+def constexpr_affine(x: Tensor[T], out: Tensor[T], SCALE: constexpr, SQUARE: constexpr):
+    i = program_id(0)
+    v = x[i] * SCALE
+    if SQUARE:
+        v = v * v
+    out[i] = v
+
+
+@kernel
+def int_arith_i32(a: Tensor[i32], b: Tensor[i32], q: Tensor[i32], r: Tensor[i32], bits: Tensor[i32]):
+    """// and % truncate toward zero like C; >> is arithmetic on i32."""
+    i = program_id(0)
+    x = a[i]
+    y = b[i]
+    q[i] = x // y
+    r[i] = x % y
+    bits[i] = ((x & y) ^ (x | 12345)) + (x >> 3) - (y << 2) + ~x
+
+
+@kernel
+def int_arith_u32(a: Tensor[u32], b: Tensor[u32], q: Tensor[u32], r: Tensor[u32], bits: Tensor[u32]):
+    """Unsigned: // and % on u32, >> is logical, + - * wrap modulo 2**32."""
+    i = program_id(0)
+    x = a[i]
+    y = b[i]
+    q[i] = x // y
+    r[i] = x % y
+    bits[i] = (x >> 7) + x * y - (y ^ x)
+
+
+@kernel
+def guarded_and(x: Tensor[T], out: Tensor[T], n: int):
+    """x has n elements and the grid is larger: `and` must short-circuit before the load x[i]."""
+    i = program_id(0)
+    if i < n and x[i] > 0:
+        out[i] = x[i]
+    else:
+        out[i] = -1.0
+
+
+@kernel
+def guarded_ifexp(x: Tensor[T], out: Tensor[T], n: int):
+    """A conditional expression evaluates only the taken arm, so the load is skipped past the end of x."""
+    i = program_id(0)
+    out[i] = x[i] * 3.0 if i < n else 7.0
+
+
+@kernel
+def augmented(x: Tensor[T], acc: Tensor[T], cnt: Tensor[i32]):
+    i = program_id(0)
+    acc[i] += x[i]
+    acc[i] *= 2.0
+    acc[i] -= 1.0
+    cnt[i] += 3
+    cnt[i] <<= 1
+
+
+@kernel(native_half=True)
+def native_half_muladd(a: Tensor[T], b: Tensor[T], c: Tensor[T], out: Tensor[T]):
+    """With native_half, a*b and +c each round to T (two roundings), instead of being done in f32."""
+    i = program_id(0)
+    out[i] = a[i] * b[i] + c[i]
+
+
+@kernel
+def default_muladd(a: Tensor[T], b: Tensor[T], c: Tensor[T], out: Tensor[T]):
+    """The same expression without native_half: computed in f32, rounded once when stored."""
+    i = program_id(0)
+    out[i] = a[i] * b[i] + c[i]

@@ -1,4 +1,4 @@
-"""Kernels that expose front-end bugs (each test using one is a strict xfail in test_kernels.py).
+"""Kernels that exposed front-end bugs (regression tests in test_kernels.py).
 
 Decorated at import: decoration never compiles, so a kernel that fails to compile cannot break collection.
 """

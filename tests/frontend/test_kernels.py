@@ -810,14 +810,9 @@ def test_every_kernel_compiles_for_every_dtype():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# front-end bugs found while writing this suite: strict xfails, so a fix shows up as an XPASS to be un-marked
+# regression tests for front-end bugs found while writing this suite (fixed)
 
 
-@pytest.mark.xfail(
-    reason="frontend bug: helpers.to_tail_form does not move the code that follows a partially-returning nested "
-    "`if` into its else branch, so a nested early return is overwritten by the helper's final return",
-    strict=True,
-)
 def test_helper_early_return_in_nested_if(dtype, rng):
     n = 600
     x = as_dtype(rng.standard_normal(n) * 8, dtype)
@@ -827,11 +822,6 @@ def test_helper_early_return_in_nested_if(dtype, rng):
     assert_close(out, np.where(v > 10, 10.0, np.where(v > 0, 2 * v, v)), dtype)
 
 
-@pytest.mark.xfail(
-    reason="frontend bug: a for loop over a name that already holds a value leaves that name at its old value "
-    "after the loop (Python: the last index); it should follow Python or be a compile error",
-    strict=True,
-)
 def test_loop_variable_rebinds_an_existing_name():
     n = 5
     out = int_poisoned(3)
@@ -843,11 +833,6 @@ def test_loop_variable_rebinds_an_existing_name():
     assert_exact(out, np.full(3, n - 1))
 
 
-@pytest.mark.xfail(
-    reason="frontend bug: an @iron.func's result type is fixed by its first `return`; `return 0` makes it i32 and "
-    "the later `return v` (float) is rejected, although literals are documented as weak",
-    strict=True,
-)
 def test_helper_returning_an_int_literal_and_a_float(dtype, rng):
     n = 500
     x = as_dtype(rng.standard_normal(n), dtype)
@@ -856,11 +841,6 @@ def test_helper_returning_an_int_literal_and_a_float(dtype, rng):
     assert_exact(out, np.maximum(f64(x), 0.0))
 
 
-@pytest.mark.xfail(
-    reason="frontend bug: the variant cache key holds constexpr values by ==, so -0.0 and 0.0 (and 2 and 2.0, "
-    "1 and True) share one compiled variant; the second value silently runs the first one's code",
-    strict=True,
-)
 def test_constexpr_values_equal_in_python_but_distinct_get_their_own_variant():
     k = iron.kernel(K.ieee_affine.fn)
     x = np.array([-0.0, 1.0], np.float32)

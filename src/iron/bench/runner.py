@@ -11,7 +11,7 @@ import platform
 import statistics
 import subprocess
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 from rich.console import Console
@@ -77,10 +77,10 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
             dtype = t.SCALAR_TYPES[dname].np_dtype
             for shape in entry.shapes:
                 inputs = entry.make(shape, dtype, rng)
-                iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
+                iron_s = _time(lambda e=entry, d=inputs: e.launch(d, backend), repeats)
                 ok, err = check(inputs[entry.output], entry.oracle(inputs), entry.tolerance[dname])
                 all_ok &= ok
-                ref_s = _time(lambda: entry.reference(inputs), repeats)
+                ref_s = _time(lambda e=entry, d=inputs: e.reference(d), repeats)
                 nbytes = entry.bytes_moved(shape, dtype.itemsize)
                 row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "iron_us": iron_s * 1e6,
                        "ref_us": ref_s * 1e6, "iron_gbps": nbytes / iron_s / 1e9, "ref_gbps": nbytes / ref_s / 1e9,
@@ -92,7 +92,7 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     console.print(table)
     console.print("Reference: NumPy on the host CPU. Iron % = reference time / Iron time.")
     if json_path:
-        doc = {"date": datetime.now(timezone.utc).isoformat(), "backend": backend, "host": platform.node(),
+        doc = {"date": datetime.now(UTC).isoformat(), "backend": backend, "host": platform.node(),
                "cpu": platform.processor() or platform.machine(), "git_sha": _git_sha(), "command": "iron bench",
                "timing": "host wall-clock median", "rows": rows}
         with open(json_path, "w") as f:

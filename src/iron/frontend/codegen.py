@@ -59,8 +59,7 @@ class Frame:
     vars: dict[str, Value] = field(default_factory=dict)
     defined_vars: set[str] = field(default_factory=set)
     ended: dict[str, int] = field(default_factory=dict)  # SSA names whose block ended -> line of that block
-    result_var: Value | None = None
-    result_type: t.ScalarType | None = None
+    pending_returns: list = field(default_factory=list)  # helpers: (block, value, node) per `return`
     is_helper: bool = False
 
 
@@ -110,6 +109,9 @@ class FunctionCodegen(exprs.ExprMixin):
         for arg in src.node.args.args:
             counts[arg.arg] = counts.get(arg.arg, 0) + 1  # a parameter assigned in the body becomes a var
         multi = {n for n, c in counts.items() if c > 1}
+        # a loop target that is also assigned elsewhere keeps Python's semantics: a variable that holds the last
+        # iteration's value after the loop; a name used only as loop targets stays a read-only SSA index
+        multi |= {n for n in loop_targets if n in counts}
         return Frame(src, globals_, multi, loop_targets, is_helper=is_helper)
 
     # -- kernel -------------------------------------------------------------------------------------------------
@@ -203,9 +205,6 @@ class FunctionCodegen(exprs.ExprMixin):
 
     def assign_name(self, name: str, value: Any, node: ast.AST, declared: t.ScalarType | None = None) -> None:
         fr = self.frame
-        if name in fr.loop_targets and self.is_loop_var(name):
-            raise self.error(f"cannot assign to loop variable '{name}'", node,
-                             "use another name; the loop variable is read-only inside its loop")
         if name in fr.multi or declared is not None:
             if isinstance(value, Ref) or (isinstance(value, Value) and not isinstance(value.type, t.ScalarType)):
                 raise self.error(f"'{name}' is assigned more than once, which only scalars may be", node,
@@ -225,10 +224,6 @@ class FunctionCodegen(exprs.ExprMixin):
                     value.owner, Op):
                 value.name = name
             self.bind(name, value)
-
-    def is_loop_var(self, name: str) -> bool:
-        return any(name in s and isinstance(s[name], Value) and isinstance(s[name].owner, Block)
-                   for s in self.frame.scopes[1:])
 
     def var_type(self, ty: t.ScalarType) -> t.ScalarType:
         if ty.is_half and not self.native_half:
@@ -286,11 +281,23 @@ class FunctionCodegen(exprs.ExprMixin):
         return self.b.cast(value, ty)
 
     def describe(self, value: Any) -> str:
+        """How a compile-time or IR value is named in an error message."""
         if isinstance(value, Ref):
-            return f"'{getattr(value.obj, '__name__', repr(value.obj))}'"
+            obj = value.obj
+            if isinstance(obj, t.ScalarType):
+                return f"the dtype {obj}"
+            return f"'{getattr(obj, '__name__', type(obj).__name__)}'"
+        if isinstance(value, Const):
+            return f"the constant {value.value!r}"
+        if isinstance(value, tuple):
+            return f"a tuple of {len(value)}"
         if isinstance(value, Value):
-            return f"a {value.type}"
-        return repr(value)
+            if isinstance(value.type, t.BufferType):
+                return "a shared array" if value.type.space == "shared" else f"a buffer of {value.type.elem}"
+            return f"a value of type {value.type}"
+        if value is None:
+            return "a call that returns nothing"
+        return type(value).__name__
 
     # -- statements ---------------------------------------------------------------------------------------------
 
@@ -447,7 +454,7 @@ class FunctionCodegen(exprs.ExprMixin):
             args = [Const(0), args[0]]
         if len(args) == 2:
             args.append(Const(1))
-        for a, an in zip(args, [None] * 3):
+        for a in args:
             if isinstance(a, Const) and not isinstance(a.value, int):
                 raise self.error("range bounds must be integers", node.iter)
         if static and not all(isinstance(a, Const) for a in args):
@@ -466,10 +473,18 @@ class FunctionCodegen(exprs.ExprMixin):
         self.b.loc = self.frame.src.loc(node)
         _, body = self.b.for_(*bounds, iv_name=node.target.id, unroll=static)
         iv = body.args[0]
-        self.frame.scopes.append({node.target.id: iv})
+        name, fr = node.target.id, self.frame
+        if name in fr.multi:
+            before = set(fr.defined_vars)
+            with self.b.at(body):
+                self.assign_name(name, iv, node.target)
+            self.region(body, node.body, node, is_loop="static" if static else "for")
+            fr.defined_vars = before
+            return
+        fr.scopes.append({name: iv})
         self.region(body, node.body, node, is_loop="static" if static else "for")
-        self.frame.scopes.pop()
-        self.frame.ended.setdefault(node.target.id, node.lineno)
+        fr.scopes.pop()
+        fr.ended.setdefault(name, node.lineno)
 
     def int_operand(self, value: Any, node: ast.AST) -> Value:
         if isinstance(value, Const):

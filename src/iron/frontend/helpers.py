@@ -16,41 +16,24 @@ from .source import function_source
 from .typing_rules import Const
 
 
-def _ends_with_return(body: list[ast.stmt]) -> bool:
-    if not body:
-        return False
-    last = body[-1]
-    if isinstance(last, ast.Return):
-        return True
-    if isinstance(last, ast.If):
-        return _ends_with_return(last.body) and _ends_with_return(last.orelse)
-    return False
+def _contains_return(stmts: list[ast.stmt]) -> bool:
+    return any(isinstance(n, ast.Return) for s in stmts for n in ast.walk(s))
 
 
-def to_tail_form(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Rewrite so that every ``return`` is the last statement on its path."""
-    out: list[ast.stmt] = []
-    for i, stmt in enumerate(body):
-        if isinstance(stmt, ast.If):
-            rest = body[i + 1:]
-            then_ret, else_ret = _ends_with_return(stmt.body), _ends_with_return(stmt.orelse)
-            if rest and (then_ret or else_ret) and not (then_ret and else_ret):
-                new = copy.copy(stmt)
-                new.body = to_tail_form(stmt.body if then_ret else stmt.body + rest)
-                new.orelse = to_tail_form(stmt.orelse if else_ret else stmt.orelse + rest)
-                out.append(new)
-                return out
+def to_tail_form(body: list[ast.stmt], cont: list[ast.stmt] | None = None) -> list[ast.stmt]:
+    """Rewrite ``body`` followed by ``cont`` so that every ``return`` is the last statement on its path: the
+    statements after an ``if`` that returns on some path move into each of its branches (continuation passing)."""
+    stmts = body + (cont or [])
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.Return):
+            return stmts[: i + 1]
+        if isinstance(stmt, ast.If) and _contains_return([stmt]):
+            rest = stmts[i + 1:]
             new = copy.copy(stmt)
-            new.body = to_tail_form(stmt.body)
-            new.orelse = to_tail_form(stmt.orelse)
-            out.append(new)
-            if then_ret and else_ret:
-                return out
-        else:
-            out.append(stmt)
-            if isinstance(stmt, ast.Return):
-                return out
-    return out
+            new.body = to_tail_form(stmt.body, rest)
+            new.orelse = to_tail_form(stmt.orelse, rest)
+            return stmts[:i] + [new]
+    return stmts
 
 
 def inline_call(cg, func, node: ast.Call) -> Any:
@@ -110,8 +93,9 @@ def inline_call(cg, func, node: ast.Call) -> Any:
             cg.stmts(body[:-1])
             result = cg.expr(returns[0].value) if returns[0].value is not None else None
         else:
+            frame.pending_returns = []
             cg.stmts(body)
-            result = cg.b.get(frame.result_var, "ret") if frame.result_var is not None else None
+            result = _merge_returns(cg, frame.pending_returns, fdef)
     finally:
         cg.call_stack.pop()
         cg.frame, cg.loop_depth, cg.terminated, cg.b.loc = saved
@@ -119,15 +103,40 @@ def inline_call(cg, func, node: ast.Call) -> Any:
 
 
 def helper_return(cg, node: ast.Return) -> None:
-    """A ``return`` in tail position of an inlined helper: the value goes to the helper's result slot."""
-    fr = cg.frame
+    """A ``return`` in tail position of an inlined helper: remember the value and where it was computed; the result
+    slot is created once every return is known, so its type is the join of all of them (literals stay weak)."""
     if node.value is not None:
-        value = cg.expr(node.value)
-        if fr.result_var is None:
-            ty = cg.var_type(cg.value_type(value))
-            fr.result_var = cg.hoist(lambda b: b.var(ty, "ret"))
-        cg.b.set(fr.result_var, cg.convert(value, fr.result_var.type.elem, node, "the return value"))
+        cg.frame.pending_returns.append((cg.b.block, cg.expr(node.value), node))
     cg.terminated = True
+
+
+def _merge_returns(cg, pending: list, fdef: ast.AST) -> Any:
+    if not pending:
+        return None
+    ty = None
+    for _, value, node in pending:
+        cg.check_number(value, node)
+        vt = cg.value_type(value)
+        if ty is None:
+            ty = vt
+        else:
+            ty = cg.common_type(_Typed(ty), value)
+    if all(isinstance(v, Const) for _, v, _ in pending):
+        ty = t.f32 if any(isinstance(v.value, float) for _, v, _ in pending) else ty
+    ty = cg.var_type(ty)
+    slot = cg.hoist(lambda b: b.var(ty, "ret"))
+    for block, value, node in pending:
+        with cg.b.at(block):
+            cg.b.loc = cg.frame.src.loc(node)
+            cg.b.set(slot, cg.convert(value, ty, node, "the return value"))
+    return cg.b.get(slot, "ret")
+
+
+class _Typed:
+    """Stands in for a value of a known type when joining return types."""
+
+    def __init__(self, type: t.ScalarType):
+        self.type = type
 
 
 __all__ = ["helper_return", "inline_call", "to_tail_form", "t"]

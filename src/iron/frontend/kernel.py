@@ -16,8 +16,8 @@ from ..lang.types import FLOAT_DTYPES, DTypeVar
 from ..passes.manager import run_pipeline
 from .analysis import launch_facts
 from .codegen import FunctionCodegen
-from .signature import ParamSpec, read_signature
 from .launch import Launcher, parse_launch_key
+from .signature import ParamSpec, read_signature
 from .source import function_source
 
 
@@ -94,6 +94,13 @@ def parse_dtype(dtype: Any) -> t.ScalarType | None:
     raise IronError(f"unknown dtype {dtype!r}; use iron.f32, iron.f16, iron.bf16 (or 'f32', 'f16', 'bf16')")
 
 
+def _constexpr_key(value: Any) -> Any:
+    """Cache key of a constexpr value: 1, 1.0 and True (equal in Python) and 0.0 / -0.0 compile differently."""
+    if isinstance(value, float):
+        return ("float", value.hex())
+    return (type(value).__name__, value)
+
+
 class KernelFunction:
     """What ``@iron.kernel`` returns. Launch with ``k[grid](*args)`` or ``k[grid, group](*args)``."""
 
@@ -116,7 +123,7 @@ class KernelFunction:
     def variant(self, dtype: t.ScalarType | None, constexprs: tuple = ()) -> Variant:
         """The compiled variant for ``dtype`` (what T is; None for non-generic kernels) and constexpr values
         (in parameter order). Compiled on first use, then cached."""
-        key = (dtype, constexprs)
+        key = (dtype, tuple(map(_constexpr_key, constexprs)))
         v = self._variants.get(key)
         if v is None:
             v = self._compile(dtype, constexprs)

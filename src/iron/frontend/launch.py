@@ -84,6 +84,8 @@ class Launcher:
         try:
             self._launch(args, kwargs, backend)
         except IronError as e:
+            if isinstance(e, LaunchError) and e.loc is None:
+                e = LaunchError(e.message, caller_loc(), e.hint)  # raised deep in a backend: point at the call
             raise e.with_traceback(None) from None
 
     def _launch(self, args: tuple, kwargs: dict, backend: str | None) -> None:

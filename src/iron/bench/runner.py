@@ -61,7 +61,9 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     from ..std.registry import load_all
 
     backend = backend or best_backend()
-    console = Console()
+    import sys
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
     table = Table(title=f"iron bench — backend {backend} (host wall-clock, median of {repeats})")
     for col in ("Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "max err",
                 "ok"):

@@ -6,7 +6,17 @@ is added here first; a backend that has no lowering for it raises "unsupported o
 Semantics (the interpreter in ``iron.interp`` is the executable definition):
 
 - Integer ``div``/``rem`` truncate toward zero (C), float ``rem`` is C's ``fmod``; ``shr`` is arithmetic on i32,
-  logical on u32; integer overflow wraps.
+  logical on u32; shift counts are taken mod 32; integer overflow wraps (``INT_MIN / -1`` gives ``INT_MIN``).
+  Integer division by zero is undefined: the interpreter faults, the folder never folds it, and DCE may remove an
+  unused one (as C compilers do).
+- ``cast`` float -> int truncates toward zero and saturates, NaN -> 0 (PTX ``cvt.rzi.sat``); int -> float and
+  float -> narrower float round to nearest even. Float ``min``/``max`` (and ``atomic_max``) return the non-NaN
+  operand (C ``fmin``/``fmax``).
+- f32 transcendentals are defined as the correctly rounded result (the interpreter computes them in float64 and
+  rounds once); GPU backends are within a few ulp of that.
+- ``const`` values are finite: the folder leaves NaN/inf-producing ops unfolded; the front-end may still create
+  ``inf`` constants from ``math.inf``, which every emitter must spell (e.g. ``INFINITY``).
+- Atomics behave as if the active threads ran in launch order (group by group, then linear local id).
 - Binary arithmetic ops take two operands of the same type; the front-end inserts ``cast``s.
 - ``f16``/``bf16`` are storage types: the front-end computes in f32 unless the kernel asks for native half math.
 - Thread-index ops return ``i32``; ``axis`` is 0, 1 or 2.

@@ -72,6 +72,8 @@ class _Verifier:
         self.check_types(op)
         if op.opcode in ("break", "continue") and loops == 0:
             self.fail(op, f"`{op.opcode}` outside a loop")
+        if op.opcode in O.JUMPS and loops < 0:
+            self.fail(op, f"`{op.opcode}` inside a while condition region")
         if op.opcode == "if":
             for r in op.regions:
                 self.block(r, loops, scope)
@@ -79,12 +81,13 @@ class _Verifier:
             body = op.regions[0]
             if len(body.args) != 1 or body.args[0].type != t.i32:
                 self.fail(op, "for body needs one i32 block argument")
-            self.block(body, loops + 1, scope)
+            # break/continue cannot target an unrolled loop: mark it so only nested dynamic loops allow them
+            self.block(body, 0 if op.attrs.get("unroll") and loops >= 0 else loops + 1, scope)
         elif op.opcode == "while":
             cond, body = op.regions
             if not cond.ops or cond.ops[-1].opcode != "condition":
                 self.fail(op, "while condition region must end with `condition`")
-            self.block(cond, 0, scope)
+            self.block(cond, -1, scope)  # a condition region computes a value: no jumps
             self.block(body, loops + 1, scope)
 
     def check_types(self, op: Op) -> None:  # noqa: C901 - one flat table of rules reads best

@@ -17,3 +17,26 @@ def rng() -> np.random.Generator:
     seed = int(os.environ.get("IRON_TEST_SEED") or np.random.SeedSequence().entropy)
     print(f"rng seed: IRON_TEST_SEED={seed}")
     return np.random.default_rng(seed)
+
+
+def _test_backends() -> list[str]:
+    """Backends the conformance suite runs on: ``IRON_TEST_BACKENDS`` (comma-separated), default the interpreter.
+    The GPU script sets e.g. ``IRON_TEST_BACKENDS=cpu,cuda``; CI has no GPU and runs ``cpu``."""
+    names = os.environ.get("IRON_TEST_BACKENDS", "cpu")
+    return [n.strip() for n in names.split(",") if n.strip()]
+
+
+@pytest.fixture(params=_test_backends())
+def backend(request) -> str:
+    """The backend a conformance test launches on (written once, instantiated per backend); skips cleanly where
+    that backend cannot run here (e.g. no GPU in CI)."""
+    from iron.runtime import unavailable_reason
+
+    reason = unavailable_reason(request.param)
+    if reason:
+        pytest.skip(f"backend {request.param} unavailable: {reason}")
+    return request.param
+
+
+#: SIMD width of each backend's device where it is fixed (the interpreter's is configurable)
+NATIVE_SIMD_WIDTH = {"cuda": 32, "hip-on-cuda": 32, "msl-cpu": 32}

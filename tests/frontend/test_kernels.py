@@ -2,7 +2,7 @@
 
 Every test draws fresh random inputs (the ``rng`` fixture, seed printed for replay), poisons its outputs (NaN for
 float outputs, a sentinel for integer outputs that the kernel overwrites, random contents for accumulators whose
-start value is part of the oracle), launches on ``backend="cpu"`` and compares with an oracle computed in float64 from
+start value is part of the oracle), launches on ``backend=backend`` and compares with an oracle computed in float64 from
 the values actually stored in the inputs. T-generic kernels run in f32, f16 and bf16.
 """
 
@@ -145,10 +145,10 @@ def assert_exact(got, want, what: str = "out"):
 # the seed
 
 
-def test_seed_exp_exact_grid_of_1000(dtype, rng):
+def test_seed_exp_exact_grid_of_1000(backend, dtype, rng):
     a = rng.standard_normal(1000).astype(DTYPES[dtype])
     out = np.full_like(a, np.nan)
-    K.iron_exp[a.size](a, out, backend="cpu")  # 1000 threads: not a multiple of the default group of 256
+    K.iron_exp[a.size](a, out, backend=backend)  # 1000 threads: not a multiple of the default group of 256
     assert not np.isnan(f64(out)).any()
     assert_close(out, np.exp(f64(a)), dtype, math_fn=True)
 
@@ -193,11 +193,11 @@ EXACT_UNARY = {"abs", "floor", "ceil"}
 
 
 @pytest.mark.parametrize("op", K.UNARY_OPS)
-def test_unary_math(op, dtype, rng):
+def test_unary_math(backend, op, dtype, rng):
     n = 1531
     x = as_dtype(_unary_inputs(op, n, rng), dtype)
     out = poisoned(n, dtype)
-    K.unary_math[n](x, out, K.UNARY_OP_CODE[op], backend="cpu")
+    K.unary_math[n](x, out, K.UNARY_OP_CODE[op], backend=backend)
     want = UNARY_ORACLES[op](f64(x))
     if op in EXACT_UNARY:
         assert_exact(out, want)
@@ -205,7 +205,7 @@ def test_unary_math(op, dtype, rng):
         assert_close(out, want, dtype, math_fn=True)
 
 
-def test_minmax_fma(dtype, rng):
+def test_minmax_fma(backend, dtype, rng):
     n = 2000
     a = as_dtype(rng.standard_normal(n), dtype)
     b = as_dtype(rng.standard_normal(n), dtype)
@@ -215,7 +215,7 @@ def test_minmax_fma(dtype, rng):
     half = n // 2
     c[:half] = as_dtype(-(f64(a[:half]) * f64(b[:half])), dtype)
     lo, hi, fused = poisoned(n, dtype), poisoned(n, dtype), poisoned(n, dtype)
-    K.minmax_fma[n](a, b, c, lo, hi, fused, backend="cpu")
+    K.minmax_fma[n](a, b, c, lo, hi, fused, backend=backend)
     A, B, C = f64(a), f64(b), f64(c)
     assert_exact(lo, np.minimum(A, B), "lo")
     assert_exact(hi, np.maximum(np.maximum(A, B), C), "hi")
@@ -224,23 +224,23 @@ def test_minmax_fma(dtype, rng):
     assert_close(fused, A * B + C, dtype, extra=2 * F64_UNIT * (np.abs(A * B) + np.abs(C)), what="fused")
 
 
-def test_where_select(dtype, rng):
+def test_where_select(backend, dtype, rng):
     n = 999
     a = as_dtype(rng.standard_normal(n), dtype)
     b = as_dtype(rng.standard_normal(n), dtype)
     out = poisoned(n, dtype)
-    K.where_select[n](a, b, out, backend="cpu")
+    K.where_select[n](a, b, out, backend=backend)
     A, B = f64(a), f64(b)
     assert_close(out, np.where(A > B, A - B, B * 0.5), dtype)
 
 
-def test_cast_roundtrip(dtype, rng):
+def test_cast_roundtrip(backend, dtype, rng):
     n = 1200
     x = as_dtype(rng.standard_normal(n) * 50, dtype)
     xi = int_poisoned(n)
     xu = int_poisoned(n, np.uint32)
     back = poisoned(n, dtype)
-    K.cast_roundtrip[n](x, xi, xu, back, backend="cpu")
+    K.cast_roundtrip[n](x, xi, xu, back, backend=backend)
     X = f64(x)
     t = np.trunc(X * 8)  # cast to i32 truncates toward zero (X * 8 is exact in f32)
     u = np.trunc(np.abs(X))
@@ -251,7 +251,7 @@ def test_cast_roundtrip(dtype, rng):
     assert_close(back, want, dtype, what="back")
 
 
-def test_cast_float_to_int_saturates(dtype, rng):
+def test_cast_float_to_int_saturates(backend, dtype, rng):
     """NaN -> 0 and out-of-range values saturate (DESIGN: PTX cvt.rzi.sat semantics on every backend)."""
     finfo_max = float(ml_dtypes.finfo(DTYPES[dtype]).max)
     special = np.array([np.nan, np.inf, -np.inf, finfo_max, -finfo_max, -0.75, 0.75, -0.0])
@@ -260,7 +260,7 @@ def test_cast_float_to_int_saturates(dtype, rng):
     xi = int_poisoned(n)
     xu = int_poisoned(n, np.uint32)
     back = poisoned(n, dtype)
-    K.cast_roundtrip[n](x, xi, xu, back, backend="cpu")
+    K.cast_roundtrip[n](x, xi, xu, back, backend=backend)
     X = f64(x)
     with np.errstate(invalid="ignore"):
         t = np.clip(np.trunc(np.nan_to_num(X * 8, nan=0.0, posinf=2e40, neginf=-2e40)), -(2**31), 2**31 - 1)
@@ -269,41 +269,41 @@ def test_cast_float_to_int_saturates(dtype, rng):
     assert_exact(xu, u.astype(np.int64), "xu")
 
 
-def test_load_store_builtins(dtype, rng):
+def test_load_store_builtins(backend, dtype, rng):
     n = 777
     a = as_dtype(rng.standard_normal(n), dtype)
     out = poisoned(n, dtype)
-    K.load_store_reverse[n](a, out, n, backend="cpu")
+    K.load_store_reverse[n](a, out, n, backend=backend)
     assert_exact(out, f64(a)[::-1] * 2.0)  # scaling by 2 is exact
 
 
-def test_axpy_float_scalar(dtype, rng):
+def test_axpy_float_scalar(backend, dtype, rng):
     n = 1000
     alpha = float(rng.standard_normal())
     x = as_dtype(rng.standard_normal(n), dtype)
     y = as_dtype(rng.standard_normal(n), dtype)
     out = poisoned(n, dtype)
-    K.axpy[n](alpha, x, y, out, backend="cpu")
+    K.axpy[n](alpha, x, y, out, backend=backend)
     a32 = float(np.float32(alpha))  # a float parameter is an f32 inside the kernel
     X, Y = f64(x), f64(y)
     assert_close(out, a32 * X + Y, dtype, n_ops=2, scale=np.abs(a32 * X) + np.abs(Y))
 
 
 @pytest.mark.parametrize("stride", [7, 2**32 - 3])
-def test_scalar_params_int_f32_u32(stride, dtype, rng):
+def test_scalar_params_int_f32_u32(backend, stride, dtype, rng):
     n, grid = 301, 1000
     x = as_dtype(rng.standard_normal(n), dtype)
     out = poisoned(grid, dtype)
     scale = float(rng.uniform(0.5, 2.0))
     offset = int(rng.integers(0, 1000))
-    K.scalar_params[grid](x, out, n, scale, stride, offset, backend="cpu")
+    K.scalar_params[grid](x, out, n, scale, stride, offset, backend=backend)
     # i * stride is u32 arithmetic (i32 meets u32): it wraps modulo 2**32 before % n
     j = np.array([((offset + i * stride) % 2**32) % n for i in range(grid)])
     assert_close(out, f64(x)[j] * float(np.float32(scale)), dtype)
 
 
 @pytest.mark.parametrize(("scale", "bias"), [(1.0, 0.0), (1.0, -0.0), (0.0, 1.5), (-1.0, -0.0)])
-def test_ieee_special_values_survive_constant_arithmetic(scale, bias, dtype, rng):
+def test_ieee_special_values_survive_constant_arithmetic(backend, scale, bias, dtype, rng):
     """-0.0 + 0.0 is +0.0, x * 0.0 is NaN for infinite x and -0.0 for negative x: rewrites like x + 0.0 -> x or
     x * 0.0 -> 0.0 would change these results."""
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0])
@@ -311,7 +311,7 @@ def test_ieee_special_values_survive_constant_arithmetic(scale, bias, dtype, rng
     n = x.size
     scaled, plus, minus = poisoned(n, dtype), poisoned(n, dtype), poisoned(n, dtype)
     # a fresh kernel object: its variant cache cannot hand out another test's variant (see the xfail below)
-    iron.kernel(K.ieee_affine.fn)[n](x, scaled, plus, minus, scale, bias, backend="cpu")
+    iron.kernel(K.ieee_affine.fn)[n](x, scaled, plus, minus, scale, bias, backend=backend)
     v = f64(x)
     with np.errstate(invalid="ignore"):
         assert_exact(scaled, v * scale, "x * SCALE")
@@ -324,11 +324,11 @@ def test_ieee_special_values_survive_constant_arithmetic(scale, bias, dtype, rng
 
 
 @pytest.mark.parametrize("group", [None, 64, 96, 128])
-def test_thread_ids_1d_exact_grid(group):
+def test_thread_ids_1d_exact_grid(backend, group):
     n = 1000
     outs = [int_poisoned(n) for _ in range(5)]
     launch = K.thread_ids_1d[n] if group is None else K.thread_ids_1d[n, group]
-    launch(*outs, backend="cpu")
+    launch(*outs, backend=backend)
     g = 256 if group is None else group  # DESIGN: the default 1-D group is 256
     i = np.arange(n)
     for name, got, want in zip(
@@ -340,11 +340,11 @@ def test_thread_ids_1d_exact_grid(group):
 
 
 @pytest.mark.parametrize("group", [(16, 8), (8, 4), None])
-def test_thread_ids_2d_grid(group):
+def test_thread_ids_2d_grid(backend, group):
     width, height = 37, 23  # not multiples of any group dimension: the grid is exact on both axes
     total = width * height
     out = int_poisoned(10 * total)
-    K.thread_ids_2d[(width, height), group](out, width, total, backend="cpu")
+    K.thread_ids_2d[(width, height), group](out, width, total, backend=backend)
     gx, gy = group if group is not None else (16, 16)  # default 2-D group 16 x 16 (clipped to the grid)
     y, x = np.divmod(np.arange(total), width)
     want = [
@@ -379,15 +379,21 @@ SIMD_WIDTHS = [8, 32, 64]
 
 
 @pytest.fixture(params=SIMD_WIDTHS)
-def simd_width(request, monkeypatch) -> int:
-    monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(request.param))
+def simd_width(request, monkeypatch, backend) -> int:
+    """The interpreter runs at each width; a device backend only at its own (the others skip)."""
+    from tests.conftest import NATIVE_SIMD_WIDTH
+
+    if backend == "cpu":
+        monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(request.param))
+    elif NATIVE_SIMD_WIDTH.get(backend) != request.param:
+        pytest.skip(f"{backend} has SIMD width {NATIVE_SIMD_WIDTH.get(backend)}, not {request.param}")
     return request.param
 
 
-def test_simd_ids(simd_width):
+def test_simd_ids(backend, simd_width):
     n, group = 512, 128
     lane, sg, ss = (int_poisoned(n) for _ in range(3))
-    K.simd_ids[n, group](lane, sg, ss, backend="cpu")
+    K.simd_ids[n, group](lane, sg, ss, backend=backend)
     local = np.arange(n) % group
     assert_exact(lane, local % simd_width, "simd_lane")
     assert_exact(sg, local // simd_width, "simd_group")
@@ -399,21 +405,21 @@ def test_simd_ids(simd_width):
 
 
 @pytest.mark.parametrize("block", [64, 256])
-def test_block_sum_shared_barrier(block, dtype, rng):
+def test_block_sum_shared_barrier(backend, block, dtype, rng):
     groups = 7
     x = as_dtype(rng.standard_normal(groups * block), dtype)
     out = poisoned(groups, dtype)
-    K.block_sum[groups * block, block](x, out, block, backend="cpu")
+    K.block_sum[groups * block, block](x, out, block, backend=backend)
     rows = f64(x).reshape(groups, block)
     # a tree of log2(block) f32 additions per element
     assert_close(out, rows.sum(axis=1), dtype, n_ops=int(math.log2(block)) + 1, scale=np.abs(rows).sum(axis=1))
 
 
-def test_transpose_through_shared(dtype, rng):
+def test_transpose_through_shared(backend, dtype, rng):
     rows, cols = 48, 80
     x = as_dtype(rng.standard_normal(rows * cols), dtype)
     out = poisoned(rows * cols, dtype)
-    K.transpose_tiled[(cols, rows), (K.TILE, K.TILE)](x, out, rows, cols, backend="cpu")
+    K.transpose_tiled[(cols, rows), (K.TILE, K.TILE)](x, out, rows, cols, backend=backend)
     assert_exact(out, f64(x).reshape(rows, cols).T.reshape(-1))
 
 
@@ -421,11 +427,11 @@ def test_transpose_through_shared(dtype, rng):
 # SIMD-group collectives; oracles are written in terms of the SIMD width the interpreter was given
 
 
-def test_simd_reductions(simd_width, dtype, rng):
+def test_simd_reductions(backend, simd_width, dtype, rng):
     n, group = 512, 128
     x = as_dtype(rng.standard_normal(n), dtype)
     s, mx, mn = poisoned(n, dtype), poisoned(n, dtype), poisoned(n, dtype)
-    K.simd_reduce[n, group](x, s, mx, mn, backend="cpu")
+    K.simd_reduce[n, group](x, s, mx, mn, backend=backend)
     lanes = f64(x).reshape(-1, simd_width)  # one row per SIMD group (groups of 128 hold whole SIMD groups)
     per_lane = np.ones((1, simd_width))
     assert_close(
@@ -441,11 +447,11 @@ def test_simd_reductions(simd_width, dtype, rng):
 
 
 @pytest.mark.parametrize(("shift", "mask"), [(1, 1), (3, 5)])
-def test_simd_exchange(shift, mask, simd_width, dtype, rng):
+def test_simd_exchange(backend, shift, mask, simd_width, dtype, rng):
     n, group = 256, 64
     x = as_dtype(rng.standard_normal(n), dtype)
     rot, swz, bc = poisoned(n, dtype), poisoned(n, dtype), poisoned(n, dtype)
-    K.simd_exchange[n, group](x, rot, swz, bc, shift, mask, backend="cpu")
+    K.simd_exchange[n, group](x, rot, swz, bc, shift, mask, backend=backend)
     lanes = f64(x).reshape(-1, simd_width)
     lane = np.arange(simd_width)
     assert_exact(rot, lanes[:, (lane + shift) % simd_width].reshape(-1), "simd_shuffle")
@@ -457,17 +463,17 @@ def test_simd_exchange(shift, mask, simd_width, dtype, rng):
 # atomics
 
 
-def test_histogram_i32(dtype, rng):
+def test_histogram_i32(backend, dtype, rng):
     n, nbins = 1000, 32
     x = as_dtype(rng.uniform(-3, nbins + 3, n), dtype)
     hist0 = rng.integers(0, 100, nbins).astype(np.int32)  # atomics add to what is there
     hist = hist0.copy()
-    K.histogram_i32[n](x, hist, nbins, backend="cpu")
+    K.histogram_i32[n](x, hist, nbins, backend=backend)
     bins = np.clip(np.trunc(f64(x)), 0, nbins - 1).astype(np.int64)
     assert_exact(hist, hist0 + np.bincount(bins, minlength=nbins))
 
 
-def test_histogram_u32_and_atomic_return_value(dtype, rng):
+def test_histogram_u32_and_atomic_return_value(backend, dtype, rng):
     n, nbins = 1000, 20
     x = as_dtype(rng.uniform(-3, nbins + 3, n), dtype)
     hist0 = rng.integers(0, 2**31, nbins).astype(np.uint32)
@@ -475,7 +481,7 @@ def test_histogram_u32_and_atomic_return_value(dtype, rng):
     tickets = int_poisoned(n, np.uint32)
     start = int(rng.integers(0, 2**31))
     counter = np.array([start], np.uint32)
-    K.histogram_u32[n, 128](x, hist, tickets, counter, nbins, backend="cpu")
+    K.histogram_u32[n, 128](x, hist, tickets, counter, nbins, backend=backend)
     bins = np.minimum(np.trunc(np.maximum(f64(x), 0)), nbins - 1).astype(np.int64)
     assert_exact(hist, hist0.astype(np.int64) + np.bincount(bins, minlength=nbins), "hist")
     # every thread got the counter's value before its own increment: a permutation of start .. start + n - 1
@@ -483,12 +489,12 @@ def test_histogram_u32_and_atomic_return_value(dtype, rng):
     assert counter[0] == start + n
 
 
-def test_atomic_add_float_sum(dtype, rng):
+def test_atomic_add_float_sum(backend, dtype, rng):
     n, nslots = 1000, 4
     x = as_dtype(rng.standard_normal(n), dtype)
     total0 = rng.standard_normal(nslots).astype(np.float32)
     total = total0.copy()
-    K.atomic_sum_f32[n](x, total, nslots, backend="cpu")
+    K.atomic_sum_f32[n](x, total, nslots, backend=backend)
     X = f64(x).reshape(-1, nslots)
     # each slot receives n / nslots f32 additions in an unspecified order
     assert_close(
@@ -496,13 +502,13 @@ def test_atomic_add_float_sum(dtype, rng):
     )
 
 
-def test_atomic_max_i32(rng):
+def test_atomic_max_i32(backend, rng):
     n, nslots = 1000, 8
     x = rng.integers(-(2**31), 2**31, n).astype(np.int32)
     init = rng.integers(-(2**31), 2**31, nslots).astype(np.int32)
     out = init.copy()
     old = int_poisoned(n)
-    K.atomic_max_i32[n](x, out, old, nslots, backend="cpu")
+    K.atomic_max_i32[n](x, out, old, nslots, backend=backend)
     slot = np.arange(n) % nslots
     final = np.maximum(init.astype(np.int64), np.array([x[slot == s].max() for s in range(nslots)]))
     assert_exact(out, final, "out")
@@ -517,12 +523,12 @@ def test_atomic_max_i32(rng):
             assert (seen < x[slot == s]).any()
 
 
-def test_atomic_max_float(dtype, rng):
+def test_atomic_max_float(backend, dtype, rng):
     n, nslots = 1000, 5
     x = as_dtype(rng.standard_normal(n) * 10, dtype)
     init = rng.standard_normal(nslots).astype(np.float32) * 30
     out = init.copy()
-    K.atomic_max_f32[n](x, out, nslots, backend="cpu")
+    K.atomic_max_f32[n](x, out, nslots, backend=backend)
     X = f64(x).reshape(-1, nslots)
     assert_exact(out, np.maximum(f64(init), X.max(axis=0)))
 
@@ -532,12 +538,12 @@ def test_atomic_max_float(dtype, rng):
 
 
 @pytest.mark.parametrize("k", [4, 7])
-def test_static_range_unrolled(k, dtype, rng):
+def test_static_range_unrolled(backend, k, dtype, rng):
     rows = 300
     x = as_dtype(rng.standard_normal(rows * k), dtype)
     w = as_dtype(rng.standard_normal(k), dtype)
     out, evens = poisoned(rows, dtype), poisoned(rows, dtype)
-    K.static_dot[rows](x, w, out, evens, k, backend="cpu")
+    K.static_dot[rows](x, w, out, evens, k, backend=backend)
     X, W = f64(x).reshape(rows, k), f64(w)
     assert_close(out, X @ W, dtype, n_ops=k + 1, scale=np.abs(X) @ np.abs(W), what="dot")
     assert_close(evens, X[:, ::2].sum(axis=1), dtype, n_ops=k, scale=np.abs(X[:, ::2]).sum(axis=1), what="evens")
@@ -545,21 +551,21 @@ def test_static_range_unrolled(k, dtype, rng):
 
 
 @pytest.mark.parametrize("k", [1, 6])
-def test_if_on_static_range_index(k, dtype, rng):
+def test_if_on_static_range_index(backend, k, dtype, rng):
     rows = 200
     x = as_dtype(rng.standard_normal(rows * k), dtype)
     out = poisoned(rows, dtype)
-    K.static_alternating[rows](x, out, k, backend="cpu")
+    K.static_alternating[rows](x, out, k, backend=backend)
     X = f64(x).reshape(rows, k)
     sign = np.where(np.arange(k) % 2 == 0, 2.0, -1.0)
     assert_close(out, X @ sign, dtype, n_ops=2 * k, scale=np.abs(X) @ np.abs(sign))
 
 
-def test_if_elif_else(dtype, rng):
+def test_if_elif_else(backend, dtype, rng):
     n = 1111
     x = as_dtype(rng.standard_normal(n) * 2, dtype)
     out = poisoned(n, dtype)
-    K.piecewise[n](x, out, backend="cpu")
+    K.piecewise[n](x, out, backend=backend)
     v = f64(x)
     want = np.select([v < -1, v < 0, v < 0.5, v < 1], [-1 - 0.5 * (v + 1), v * v, 2 * v, np.ones_like(v)], v + 0.25)
     assert_close(out, want, dtype, n_ops=3, scale=np.abs(v) + 1.25)
@@ -568,11 +574,11 @@ def test_if_elif_else(dtype, rng):
 @pytest.mark.parametrize(
     ("start", "stop", "step"), [(0, 20, 1), (3, 20, 4), (19, -1, -1), (18, 0, -3), (5, 2, 1), (2, 5, -1)]
 )
-def test_range_with_step(start, stop, step, dtype, rng):
+def test_range_with_step(backend, start, stop, step, dtype, rng):
     rows, m = 100, 20
     x = as_dtype(rng.standard_normal(rows * m), dtype)
     out = poisoned(rows, dtype)
-    K.range_sum[rows](x, out, m, start, stop, step, backend="cpu")
+    K.range_sum[rows](x, out, m, start, stop, step, backend=backend)
     X = f64(x).reshape(rows, m)
     js = list(range(start, stop, step))  # Python's own range is the oracle of which indices are visited
     terms = X[:, js] * (np.array(js, dtype=np.float64) + 1) if js else np.zeros((rows, 0))
@@ -588,22 +594,22 @@ def _collatz(n: int, cap: int) -> int:
 
 
 @pytest.mark.parametrize("cap", [30, 1000])
-def test_while_with_break(cap, rng):
+def test_while_with_break(backend, cap, rng):
     starts = rng.integers(1, 5000, 600).astype(np.int32)
     starts[0] = 1  # the loop body never runs
     steps = int_poisoned(starts.size)
-    K.collatz_steps[starts.size](starts, steps, cap, backend="cpu")
+    K.collatz_steps[starts.size](starts, steps, cap, backend=backend)
     assert_exact(steps, np.array([_collatz(int(s), cap) for s in starts]))
 
 
 @pytest.mark.parametrize("limit", [20.0, 1e9])
-def test_for_with_break_and_continue(limit, dtype, rng):
+def test_for_with_break_and_continue(backend, limit, dtype, rng):
     rows, m = 257, 16
     # small integers: every partial sum is exact in f32 and every total exact in T (<= 160 < 2^8), so the kernel
     # and the oracle take the same branches
     x = as_dtype(rng.integers(-5, 11, rows * m), dtype)
     total, used = poisoned(rows, dtype), int_poisoned(rows)
-    K.break_continue[rows](x, total, used, m, limit, backend="cpu")
+    K.break_continue[rows](x, total, used, m, limit, backend=backend)
     want_total, want_used = [], []
     for row in f64(x).reshape(rows, m):
         acc, count = 0.0, 0
@@ -620,32 +626,32 @@ def test_for_with_break_and_continue(limit, dtype, rng):
     assert_exact(used, np.array(want_used), "used")
 
 
-def test_early_return(dtype, rng):
+def test_early_return(backend, dtype, rng):
     n = 500
     x = as_dtype(rng.standard_normal(n), dtype)
     out = poisoned(n, dtype)
-    K.early_exit[n + 37, 64](x, out, n, backend="cpu")  # 37 threads past the end return before any access
+    K.early_exit[n + 37, 64](x, out, n, backend=backend)  # 37 threads past the end return before any access
     v = f64(x)
     assert_close(out, np.where(v < 0, -v, np.sqrt(np.abs(v))), dtype, math_fn=True)
 
 
-def test_iron_func_helpers(dtype, rng):
+def test_iron_func_helpers(backend, dtype, rng):
     n = 1000
     x = as_dtype(rng.standard_normal(n) * 3, dtype)
     out = poisoned(n, dtype)
-    K.helpers[n](x, out, backend="cpu")
+    K.helpers[n](x, out, backend=backend)
     v = np.clip(f64(x), -2.0, 2.0)
     assert_close(out, v * v * 0.5 + v, dtype, n_ops=3, scale=np.abs(v * v * 0.5) + np.abs(v))
 
 
-def test_constexpr_specialises(dtype, rng):
+def test_constexpr_specialises(backend, dtype, rng):
     n = 640
     x = as_dtype(rng.standard_normal(n), dtype)
     results = {}
     for scale in (2, 3):
         for square in (False, True):
             out = poisoned(n, dtype)
-            K.constexpr_affine[n](x, out, scale, square, backend="cpu")
+            K.constexpr_affine[n](x, out, scale, square, backend=backend)
             v = f64(x) * scale
             assert_close(out, v * v if square else v, dtype, n_ops=2, what=f"SCALE={scale} SQUARE={square}")
             results[scale, square] = out
@@ -662,7 +668,7 @@ def _wrap_i32(v: np.ndarray) -> np.ndarray:
     return (v.astype(np.int64) + 2**31) % 2**32 - 2**31
 
 
-def test_int_arith_i32_truncates_toward_zero(rng):
+def test_int_arith_i32_truncates_toward_zero(backend, rng):
     """`//` and `%` on ints follow C (and CUDA, Triton): the quotient truncates toward zero and the remainder takes
     the dividend's sign. Python's floor semantics would give -4 and 1 for -7 // 2 and -7 % 2; Iron gives -3 and -1."""
     n = 2000
@@ -672,7 +678,7 @@ def test_int_arith_i32_truncates_toward_zero(rng):
     b[b == 0] = 7
     b[:3], a[:3] = 2, (-7, 7, -8)
     q, r, bits = (int_poisoned(n) for _ in range(3))
-    K.int_arith_i32[n](a, b, q, r, bits, backend="cpu")
+    K.int_arith_i32[n](a, b, q, r, bits, backend=backend)
     A, B = a.astype(np.int64), b.astype(np.int64)
     want_q = np.sign(A) * np.sign(B) * (np.abs(A) // np.abs(B))
     assert (want_q != A // B).any(), "the data must contain cases where C and Python division differ"
@@ -682,43 +688,43 @@ def test_int_arith_i32_truncates_toward_zero(rng):
     assert_exact(bits, _wrap_i32(want_bits), "bit ops")
 
 
-def test_int_arith_u32(rng):
+def test_int_arith_u32(backend, rng):
     n = 2000
     a = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     b = rng.integers(1, 2**32, n, dtype=np.uint64).astype(np.uint32)
     b[:700] = rng.integers(1, 1000, 700)
     q, r, bits = (int_poisoned(n, np.uint32) for _ in range(3))
-    K.int_arith_u32[n](a, b, q, r, bits, backend="cpu")
+    K.int_arith_u32[n](a, b, q, r, bits, backend=backend)
     A, B = [int(v) for v in a], [int(v) for v in b]
     assert_exact(q, np.array([x // y for x, y in zip(A, B)]), "a // b")
     assert_exact(r, np.array([x % y for x, y in zip(A, B)]), "a % b")
     assert_exact(bits, np.array([((x >> 7) + x * y - (y ^ x)) % 2**32 for x, y in zip(A, B)]), "bit ops")
 
 
-def test_short_circuit_and_guards_load(dtype, rng):
+def test_short_circuit_and_guards_load(backend, dtype, rng):
     n, grid = 300, 400
     x = as_dtype(rng.standard_normal(n), dtype)  # only n elements: x[i] for i >= n would be out of bounds
     out = poisoned(grid, dtype)
-    K.guarded_and[grid, 64](x, out, n, backend="cpu")
+    K.guarded_and[grid, 64](x, out, n, backend=backend)
     v = np.concatenate([f64(x), np.full(grid - n, -1.0)])
     assert_exact(out, np.where(v > 0, v, -1.0))
 
 
-def test_conditional_expression_guards_load(dtype, rng):
+def test_conditional_expression_guards_load(backend, dtype, rng):
     n, grid = 300, 400
     x = as_dtype(rng.standard_normal(n), dtype)
     out = poisoned(grid, dtype)
-    K.guarded_ifexp[grid, 64](x, out, n, backend="cpu")
+    K.guarded_ifexp[grid, 64](x, out, n, backend=backend)
     assert_close(out, np.concatenate([f64(x) * 3.0, np.full(grid - n, 7.0)]), dtype)
 
 
-def test_augmented_assignment_on_buffers(dtype, rng):
+def test_augmented_assignment_on_buffers(backend, dtype, rng):
     n = 1000
     x = as_dtype(rng.standard_normal(n), dtype)
     acc0 = as_dtype(rng.standard_normal(n), dtype)
     cnt0 = rng.integers(-1000, 1000, n).astype(np.int32)
     acc, cnt = acc0.copy(), cnt0.copy()
-    K.augmented[n](x, acc, cnt, backend="cpu")
+    K.augmented[n](x, acc, cnt, backend=backend)
 
     def r(v):  # each `acc[i] op= v` stores, so rounds to T, before the next reads it back
         return f64(as_dtype(v, dtype))
@@ -727,12 +733,12 @@ def test_augmented_assignment_on_buffers(dtype, rng):
     assert_exact(cnt, (cnt0.astype(np.int64) + 3) << 1, "cnt")
 
 
-def test_native_half(dtype, rng):
+def test_native_half(backend, dtype, rng):
     n = 4096
     a, b, c = (as_dtype(rng.standard_normal(n), dtype) for _ in range(3))
     native, default = poisoned(n, dtype), poisoned(n, dtype)
-    K.native_half_muladd[n](a, b, c, native, backend="cpu")
-    K.default_muladd[n](a, b, c, default, backend="cpu")
+    K.native_half_muladd[n](a, b, c, native, backend=backend)
+    K.default_muladd[n](a, b, c, default, backend=backend)
     A, B, C = f64(a), f64(b), f64(c)
     # native: the product rounds to T, then the sum rounds to T (each correctly rounded)
     assert_exact(native, f64(as_dtype(f64(as_dtype(A * B, dtype)) + C, dtype)), "native_half")
@@ -813,40 +819,40 @@ def test_every_kernel_compiles_for_every_dtype():
 # regression tests for front-end bugs found while writing this suite (fixed)
 
 
-def test_helper_early_return_in_nested_if(dtype, rng):
+def test_helper_early_return_in_nested_if(backend, dtype, rng):
     n = 600
     x = as_dtype(rng.standard_normal(n) * 8, dtype)
     out = poisoned(n, dtype)
-    B.nested_early_return[n](x, out, backend="cpu")
+    B.nested_early_return[n](x, out, backend=backend)
     v = f64(x)
     assert_close(out, np.where(v > 10, 10.0, np.where(v > 0, 2 * v, v)), dtype)
 
 
-def test_loop_variable_rebinds_an_existing_name():
+def test_loop_variable_rebinds_an_existing_name(backend):
     n = 5
     out = int_poisoned(3)
     try:
         B.loop_rebinds_variable.ir()
     except iron.CompileError:
         return  # refusing the program is an acceptable fix
-    B.loop_rebinds_variable[3](out, n, backend="cpu")
+    B.loop_rebinds_variable[3](out, n, backend=backend)
     assert_exact(out, np.full(3, n - 1))
 
 
-def test_helper_returning_an_int_literal_and_a_float(dtype, rng):
+def test_helper_returning_an_int_literal_and_a_float(backend, dtype, rng):
     n = 500
     x = as_dtype(rng.standard_normal(n), dtype)
     out = poisoned(n, dtype)
-    B.relu_int_literal_return[n](x, out, backend="cpu")
+    B.relu_int_literal_return[n](x, out, backend=backend)
     assert_exact(out, np.maximum(f64(x), 0.0))
 
 
-def test_constexpr_values_equal_in_python_but_distinct_get_their_own_variant():
+def test_constexpr_values_equal_in_python_but_distinct_get_their_own_variant(backend):
     k = iron.kernel(K.ieee_affine.fn)
     x = np.array([-0.0, 1.0], np.float32)
     for bias in (0.0, -0.0):
         scaled, plus, minus = (np.full_like(x, np.nan) for _ in range(3))
-        k[x.size](x, scaled, plus, minus, 1.0, bias, backend="cpu")
+        k[x.size](x, scaled, plus, minus, 1.0, bias, backend=backend)
         assert_exact(plus, x.astype(np.float64) + bias, f"x + {bias!r}")
     assert "BIAS=-0.0" in k.ir(SCALE=1.0, BIAS=-0.0)
     c = iron.kernel(K.constexpr_affine.fn)

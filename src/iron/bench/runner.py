@@ -20,16 +20,6 @@ from rich.table import Table
 from ..ir import types as t
 
 
-def best_backend() -> str:
-    """The best backend present: CUDA if a GPU, else Vulkan, else the interpreter (only the last exists yet)."""
-    from ..runtime import BACKENDS
-
-    for name in ("cuda", "vulkan", "cpu"):
-        if name in BACKENDS:
-            return name
-    return "cpu"
-
-
 def _time(fn, repeats: int) -> float:
     fn()  # warm-up: compiles the variant
     samples = []
@@ -58,6 +48,7 @@ def _git_sha() -> str:
 def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tuple[str, ...] = (),
               json_path: str | None = None, repeats: int = 5) -> bool:
     """Run the bench, print a table, optionally write JSON. Returns whether every row matched its oracle."""
+    from ..runtime import best_backend
     from ..std.registry import load_all
 
     backend = backend or best_backend()

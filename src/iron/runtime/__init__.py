@@ -15,8 +15,12 @@ from ..errors import LaunchError
 #: backend name -> (module, class, one-line description)
 BACKENDS: dict[str, tuple[str, str, str]] = {
     "cpu": ("iron.runtime.cpu", "CpuBackend", "NumPy interpreter of the IR (always present)"),
+    "cuda": ("iron.runtime.cuda", "CudaBackend", "NVIDIA GPUs through cuda.core + NVRTC"),
 }
-PLANNED = {"cuda": "issue #3", "vulkan": "issue #4", "metal": "issue #6", "msl-cpu": "issue #6", "hip": "issue #7"}
+PLANNED = {"vulkan": "issue #4", "metal": "issue #6", "msl-cpu": "issue #6", "hip": "issue #7"}
+#: order in which "the best backend present" is chosen
+PREFERENCE = ("cuda", "cpu")
+_PROBES: dict[str, str | None] = {}
 _INSTANCES: dict[str, Any] = {}
 
 
@@ -54,6 +58,30 @@ def get_backend(name: str) -> Backend:
     return be
 
 
+def unavailable_reason(name: str) -> str | None:
+    """None when backend ``name`` can run kernels on this machine, else why not (cached per process)."""
+    if name not in _PROBES:
+        if name == "cpu":
+            _PROBES[name] = None
+        elif name == "cuda":
+            from .cuda import probe
+
+            _PROBES[name] = probe()
+        elif name in PLANNED:
+            _PROBES[name] = f"not implemented yet ({PLANNED[name]})"
+        else:
+            _PROBES[name] = "unknown backend"
+    return _PROBES[name]
+
+
+def best_backend() -> str:
+    """The best backend present: CUDA if a GPU, else (as they land) Vulkan, else the interpreter."""
+    for name in PREFERENCE:
+        if unavailable_reason(name) is None:
+            return name
+    return "cpu"
+
+
 def resolve_backend_name(backend: str | None, bound: dict[str, Any]) -> str:
     """``backend=`` if given, else ``IRON_BACKEND``, else the arrays' device, else the best backend present."""
     if backend:
@@ -61,4 +89,10 @@ def resolve_backend_name(backend: str | None, bound: dict[str, Any]) -> str:
     env = os.environ.get("IRON_BACKEND")
     if env:
         return env
-    return "cpu"
+    for value in bound.values():
+        mod = type(value).__module__
+        if mod.startswith("torch") and getattr(value, "is_cuda", False):
+            return "cuda"
+        if hasattr(value, "__cuda_array_interface__"):
+            return "cuda"
+    return best_backend()

@@ -1,0 +1,283 @@
+"""The CUDA backend on NVIDIA's ``cuda.core``: NVRTC compile (disk-cached), module cache, a dedicated non-blocking
+stream, a buffer pool with pinned staging for NumPy arrays, CUDA graphs, events for timing.
+
+Arrays: torch CUDA tensors and CuPy (``__cuda_array_interface__``) arrays are used in place, and launches on torch
+tensors go to torch's current stream so they order with the surrounding torch work; NumPy arrays are copied in
+through pinned buffers and copied back (the launch then synchronises). Nothing here is imported until a CUDA launch
+or ``iron device`` asks for it, and compiling (``k.compile("cuda")``) needs no GPU at all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import IronError, LaunchError
+from . import Backend
+from .cache import cache_key, cached_binary
+
+
+def probe() -> str | None:
+    """None when a CUDA device can be used here, else why not."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return "cuda-bindings is not installed (pip install 'wh-iron[cuda]')"
+    try:
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            return f"no CUDA driver or device (cuInit: {err.name})"
+        err, count = driver.cuDeviceGetCount()
+        if int(err) != 0 or count == 0:
+            return "no CUDA device"
+    except Exception as e:  # libcuda missing: the bindings raise on first use
+        return f"no CUDA driver ({type(e).__name__}: {e})"
+    return None
+
+
+@dataclass
+class DeviceArg:
+    """A buffer argument already on the device (torch / CuPy): its pointer, used in place."""
+
+    ptr: int
+    size: int
+    nbytes: int
+    torch: bool
+
+
+@dataclass
+class HostArg:
+    """A NumPy buffer argument: copied to a pooled device buffer before the launch and back after it."""
+
+    array: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return self.array.size
+
+
+class _Pool:
+    """Free lists of device buffers and pinned host staging buffers, by size (rounded up to 256 bytes)."""
+
+    def __init__(self, device):
+        from cuda.core import LegacyPinnedMemoryResource
+
+        self.device = device
+        self.pinned_mr = LegacyPinnedMemoryResource()
+        self.free: dict[tuple[str, int], list] = {}
+
+    def get(self, kind: str, nbytes: int, stream):
+        size = max(256, -(-nbytes // 256) * 256)
+        bucket = self.free.get((kind, size))
+        if bucket:
+            return bucket.pop()
+        if kind == "device":
+            return self.device.memory_resource.allocate(size, stream=stream)
+        return self.pinned_mr.allocate(size)
+
+    def put(self, kind: str, buf) -> None:
+        self.free.setdefault((kind, buf.size), []).append(buf)
+
+
+def _host_view(buf, nbytes: int) -> np.ndarray:
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(int(buf.handle)))
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def __init__(self) -> None:
+        self._dev = None
+        self.stream = None
+        self.arch = os.environ.get("IRON_CUDA_ARCH", "sm_90")
+        self.capture = None  # a GraphBuilder while iron.cuda.graph() is recording
+        self._streams: dict[int, Any] = {}
+
+    # -- device ---------------------------------------------------------------------------------------------------
+
+    def device(self):
+        if self._dev is None:
+            reason = probe()
+            if reason:
+                raise LaunchError(f"the cuda backend is not available: {reason}")
+            from cuda.core import Device, StreamOptions
+
+            dev = Device(int(os.environ.get("IRON_CUDA_DEVICE", "0")))
+            dev.set_current()
+            major, minor = dev.compute_capability
+            self.arch = os.environ.get("IRON_CUDA_ARCH", f"sm_{major}{minor}")
+            self.stream = dev.create_stream(StreamOptions(nonblocking=True))
+            self.pool = _Pool(dev)
+            self._dev = dev
+        return self._dev
+
+    def info(self) -> dict[str, Any]:
+        """What ``iron device`` shows for the current CUDA device."""
+        dev = self.device()
+        p = dev.properties
+        from cuda.bindings import driver
+
+        err, total = driver.cuDeviceTotalMem(dev.device_id)
+        return {
+            "name": dev.name, "arch": self.arch, "sms": p.multiprocessor_count,
+            "memory_gib": round(total / 2**30, 1) if int(err) == 0 else None,
+            "sm_clock_mhz": p.clock_rate // 1000, "memory_clock_mhz": p.memory_clock_rate // 1000,
+            "memory_bus_bits": p.global_memory_bus_width, "l2_mib": round(p.l2_cache_size / 2**20, 1),
+            "max_shared_per_group_kib": p.max_shared_memory_per_block_optin // 1024,
+            "max_threads_per_group": p.max_threads_per_block, "warp_size": p.warp_size,
+            "features": ["f16", "bf16", "atomics", "simd-shuffle", "cuda-graphs"],
+        }
+
+    # -- compile --------------------------------------------------------------------------------------------------
+
+    def emitted(self, variant):
+        src = variant.artifacts.get("cuda-src")
+        if src is None:
+            from ..codegen import emit_cuda
+
+            src = variant.artifacts["cuda-src"] = emit_cuda(variant.kernel)
+        return src
+
+    def source(self, variant) -> str:
+        return self.emitted(variant).source
+
+    def compile(self, variant, target: str | None = None) -> bytes:
+        """The sm_XX cubin (or compute_XX PTX) of a variant; needs NVRTC, not a GPU. Disk-cached."""
+        from ..codegen import nvrtc
+
+        src = self.emitted(variant)
+        arch = target or self.arch
+        options = nvrtc.default_options()
+        key = cache_key("cuda", src.source, arch, options, nvrtc.nvrtc_version())
+        return cached_binary("cuda", key, lambda: nvrtc.compile_cuda(src, arch=arch, options=options))
+
+    def function(self, variant):
+        """The loaded kernel of a variant (module cache in memory, per arch and FMA setting)."""
+        from ..codegen.nvrtc import fmad_enabled
+
+        self.device()
+        key = ("cuda-fn", self.arch, fmad_enabled())
+        fn = variant.artifacts.get(key)
+        if fn is None:
+            from cuda.core import ObjectCode
+
+            src = self.emitted(variant)
+            code = ObjectCode.from_cubin(self.compile(variant), name=src.entry)
+            fn = variant.artifacts[key] = (code.get_kernel(src.entry), src)
+        return fn
+
+    def kernel_stats(self, variant, group: int) -> dict[str, Any]:
+        """Registers, static shared memory and occupancy for the bench."""
+        kern, src = self.function(variant)
+        attrs = kern.attributes
+        return {"registers": attrs.num_regs(), "shared_bytes": attrs.shared_size_bytes(),
+                "blocks_per_sm": kern.occupancy.max_active_blocks_per_multiprocessor(group, 0)}
+
+    # -- launch ---------------------------------------------------------------------------------------------------
+
+    def check_array(self, param: str, value: Any, where) -> DeviceArg | HostArg:
+        mod = type(value).__module__
+        if mod.startswith("torch"):
+            if not value.is_cuda:
+                raise LaunchError(f"argument '{param}' is a torch tensor on {value.device}; the cuda backend takes "
+                                  "CUDA tensors or NumPy arrays", where(), f"move it: {param}.cuda()")
+            if not value.is_contiguous():
+                raise LaunchError(f"argument '{param}' is not contiguous (strides {tuple(value.stride())})", where(),
+                                  f"pass {param}.contiguous()")
+            return DeviceArg(value.data_ptr(), value.numel(), value.numel() * value.element_size(), True)
+        cai = getattr(value, "__cuda_array_interface__", None)
+        if cai is not None:
+            itemsize = np.dtype(cai["typestr"]).itemsize
+            shape = tuple(cai["shape"])
+            strides = cai.get("strides")
+            if strides is not None and tuple(strides) != _c_strides(shape, itemsize):
+                raise LaunchError(f"argument '{param}' is not C-contiguous (strides {strides})", where(),
+                                  "pass a contiguous copy")
+            n = math.prod(shape)
+            return DeviceArg(int(cai["data"][0]), n, n * itemsize, False)
+        if isinstance(value, np.ndarray):
+            if not value.flags.c_contiguous:
+                raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),
+                                  f"pass np.ascontiguousarray({param})")
+            return HostArg(value)
+        raise LaunchError(f"argument '{param}' is a {mod}.{type(value).__name__}; the cuda backend takes torch CUDA "
+                          "tensors, CuPy arrays or NumPy arrays", where())
+
+    def _stream_for(self, torch_args: bool):
+        if self.capture is not None:
+            return self.capture
+        if torch_args:
+            import torch
+
+            handle = torch.cuda.current_stream().cuda_stream
+            s = self._streams.get(handle)
+            if s is None:
+                from cuda.core import Stream
+
+                s = self._streams[handle] = Stream.from_handle(handle)
+            return s
+        return self.stream
+
+    def launch(self, variant, arrays, scalars, grid, group) -> None:
+        from cuda.core import LaunchConfig, launch
+
+        kern, src = self.function(variant)
+        host = [(name, a) for name, a in arrays.items() if isinstance(a, HostArg)]
+        stream = self._stream_for(any(isinstance(a, DeviceArg) and a.torch for a in arrays.values()))
+        if host and self.capture is not None:
+            raise LaunchError("NumPy arrays cannot be used inside iron.cuda.graph(): pass device arrays (torch/CuPy)")
+        staged = {}
+        try:
+            for name, a in host:
+                nbytes = a.array.nbytes
+                dev_buf = self.pool.get("device", nbytes, stream)
+                pin = self.pool.get("pinned", nbytes, stream)
+                _host_view(pin, nbytes)[:] = a.array.reshape(-1).view(np.uint8)
+                dev_buf.copy_from(pin, stream=stream)
+                staged[name] = (dev_buf, pin, nbytes)
+            args = []
+            for p in src.params:
+                if p.kind == "buffer":
+                    a = arrays[p.source]
+                    args.append(np.uint64(int(staged[p.source][0].handle) if p.source in staged else a.ptr))
+                elif p.kind == "scalar":
+                    args.append(scalars[p.source])
+                else:
+                    args.append(np.int32(grid[p.axis]))
+            blocks = tuple(-(-g // b) for g, b in zip(grid, group))
+            launch(stream, LaunchConfig(grid=blocks, block=tuple(group)), kern, *args)
+            if staged:
+                written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
+                for name, (dev_buf, pin, nbytes) in staged.items():
+                    if name in written:
+                        pin.copy_from(dev_buf, stream=stream)
+                stream.sync()
+                for name, (dev_buf, pin, nbytes) in staged.items():
+                    if name in written:
+                        arr = arrays[name].array
+                        arr.reshape(-1).view(np.uint8)[:] = _host_view(pin, nbytes)
+        except IronError:
+            raise
+        except Exception as e:  # a CUDA error (illegal address, launch failure): name the kernel
+            raise LaunchError(f"CUDA launch of {variant.kernel.name} failed: {type(e).__name__}: {e}") from None
+        finally:
+            for dev_buf, pin, _ in staged.values():
+                self.pool.put("device", dev_buf)
+                self.pool.put("pinned", pin)
+
+    def synchronize(self) -> None:
+        if self.stream is not None:
+            self.stream.sync()
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, acc = [], itemsize
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))

@@ -16,6 +16,7 @@ Quick start::
 
 from __future__ import annotations
 
+from . import cuda
 from .errors import CompileError, ExecutionError, IronError, LaunchError
 from .frontend import IronFunc, KernelFunction, func, kernel
 from .lang import *  # noqa: F403
@@ -24,5 +25,5 @@ from .lang import BUILTINS, FLOAT_DTYPES, DTypeVar, T, Tensor, bf16, constexpr, 
 __version__ = "0.1.0"
 
 __all__ = ["BUILTINS", "CompileError", "DTypeVar", "ExecutionError", "FLOAT_DTYPES", "IronError", "IronFunc",
-           "KernelFunction", "LaunchError", "T", "Tensor", "bf16", "constexpr", "f16", "f32", "func", "i32", "kernel",
-           "u32", *BUILTINS]
+           "KernelFunction", "LaunchError", "T", "Tensor", "bf16", "constexpr", "cuda", "f16", "f32", "func", "i32",
+           "kernel", "u32", *BUILTINS]

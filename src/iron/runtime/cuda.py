@@ -253,11 +253,11 @@ class CudaBackend(Backend):
             launch(stream, LaunchConfig(grid=blocks, block=tuple(group)), kern, *args)
             if staged:
                 written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
-                for name, (dev_buf, pin, nbytes) in staged.items():
+                for name, (dev_buf, pin, _) in staged.items():
                     if name in written:
                         pin.copy_from(dev_buf, stream=stream)
                 stream.sync()
-                for name, (dev_buf, pin, nbytes) in staged.items():
+                for name, (_, pin, nbytes) in staged.items():
                     if name in written:
                         arr = arrays[name].array
                         arr.reshape(-1).view(np.uint8)[:] = _host_view(pin, nbytes)

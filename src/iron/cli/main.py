@@ -66,6 +66,35 @@ def bench(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], jso
     sys.exit(0 if ok else 1)
 
 
+@cli.command()
+def device() -> None:
+    """List the backends, whether each can run here (and why not), and the devices they see."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..runtime import BACKENDS, PLANNED, get_backend, unavailable_reason
+
+    table = Table(title="iron device")
+    for col in ("backend", "status", "device"):
+        table.add_column(col)
+    for name in [*BACKENDS, *PLANNED]:
+        reason = unavailable_reason(name)
+        detail = ""
+        if reason is None and name == "cuda":
+            info = get_backend("cuda").info()
+            detail = (f"{info['name']} ({info['arch']}): {info['sms']} SMs, {info['memory_gib']} GiB, "
+                      f"{info['sm_clock_mhz']} MHz SM / {info['memory_clock_mhz']} MHz memory, "
+                      f"L2 {info['l2_mib']} MiB, "
+                      f"shared memory {info['max_shared_per_group_kib']} KiB per group, warp {info['warp_size']}; "
+                      f"features: {', '.join(info['features'])}")
+        elif reason is None and name == "cpu":
+            from ..runtime.cpu import simd_width
+
+            detail = f"NumPy interpreter, SIMD width {simd_width()} (IRON_CPU_SIMD_WIDTH)"
+        table.add_row(name, "[green]available" if reason is None else f"[red]unavailable[/]: {reason}", detail)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
 def main() -> None:
     cli(prog_name="iron")
 

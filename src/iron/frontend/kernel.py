@@ -114,6 +114,7 @@ class KernelFunction:
         self.dtypes: tuple[t.ScalarType, ...] = FLOAT_DTYPES if self.generic else ()
         self.constexpr_names = tuple(p.name for p in self.params if p.kind == "constexpr")
         self._variants: dict[tuple, Variant] = {}
+        self._launchers: dict[Any, Any] = {}  # launch key -> Launcher (keeps each one's fast path warm)
 
     def __repr__(self) -> str:
         return f"<iron.kernel {self.fn.__qualname__}>"
@@ -207,8 +208,16 @@ class KernelFunction:
     # -- launch -------------------------------------------------------------------------------------------------
 
     def __getitem__(self, key: Any):
-        grid, group = parse_launch_key(key)
-        return Launcher(self, grid, group)
+        try:
+            launcher = self._launchers.get(key)
+        except TypeError:  # an unhashable key (a list): no caching, parse_launch_key reports it
+            launcher = None
+        if launcher is None:
+            grid, group = parse_launch_key(key)
+            launcher = Launcher(self, grid, group)
+            if len(self._launchers) < 256:
+                self._launchers[key] = launcher
+        return launcher
 
     def __call__(self, *args, **kwargs):
         from ..errors import LaunchError

@@ -111,7 +111,7 @@ class CudaBackend(Backend):
             dev.set_current()
             major, minor = dev.compute_capability
             self.arch = os.environ.get("IRON_CUDA_ARCH", f"sm_{major}{minor}")
-            self.stream = dev.create_stream(StreamOptions(nonblocking=True))
+            self.stream = dev.create_stream(options=StreamOptions(nonblocking=True))
             self.pool = _Pool(dev)
             self._dev = dev
         return self._dev
@@ -175,7 +175,13 @@ class CudaBackend(Backend):
         """Registers, static shared memory and occupancy for the bench."""
         kern, src = self.function(variant)
         attrs = kern.attributes
-        return {"registers": attrs.num_regs(), "shared_bytes": attrs.shared_size_bytes(),
+
+        def read(name: str) -> int:  # a property in recent cuda.core, a method in older releases
+            v = getattr(attrs, name)
+            return int(v() if callable(v) else v)
+
+        return {"registers": read("num_regs"), "shared_bytes": read("shared_size_bytes"),
+                "local_bytes": read("local_size_bytes"),
                 "blocks_per_sm": kern.occupancy.max_active_blocks_per_multiprocessor(group, 0)}
 
     # -- launch ---------------------------------------------------------------------------------------------------
@@ -269,6 +275,17 @@ class CudaBackend(Backend):
             for dev_buf, pin, _ in staged.values():
                 self.pool.put("device", dev_buf)
                 self.pool.put("pinned", pin)
+
+    def make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes):
+        """A fast launcher for repeat calls shaped like this one (see ``cuda_fast``), or None."""
+        if self.capture is not None or os.environ.get("IRON_CUDA_FAST", "1") == "0":
+            return None
+        from .cuda_fast import make_fast_launch
+
+        try:
+            return make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)
+        except (OSError, AttributeError):  # no libcuda through ctypes, or an unexpected torch: keep the full path
+            return None
 
     def synchronize(self) -> None:
         if self.stream is not None:

@@ -116,6 +116,11 @@ def bench_launch(result: dict) -> None:
     a = torch.randn(1024, device="cuda")
     out = torch.empty_like(a)
     result["iron_launch_us"] = host_overhead_us(lambda: tiny[1024](a, out))
+    b = torch.randn(1024, device="cuda")
+    out.fill_(float("nan"))
+    tiny[1024](b, out)  # the fast path again, on another tensor: must read b, not a stale pointer
+    torch.cuda.synchronize()
+    result["fast_path_correct"] = bool(torch.equal(out, b + 1.0))
     result["torch_launch_us"] = host_overhead_us(lambda: torch.add(a, 1.0, out=out))
     try:
         import triton

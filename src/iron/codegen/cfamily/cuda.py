@@ -1,0 +1,302 @@
+"""The CUDA dialect: CUDA C++ for NVRTC, with no ``#include`` at all.
+
+f16 and bf16 are 16-bit storage structs (``iron_f16``, ``iron_bf16``) converted to and from f32 by the hardware's
+``cvt`` instructions (round to nearest even), instead of ``cuda_fp16.h``/``cuda_bf16.h``: the NVRTC wheel ships no
+headers, and parsing them would triple the compile time. Math runs in f32 (Iron's storage-type semantics), so the
+structs need no operators.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ...ir import types as t
+from .dialect import CDialect, CParam, Snippet, Template, VectorParts
+from .expr import UNARY, Expr
+
+_F16 = Snippet("""\
+// f16 storage: converted with the hardware's cvt (round to nearest even); math is done in f32.
+struct iron_f16 { unsigned short bits; };
+__device__ __forceinline__ float iron_f16_to_f32(iron_f16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+__device__ __forceinline__ iron_f16 iron_f32_to_f16(float f) {
+    iron_f16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+    return h;
+}""")
+
+_BF16 = Snippet("""\
+// bf16 storage: the top half of an f32. Rounding to bf16 is to nearest even (cvt.rn.bf16.f32 from sm_80; the same
+// rounding in integer arithmetic before that); math is done in f32.
+struct iron_bf16 { unsigned short bits; };
+__device__ __forceinline__ float iron_bf16_to_f32(iron_bf16 h) {
+    return __uint_as_float((unsigned)h.bits << 16);
+}
+__device__ __forceinline__ iron_bf16 iron_f32_to_bf16(float f) {
+    iron_bf16 h;
+#if __CUDA_ARCH__ >= 800
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+#else
+    const unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        h.bits = (unsigned short)((u >> 16) | 0x40u);  // NaN: keep it a (quiet) NaN
+    } else {
+        h.bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // ties go to the even neighbour
+    }
+#endif
+    return h;
+}""")
+
+_INT_TO_F32_ODD = Snippet("""\
+// i32/u32 -> f16/bf16 must round once. Going through f32 could round twice, so convert to f32 rounding to odd
+// (truncate, then set the last bit when the conversion was inexact): a later round to nearest even to 8 or 11
+// significant bits is then correct.
+__device__ __forceinline__ float iron_i32_to_f32_odd(int x) {
+    const float f = __int2float_rz(x);
+    return __int2float_rd(x) == __int2float_ru(x) ? f : __uint_as_float(__float_as_uint(f) | 1u);
+}
+__device__ __forceinline__ float iron_u32_to_f32_odd(unsigned x) {
+    const float f = __uint2float_rz(x);
+    return __uint2float_rd(x) == __uint2float_ru(x) ? f : __uint_as_float(__float_as_uint(f) | 1u);
+}""")
+
+_ABS_I32 = Snippet("""\
+// |x| with Iron's wrapping semantics: abs(INT_MIN) is INT_MIN (C's abs is undefined there).
+__device__ __forceinline__ int iron_abs(int x) {
+    return x < 0 ? (int)(0u - (unsigned)x) : x;
+}""")
+
+_LOCAL_LINEAR = Snippet("""\
+// The thread's index in its group, x fastest: warps are cut from this order.
+__device__ __forceinline__ int iron_local_linear() {
+    return (int)(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y);
+}""")
+
+_WARP_LANES = Snippet("""\
+// Lanes that exist in this thread's warp: 32, except in the last warp of a group whose size is not a multiple of 32.
+__device__ __forceinline__ int iron_warp_lanes() {
+    return min(32, (int)(blockDim.x * blockDim.y * blockDim.z) - (iron_local_linear() & ~31));
+}""", needs=("local_linear",))
+
+_ATOMIC_MAX_F32 = Snippet("""\
+// atomic_max on f32 with fmax semantics (a NaN operand loses) as a compare-and-swap loop: there is no float atomic
+// max instruction. The first read is volatile so that a stale cached copy cannot end the loop without a swap.
+__device__ __forceinline__ float iron_atomic_max(float* address, float value) {
+    unsigned* bits = (unsigned*)address;
+    unsigned old = *(volatile unsigned*)bits;
+    for (;;) {
+        const unsigned desired = __float_as_uint(fmaxf(__uint_as_float(old), value));
+        if (desired == old) {
+            return __uint_as_float(old);
+        }
+        const unsigned seen = atomicCAS(bits, old, desired);
+        if (seen == old) {
+            return __uint_as_float(old);
+        }
+        old = seen;
+    }
+}""")
+
+# -- SIMD-group (warp) helpers, one overload per value type -----------------------------------------------------------
+
+_REDUCE_DOC = """\
+// simd_{op} over the active lanes of the warp (Iron's semantics), result in every active lane. A full warp uses a
+// butterfly, which leaves the same bits in every lane (each step combines the same two values, in either order); a
+// partial warp (divergent code, or a group's last warp) reads the active lanes one by one, in lane order."""
+
+# (C type, combine(a, b), identity) per IR type and reduction
+_REDUCE = {
+    "sum": {"f32": ("float", "{a} + {b}", "0.0f"), "i32": ("int", "(int)((unsigned){a} + (unsigned){b})", "0"),
+            "u32": ("unsigned", "{a} + {b}", "0u")},
+    "max": {"f32": ("float", "fmaxf({a}, {b})", "__int_as_float(0xff800000)"),
+            "i32": ("int", "max({a}, {b})", "(-2147483647 - 1)"), "u32": ("unsigned", "max({a}, {b})", "0u")},
+    "min": {"f32": ("float", "fminf({a}, {b})", "__int_as_float(0x7f800000)"),
+            "i32": ("int", "min({a}, {b})", "2147483647"), "u32": ("unsigned", "min({a}, {b})", "0xffffffffu")},
+}
+
+
+def _reduce_snippet(op: str, irtype: str) -> Snippet:
+    ctype, combine, identity = _REDUCE[op][irtype]
+    step = combine.format(a="v", b="__shfl_xor_sync(active, v, offset)")
+    gather = combine.format(a="r", b="__shfl_sync(active, v, __ffs(rest) - 1)")
+    doc = _REDUCE_DOC.format(op=op) + "\n" if irtype == "f32" else ""
+    return Snippet(f"""\
+{doc}__device__ __forceinline__ {ctype} iron_simd_{op}({ctype} v) {{
+    const unsigned active = __activemask();
+    if (active == 0xffffffffu) {{
+        for (int offset = 16; offset > 0; offset >>= 1) {{
+            v = {step};
+        }}
+        return v;
+    }}
+    {ctype} r = {identity};
+    for (unsigned rest = active; rest != 0u; rest &= rest - 1u) {{
+        r = {gather};
+    }}
+    return r;
+}}""")
+
+
+def _shuffle_snippets() -> dict[str, Snippet]:
+    out: dict[str, Snippet] = {}
+    for kind, intrinsic, source in (("shuffle", "__shfl_sync", "lane"),
+                                    ("shuffle_xor", "__shfl_xor_sync", "((iron_local_linear() & 31) ^ lane)")):
+        fn = f"iron_simd_{kind}"
+        doc = (f"// simd_{kind}: read v from lane {'`lane`' if kind == 'shuffle' else 'own ^ `lane`'} of the warp. "
+               "A lane past the end of a partial last warp\n// does not exist; Iron defines the result as the "
+               "reader's own value.\n")
+        for i, ctype in enumerate(("float", "int", "unsigned")):
+            irtype = ("f32", "i32", "u32")[i]
+            out[f"{fn}:{irtype}"] = Snippet(f"""\
+{doc if i == 0 else ""}__device__ __forceinline__ {ctype} {fn}({ctype} v, int lane) {{
+    const {ctype} r = {intrinsic}(__activemask(), v, lane);
+    return {source} < iron_warp_lanes() ? r : v;
+}}""", needs=("warp_lanes",))
+        out[f"{fn}:bool"] = Snippet(f"""\
+__device__ __forceinline__ bool {fn}(bool v, int lane) {{
+    return {fn}((int)v, lane) != 0;
+}}""", needs=(f"{fn}:i32",))
+        for half in ("f16", "bf16"):
+            out[f"{fn}:{half}"] = Snippet(f"""\
+__device__ __forceinline__ iron_{half} {fn}(iron_{half} v, int lane) {{
+    iron_{half} r;
+    r.bits = (unsigned short){fn}((unsigned)v.bits, lane);
+    return r;
+}}""", needs=(half, f"{fn}:u32"))
+    return out
+
+
+def _snippets() -> dict[str, Snippet]:
+    table = {"f16": _F16, "bf16": _BF16, "int_to_f32_odd": _INT_TO_F32_ODD, "abs_i32": _ABS_I32,
+             "local_linear": _LOCAL_LINEAR, "warp_lanes": _WARP_LANES, "atomic_max_f32": _ATOMIC_MAX_F32}
+    for op in ("sum", "max", "min"):
+        for irtype in ("f32", "i32", "u32"):
+            table[f"iron_simd_{op}:{irtype}"] = _reduce_snippet(op, irtype)
+    table.update(_shuffle_snippets())
+    return table
+
+
+class CudaDialect(CDialect):
+    name: ClassVar[str] = "cuda"
+    types: ClassVar[dict[str, str]] = {**CDialect.types, "f16": "iron_f16", "bf16": "iron_bf16"}
+    type_needs: ClassVar[dict[str, tuple[str, ...]]] = {"f16": ("f16",), "bf16": ("bf16",)}
+    builtin_names: ClassVar[frozenset[str]] = frozenset(
+        "threadIdx blockIdx blockDim gridDim warpSize __syncthreads __shfl_sync __shfl_xor_sync __activemask "
+        "atomicAdd atomicMax atomicCAS asm min max abs".split())
+    thread: ClassVar[dict[str, Template]] = {
+        "program_id": Template("(int)(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis})", UNARY),
+        "local_id": Template("(int)threadIdx.{axis}", UNARY),
+        "group_id": Template("(int)blockIdx.{axis}", UNARY),
+        "group_size": Template("(int)blockDim.{axis}", UNARY),
+        "num_groups": Template("(int)gridDim.{axis}", UNARY),
+        "simd_lane": Template("(iron_local_linear() & 31)", needs=("local_linear",)),
+        "simd_group": Template("(iron_local_linear() >> 5)", needs=("local_linear",)),
+        "simd_size": Template("32"),
+    }
+    simd_width: ClassVar[int] = 32
+    math: ClassVar[dict[str, str]] = {
+        "exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
+        "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "erf": "erff", "floor": "floorf", "ceil": "ceilf",
+        "abs": "fabsf", "min": "fminf", "max": "fmaxf", "rem": "fmodf", "fma": "fmaf",
+    }
+    int_math: ClassVar[dict[str, Template]] = {
+        "min": Template("min({}, {})"), "max": Template("max({}, {})"),
+        "abs:i32": Template("iron_abs({})", needs=("abs_i32",)),
+    }
+    conversions: ClassVar[dict[tuple[str, str], Template]] = {
+        # PTX cvt.rzi: truncates, saturates to the integer range, and sends NaN to 0 -- Iron's cast semantics
+        ("f32", "i32"): Template("__float2int_rz({})"),
+        ("f32", "u32"): Template("__float2uint_rz({})"),
+        ("f16", "f32"): Template("iron_f16_to_f32({})", needs=("f16",)),
+        ("f32", "f16"): Template("iron_f32_to_f16({})", needs=("f16",)),
+        ("bf16", "f32"): Template("iron_bf16_to_f32({})", needs=("bf16",)),
+        ("f32", "bf16"): Template("iron_f32_to_bf16({})", needs=("bf16",)),
+        **{(src, half): Template(f"iron_f32_to_{half}(iron_{src}_to_f32_odd({{}}))", needs=(half, "int_to_f32_odd"))
+           for src in ("i32", "u32") for half in ("f16", "bf16")},
+    }
+    atomics: ClassVar[dict[tuple[str, str], Template]] = {
+        **{("atomic_add", ty): Template("atomicAdd({ptr}, {val})") for ty in ("i32", "u32", "f32")},
+        **{("atomic_max", ty): Template("atomicMax({ptr}, {val})") for ty in ("i32", "u32")},
+        ("atomic_max", "f32"): Template("iron_atomic_max({ptr}, {val})", needs=("atomic_max_f32",)),
+    }
+    simd: ClassVar[dict[str, str]] = {
+        "simd_sum": "iron_simd_sum", "simd_max": "iron_simd_max", "simd_min": "iron_simd_min",
+        "simd_shuffle": "iron_simd_shuffle", "simd_broadcast": "iron_simd_shuffle",
+        "simd_shuffle_xor": "iron_simd_shuffle_xor",
+    }
+    snippets: ClassVar[dict[str, Snippet]] = _snippets()
+    float_specials: ClassVar[dict[str, str]] = {
+        "inf": "__int_as_float(0x7f800000)", "-inf": "__int_as_float(0xff800000)", "nan": "__int_as_float(0x7fffffff)",
+    }
+    barrier: ClassVar[str] = "__syncthreads();"
+    device_function: ClassVar[str] = "__device__ __forceinline__ void"
+    #: CUDA refuses more than 48 KiB of static __shared__ arrays; more needs dynamic shared memory and an opt-in
+    max_static_shared: ClassVar[int] = 48 * 1024
+
+    def param_decl(self, p: CParam, position: int) -> str:
+        if p.kind == "buffer":
+            return f"{'const ' if p.readonly else ''}{p.ctype}* __restrict__ {p.name}"
+        return f"{p.ctype} {p.name}"
+
+    def signature(self, entry, params, features) -> str:
+        return super().signature(entry, params, features, prefix='extern "C" __global__ void')
+
+    def shared_decl(self, ctype: str, name: str, size: int) -> str:
+        return f"__shared__ {ctype} {name}[{size}];"
+
+    def half_literal(self, type: t.ScalarType, bits: int, value: float) -> Expr:
+        # aggregate initialisation from the bits: a constant, where a conversion call would be an instruction
+        return Expr(f"iron_{type.name}{{0x{bits:04x}}}")
+
+    def vector_entry(self, parts: VectorParts) -> str:
+        # Lane buffers live in 16-byte-aligned register arrays filled and drained with uint4 copies (LDG.128 /
+        # STG.128); the alignment test is uniform across the launch, so the branch costs nothing.
+        w, first, k = parts.width, parts.first, parts.k
+        n0 = self.grid_params[0]
+        pad, pad2, pad3 = "    ", "        ", "            "
+        lines = [
+            f"// Vectorised entry: each thread runs {parts.element} for {w} consecutive elements of axis 0, and moves "
+            "the buffers\n// indexed by program_id(0) as 16-byte vectors. Launch ceil(n0 / "
+            f"{w}) threads on a 1-D grid, with the same arguments.",
+            self.signature(parts.entry, list(parts.params), None) + " {",
+            f"{pad}const unsigned {first} = {w}u * (blockIdx.x * blockDim.x + threadIdx.x);",
+            f"{pad}if ({first} >= (unsigned){n0}) {{",
+            f"{pad2}return;",
+            f"{pad}}}",
+        ]
+        pointers = " | ".join(f"(unsigned long long){lane.param.name}" for lane in parts.lanes)
+        lines.append(f"{pad}if ({first} + {w}u <= (unsigned){n0} && (({pointers}) & 15ull) == 0ull) {{")
+        for lane in parts.lanes:
+            lines.append(f"{pad2}__align__(16) {lane.param.ctype} {lane.regs}[{w}];")
+        for lane in parts.lanes:
+            if lane.preload:
+                lines += self._chunks(lane, w, f"reinterpret_cast<uint4*>({lane.regs})",
+                                      f"reinterpret_cast<const uint4*>({lane.param.name} + {first})", pad2)
+        call = ", ".join([*parts.args, f"(int)({first} + {k})", *(f"{lane.regs}[{k}]" for lane in parts.lanes)])
+        lines += [f"{pad2}#pragma unroll", f"{pad2}for (unsigned {k} = 0; {k} < {w}u; ++{k}) {{",
+                  f"{pad3}{parts.element}({call});", f"{pad2}}}"]
+        for lane in parts.lanes:
+            if lane.writeback:
+                lines += self._chunks(lane, w, f"reinterpret_cast<uint4*>({lane.param.name} + {first})",
+                                      f"reinterpret_cast<const uint4*>({lane.regs})", pad2)
+        call = ", ".join([*parts.args, f"(int){k}", *(f"{lane.param.name}[{k}]" for lane in parts.lanes)])
+        lines += [
+            f"{pad}}} else {{  // the grid's tail, or a buffer that is not 16-byte aligned: one element at a time",
+            f"{pad2}for (unsigned {k} = {first}; {k} < min({first} + {w}u, (unsigned){n0}); ++{k}) {{",
+            f"{pad3}{parts.element}({call});",
+            f"{pad2}}}",
+            f"{pad}}}",
+            "}",
+        ]
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _chunks(lane, width: int, dst: str, src: str, pad: str) -> list[str]:
+        chunks = width * lane.param.dtype.itemsize // 16
+        return [f"{pad}{dst}[{c}] = {src}[{c}];" for c in range(chunks)]
+
+
+CUDA = CudaDialect()

@@ -1,0 +1,224 @@
+"""What a C-family dialect is: data tables plus a handful of hooks, read by the one printer (``printer.py``).
+
+A dialect says how to *spell* things -- type names, qualifiers, thread indices, math functions, conversions, atomics,
+SIMD-group helpers, the barrier, the kernel signature -- never how to walk the IR. CUDA (``cuda.py``) fills every
+table; HIP and MSL are meant to be subclasses that override a few tables and hooks:
+
+========================  ==========================================================================================
+table / hook              what it holds (CUDA's value as the example)
+========================  ==========================================================================================
+``types``                 IR scalar type -> C spelling (``f32`` -> ``float``; ``bf16`` -> ``iron_bf16``)
+``type_needs``            prelude snippets a type needs (the 16-bit storage structs)
+``thread``                thread-index op -> template over ``{axis}`` (``(int)threadIdx.{axis}``)
+``math``                  f32 math op -> function (``exp`` -> ``expf``; also ``min``/``max``/``rem``/``abs``/``fma``)
+``int_math``              i32/u32 ``min``/``max``/``abs`` -> template
+``conversions``           (src, dst) type pair -> template, where a plain C cast is wrong (float -> int saturates)
+``atomics``               (opcode, elem type) -> template over ``{ptr}`` and ``{val}``
+``simd``                  SIMD op -> helper function; the helper for each value type is the snippet
+                          ``"<function>:<type>"``
+``snippets``              name -> ``Snippet``: helper code put before the kernel when something uses it, in table order
+``unroll_pragma``         put before a ``static_range`` loop that survived unrolling
+``float_specials``        how to write inf, -inf and NaN
+``barrier``               the group barrier statement
+``shared_decl()``         declaration of a group-shared array
+``param_decl()``          one kernel parameter (buffers: ``const T* __restrict__ name``)
+``signature()``           the kernel's first line; gets the features used (MSL adds ``[[thread_position...]]``
+                          parameters only for thread indices the kernel reads)
+``half_literal()``        an f16/bf16 constant from its bits
+``vector_entry()``        the vectorised entry point of an elementwise kernel (``vectorize.py``), calling the element
+                          function (``device_function``, with ``lane_ref_decl()`` parameters); None: no such entry
+========================  ==========================================================================================
+
+A dialect that lacks an entry the kernel needs makes the printer raise ``CompileError("unsupported ...")``: new
+ops get a shared default in the printer where one exists, else that error, never a silent wrong answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ...ir import types as t
+from .expr import PRIMARY, UNARY, Expr
+from .names import CXX_KEYWORDS
+
+
+@dataclass(frozen=True)
+class Template:
+    """A ``str.format`` pattern producing an expression of precedence ``prec``; ``needs`` names prelude snippets."""
+
+    text: str
+    prec: int = PRIMARY
+    needs: tuple[str, ...] = ()
+
+    def __call__(self, *args: Expr | str, **kw: Expr | str) -> Expr:
+        text = self.text.format(*(str(a) for a in args), **{k: str(v) for k, v in kw.items()})
+        return Expr(text, self.prec)
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """Helper code emitted once before the kernel; ``needs`` are snippets that must come before it."""
+
+    text: str
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CParam:
+    """One parameter of the emitted kernel, in order.
+
+    ``kind`` is ``"buffer"`` (a pointer to ``ctype`` elements), ``"scalar"`` (passed by value) or ``"grid"`` (the
+    exact grid size on ``axis``, an ``int`` appended after the kernel's own parameters). ``source`` is the Iron
+    parameter's name (empty for grid sizes).
+    """
+
+    name: str
+    kind: str
+    ctype: str
+    dtype: t.ScalarType
+    readonly: bool = False
+    source: str = ""
+    axis: int | None = None
+
+
+@dataclass(frozen=True)
+class LaneBuffer:
+    """A buffer the vector entry moves as vectors: held in the register array ``regs`` while the body runs."""
+
+    param: CParam
+    regs: str
+    preload: bool
+    writeback: bool
+
+
+@dataclass(frozen=True)
+class VectorParts:
+    """What ``CDialect.vector_entry`` assembles: the entry ``entry`` calls ``element(*args, pid, *lane elements)``
+    for ``width`` consecutive elements per thread. ``params`` are the scalar entry's, in order."""
+
+    entry: str
+    element: str
+    width: int
+    params: tuple[CParam, ...]
+    args: tuple[str, ...]
+    lanes: tuple[LaneBuffer, ...]
+    first: str  # name for the thread's first element index
+    k: str  # name for the element counter
+
+
+@dataclass
+class Features:
+    """What the printed kernel uses, collected while printing (the prelude and the signature depend on it)."""
+
+    snippets: set[str] = field(default_factory=set)
+    thread_ops: set[str] = field(default_factory=set)
+
+
+class CDialect:
+    """The base dialect: plain C spellings shared by the family; subclasses fill in the target's tables."""
+
+    name: ClassVar[str] = "c"
+    types: ClassVar[dict[str, str]] = {"bool": "bool", "i32": "int", "u32": "unsigned", "f32": "float"}
+    type_needs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: identifiers with a meaning in the target besides the keywords (builtin variables, ...)
+    builtin_names: ClassVar[frozenset[str]] = frozenset()
+    thread: ClassVar[dict[str, Template]] = {}
+    #: SIMD-group width the ``thread`` templates and SIMD snippets assume (``simd_size()``); 0 when only known at
+    #: run time. Metadata for launchers; the templates spell it themselves.
+    simd_width: ClassVar[int] = 32
+    math: ClassVar[dict[str, str]] = {}
+    int_math: ClassVar[dict[str, Template]] = {}
+    conversions: ClassVar[dict[tuple[str, str], Template]] = {}
+    atomics: ClassVar[dict[tuple[str, str], Template]] = {}
+    simd: ClassVar[dict[str, str]] = {}
+    snippets: ClassVar[dict[str, Snippet]] = {}
+    float_specials: ClassVar[dict[str, str]] = {"inf": "INFINITY", "-inf": "-INFINITY", "nan": "NAN"}
+    barrier: ClassVar[str] = "barrier();"
+    unroll_pragma: ClassVar[str] = "#pragma unroll"
+    #: the exact-grid sizes appended to every kernel's parameters
+    grid_params: ClassVar[tuple[str, str, str]] = ("iron_n0", "iron_n1", "iron_n2")
+    #: bytes of statically declared group-shared memory the target accepts in one kernel
+    max_static_shared: ClassVar[int] = 32 * 1024
+    axes: ClassVar[tuple[str, str, str]] = ("x", "y", "z")
+
+    # -- hooks ----------------------------------------------------------------------------------------------------
+
+    def param_decl(self, p: CParam, position: int) -> str:
+        if p.kind == "buffer":
+            return f"{'const ' if p.readonly else ''}{p.ctype}* {p.name}"
+        return f"{p.ctype} {p.name}"
+
+    def signature(self, entry: str, params: list[CParam], features: Features, prefix: str = "void") -> str:
+        """``prefix entry(params)``, on one line when it fits in 120 columns, else one parameter per line."""
+        decls = [self.param_decl(p, i) for i, p in enumerate(params)]
+        head = f"{prefix} {entry}("
+        one_line = head + ", ".join(decls) + ")"
+        if len(one_line) <= 120:
+            return one_line
+        return head + "\n" + ",\n".join("    " + d for d in decls) + ")"
+
+    def shared_decl(self, ctype: str, name: str, size: int) -> str:
+        return f"{ctype} {name}[{size}];"
+
+    #: declaration of a helper function holding the kernel body for one element (the vector entry calls it)
+    device_function: ClassVar[str] = "static inline void"
+
+    def lane_ref_decl(self, ctype: str, name: str, readonly: bool) -> str:
+        """The element function's parameter for one element of a lane buffer."""
+        return f"{'const ' if readonly else ''}{ctype}& {name}"
+
+    def vector_entry(self, parts: VectorParts) -> str | None:
+        """The vectorised entry point's source, or None where the dialect has none (see ``vectorize.py``)."""
+        return None
+
+    def half_literal(self, type: t.ScalarType, bits: int, value: float) -> Expr:
+        raise NotImplementedError(f"{self.name}: no {type} literal")
+
+    def header(self, title: str) -> str:
+        return f"// {title}\n"
+
+    # -- derived --------------------------------------------------------------------------------------------------
+
+    def literal_float_special(self, value: float) -> Expr:
+        if value != value:
+            text = self.float_specials["nan"]
+        else:
+            text = self.float_specials["inf" if value > 0 else "-inf"]
+        return Expr(text, UNARY if text.startswith("-") else PRIMARY)
+
+    def prelude(self, needed: Iterable[str]) -> str:
+        """The snippets in ``needed`` and everything they need, in the order of the ``snippets`` table."""
+        want: set[str] = set()
+        stack = list(needed)
+        while stack:
+            name = stack.pop()
+            if name in want:
+                continue
+            if name not in self.snippets:
+                raise KeyError(f"dialect {self.name} has no snippet {name!r}")
+            want.add(name)
+            stack.extend(self.snippets[name].needs)
+        return "".join(s.text.rstrip("\n") + "\n\n" for name, s in self.snippets.items() if name in want)
+
+    def reserved_names(self) -> frozenset[str]:
+        """Identifiers a kernel's values must not take: keywords, builtins, type names, grid sizes, and every
+        function or struct the dialect's templates and snippets may declare or call."""
+        cached = self.__dict__.get("_reserved")
+        if cached is None:
+            cached = self.__dict__["_reserved"] = self._collect_reserved()
+        return cached
+
+    def _collect_reserved(self) -> frozenset[str]:
+        texts = [tpl.text for tpl in self.thread.values()] + [tpl.text for tpl in self.int_math.values()]
+        texts += [tpl.text for tpl in self.conversions.values()] + [tpl.text for tpl in self.atomics.values()]
+        texts += [s.text for s in self.snippets.values()] + list(self.float_specials.values())
+        names = set(CXX_KEYWORDS) | set(self.builtin_names) | set(self.grid_params) | set(self.types.values())
+        names |= set(self.math.values()) | set(self.simd.values())
+        for text in texts:
+            text = re.sub(r'//[^\n]*|"[^"\n]*"', " ", text)  # comments and asm strings declare nothing
+            names.update(re.findall(r"\b([A-Za-z_]\w*)\s*\(", text))
+            names.update(re.findall(r"\bstruct\s+([A-Za-z_]\w*)", text))
+        return frozenset(names)

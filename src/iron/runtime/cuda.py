@@ -168,21 +168,38 @@ class CudaBackend(Backend):
 
             src = self.emitted(variant)
             code = ObjectCode.from_cubin(self.compile(variant), name=src.entry)
-            fn = variant.artifacts[key] = (code.get_kernel(src.entry), src)
+            vector = code.get_kernel(src.vector.entry) if src.vector is not None else None
+            fn = variant.artifacts[key] = (code.get_kernel(src.entry), src, vector)
         return fn
+
+    def geometry(self, variant, grid, group):
+        """(kernel, blocks, block) for a launch: elementwise kernels on a 1-D grid take the vectorised entry
+        (``width`` consecutive elements per thread, 16-byte accesses), which the memory system needs to reach its
+        bandwidth; everything else runs one thread per grid point."""
+        kern, src, vector = self.function(variant)
+        if vector is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_CUDA_VECTORIZE", "1") != "0":
+            threads = -(-grid[0] // src.vector.width)
+            return vector, (-(-threads // group[0]), 1, 1), (group[0], 1, 1)
+        return kern, tuple(-(-g // b) for g, b in zip(grid, group)), tuple(group)
 
     def kernel_stats(self, variant, group: int) -> dict[str, Any]:
         """Registers, static shared memory and occupancy for the bench."""
-        kern, src = self.function(variant)
+        kern, src, vector = self.function(variant)
         attrs = kern.attributes
 
         def read(name: str) -> int:  # a property in recent cuda.core, a method in older releases
             v = getattr(attrs, name)
             return int(v() if callable(v) else v)
 
-        return {"registers": read("num_regs"), "shared_bytes": read("shared_size_bytes"),
-                "local_bytes": read("local_size_bytes"),
-                "blocks_per_sm": kern.occupancy.max_active_blocks_per_multiprocessor(group, 0)}
+        stats = {"registers": read("num_regs"), "shared_bytes": read("shared_size_bytes"),
+                 "local_bytes": read("local_size_bytes"),
+                 "blocks_per_sm": kern.occupancy.max_active_blocks_per_multiprocessor(group, 0)}
+        if vector is not None:
+            attrs = vector.attributes
+            stats.update(vector_entry=src.vector.entry, vector_width=src.vector.width,
+                         vector_registers=read("num_regs"),
+                         vector_blocks_per_sm=vector.occupancy.max_active_blocks_per_multiprocessor(group, 0))
+        return stats
 
     # -- launch ---------------------------------------------------------------------------------------------------
 
@@ -232,7 +249,8 @@ class CudaBackend(Backend):
     def launch(self, variant, arrays, scalars, grid, group) -> None:
         from cuda.core import LaunchConfig, launch
 
-        kern, src = self.function(variant)
+        kern, blocks, block = self.geometry(variant, grid, group)
+        src = self.emitted(variant)
         host = [(name, a) for name, a in arrays.items() if isinstance(a, HostArg)]
         stream = self._stream_for(any(isinstance(a, DeviceArg) and a.torch for a in arrays.values()))
         if host and self.capture is not None:
@@ -255,8 +273,7 @@ class CudaBackend(Backend):
                     args.append(scalars[p.source])
                 else:
                     args.append(np.int32(grid[p.axis]))
-            blocks = tuple(-(-g // b) for g, b in zip(grid, group))
-            launch(stream, LaunchConfig(grid=blocks, block=tuple(group)), kern, *args)
+            launch(stream, LaunchConfig(grid=blocks, block=block), kern, *args)
             if staged:
                 written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
                 for name, (dev_buf, pin, _) in staged.items():

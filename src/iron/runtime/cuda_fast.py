@@ -48,7 +48,8 @@ _SCALAR_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
 def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], grid, group,
                      min_sizes: dict[str, int]) -> Callable[[tuple], bool] | None:
     """A closure ``fast(args) -> bool`` for launches shaped like this one, or None when it cannot be made."""
-    kern, src = backend.function(variant)
+    kern, blocks, block = backend.geometry(variant, grid, group)
+    src = backend.emitted(variant)
     params = kfn.params
     if len(args) != len(params):
         return None
@@ -81,7 +82,6 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             slot = ctypes.c_int32(grid[cp.axis])
         slots.append(slot)
     argv = (ctypes.c_void_p * len(slots))(*[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in slots])
-    blocks = [-(-g // b) for g, b in zip(grid, group)]
     func = int(kern.handle)
     lib = _libcuda()
     launch = lib.cuLaunchKernel
@@ -97,7 +97,7 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
         else:
             steps.append((2, i, None, a, b, None, None))
     gx, gy, gz = blocks
-    bx, by, bz = group
+    bx, by, bz = block
     argv_addr = ctypes.addressof(argv)
 
     def fast(call_args: tuple) -> bool:

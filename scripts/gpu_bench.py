@@ -100,6 +100,47 @@ def bench_exp(rows: list, ceiling: float) -> None:
         torch.cuda.empty_cache()
 
 
+def sweep_exp_groups(ceiling: float) -> list:
+    """Iron's exp at several group sizes, three rounds interleaved with torch, to separate tuning from noise."""
+    n = 256 << 20
+    out = []
+    for name, dt in DT.items():
+        a = torch.randn(n, dtype=dt, device="cuda")
+        o = torch.empty_like(a)
+        nbytes = 2 * n * a.element_size()
+        for rnd in range(3):
+            row = {"dtype": name, "round": rnd,
+                   "torch_pct": 100 * nbytes / event_time_ms(lambda a=a, o=o: torch.exp(a, out=o)) / 1e6 / ceiling}
+            for g in (128, 256, 512, 1024):
+                ms = event_time_ms(lambda a=a, o=o, g=g: iron_exp[n, g](a, o))
+                row[f"iron_pct_g{g}"] = 100 * nbytes / ms / 1e6 / ceiling
+            out.append(row)
+        del a, o
+        torch.cuda.empty_cache()
+    return out
+
+
+def driver_floor_us() -> float:
+    """The floor: cuLaunchKernel through ctypes on a prebuilt argv, nothing else (same batches as the others)."""
+    import ctypes
+
+    from iron.runtime.cuda_fast import _libcuda
+
+    a = torch.randn(1024, device="cuda")
+    out = torch.empty_like(a)
+    tiny[1024](a, out)
+    be = iron.runtime.get_backend("cuda")
+    variant = tiny.variant(None, ())
+    kern, blocks, block = be.geometry(variant, (1024, 1, 1), (256, 1, 1))
+    slots = [ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(out.data_ptr()), ctypes.c_int32(1024),
+             ctypes.c_int32(1), ctypes.c_int32(1)]
+    argv = (ctypes.c_void_p * 5)(*[ctypes.cast(ctypes.pointer(x), ctypes.c_void_p) for x in slots])
+    lib = _libcuda()
+    stream = torch.cuda.current_stream().cuda_stream
+    func = int(kern.handle)
+    return host_overhead_us(lambda: lib.cuLaunchKernel(func, *blocks, *block, 0, stream, argv, None))
+
+
 def host_overhead_us(fn, batches: int = 40, batch: int = 250) -> float:
     """Host time per launch: launches are enqueued in batches shorter than the driver's queue and the GPU is
     drained between batches, so the figure is the host's cost, not the GPU's throughput on tiny kernels."""
@@ -182,6 +223,8 @@ def main() -> None:
     bench_exp(rows, ceiling)
     launch: dict = {}
     bench_launch(launch)
+    launch["driver_floor_us"] = driver_floor_us()
+    sweep = sweep_exp_groups(ceiling)
     be = iron.runtime.get_backend("cuda")
     doc = {
         "date": datetime.now(UTC).isoformat(), "gpu": torch.cuda.get_device_name(), "device": be.info(),
@@ -189,7 +232,7 @@ def main() -> None:
                                  capture_output=True, text=True).stdout.strip(),
         "torch": torch.__version__, "python": platform.python_version(), "git_sha": os.environ.get("IRON_GIT_SHA"),
         "command": "scripts/gpu_check.sh (python3 scripts/gpu_bench.py)", "copy_ceiling_gbps": ceiling,
-        "exp": rows, "launch": launch,
+        "exp": rows, "exp_group_sweep": sweep, "launch": launch,
         "exp_stats": {name: be.kernel_stats(iron_exp.variant(getattr(iron, name)), 256) for name in DT},
     }
     with open(path, "w") as f:
@@ -199,6 +242,8 @@ def main() -> None:
         print(f"exp {r['dtype']:>4}: iron {r['iron_gbps']:7.0f} GB/s ({r['iron_pct_of_copy']:.1f}% of copy), "
               f"torch {r['torch_gbps']:7.0f} GB/s, ok={r['ok']}, max rel err {r['max_rel_err']:.2e}")
     print(json.dumps(launch, indent=1))
+    for r in sweep:
+        print({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()})
 
 
 if __name__ == "__main__":

@@ -25,8 +25,12 @@ class StdKernel:
     reference: Callable[[dict[str, np.ndarray]], np.ndarray]
     bytes_moved: Callable[[tuple[int, ...], int], int]
     output: str = "out"
+    #: the baseline on a GPU: the same computation in torch on device tensors (None: no GPU reference)
+    torch_reference: Callable[[dict[str, Any]], Any] | None = None
     tolerance: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(TOLERANCE))
     dtypes: tuple[str, ...] = ("f32", "f16", "bf16")
+    #: shapes on a GPU, large enough that a launch is not just overhead (defaults to ``shapes``)
+    device_shapes: list[tuple[int, ...]] | None = None
 
 
 STD_KERNELS: list[StdKernel] = []

@@ -24,9 +24,11 @@ def _make(shape, dtype, rng):
 register(StdKernel(
     name="std/unary/exp",
     shapes=[(1 << 16,), (1 << 20,)],
+    device_shapes=[(1 << 20,), (1 << 24,), (1 << 28,)],
     make=_make,
-    launch=lambda d, backend: iron_exp[d["a"].size](d["a"], d["out"], backend=backend),
+    launch=lambda d, backend: iron_exp[int(np.prod(d["a"].shape))](d["a"], d["out"], backend=backend),
     oracle=lambda d: np.exp(d["a"].astype(np.float64)),
     reference=lambda d: np.exp(d["a"].astype(np.float32)).astype(d["a"].dtype),
     bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
+    torch_reference=lambda d: __import__("torch").exp(d["a"], out=d["ref_out"]),
 ))

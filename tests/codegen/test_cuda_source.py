@@ -17,7 +17,7 @@ import pytest
 
 import iron
 from iron import CompileError, Tensor, f32, program_id, shared
-from iron.codegen import CUDA, CudaDialect, emit_cuda
+from iron.codegen import CUDA, CudaDialect, emit_cuda, nvrtc
 from iron.codegen.cfamily import expr as E
 from iron.ir import Block, Builder, Kernel, Param, Value
 from iron.ir import types as t
@@ -159,16 +159,37 @@ def test_i32_arithmetic_wraps_through_unsigned():
     assert "k = (int)(3u * (unsigned)k + 1u);" in text
 
 
-def test_shared_memory_over_the_static_limit_is_a_located_error():
+def test_shared_memory_over_the_static_limit_moves_to_the_dynamic_buffer():
+    """Over 48 KiB of shared() arrays: CUDA needs them in dynamic shared memory (the runtime passes the size and
+    opts the kernel in); each array becomes an aligned view into one extern buffer, and NVRTC accepts it."""
+
+    @iron.kernel
+    def big_tiles(out: Tensor[f32]):
+        small = shared(iron.i32, 3)
+        big = shared(f32, 16384)
+        small[0] = 1
+        big[16383] = 2.0
+        out[program_id(0)] = big[16383] + small[0]
+
+    src = emit_cuda(big_tiles.variant(None).kernel)
+    assert src.dynamic_shared_bytes == 16 + 16384 * 4  # the f32 array starts at the next 16-byte boundary
+    assert "extern __shared__ __align__(16) unsigned char iron_dynamic_shared[];" in src.source
+    assert "reinterpret_cast<float*>(iron_dynamic_shared + 16)" in src.source
+    assert "__shared__ int" not in src.source
+    if nvrtc.unavailable_reason() is None:
+        assert nvrtc.compile_cuda(src, arch="sm_90")
+
+
+def test_shared_memory_over_the_device_limit_is_a_located_error():
     @iron.kernel
     def too_big(out: Tensor[f32]):
-        big = shared(f32, 12289)
+        big = shared(f32, 60000)
         big[0] = 1.0
         out[program_id(0)] = big[0]
 
-    with pytest.raises(CompileError, match="49156 bytes of shared memory, over the 48 KiB") as e:
+    with pytest.raises(CompileError, match="240000 bytes of shared memory, over the 227 KiB") as e:
         emit_cuda(too_big.variant(None).kernel)
-    assert e.value.loc is not None and "big = shared(f32, 12289)" in str(e.value)
+    assert e.value.loc is not None and "big = shared(f32, 60000)" in str(e.value)
 
 
 def test_a_dialect_without_an_op_says_unsupported():

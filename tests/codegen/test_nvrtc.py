@@ -45,6 +45,7 @@ CONSTEXPRS = {
     "ieee_affine": [{"SCALE": 1.0, "BIAS": 0.0}, {"SCALE": 2.0, "BIAS": -0.0}],
     "softmax": [{"BLOCK": 256}, {"BLOCK": 32}],
     "warp_tile": [{"BLOCK": 256}],
+    "reverse_tiles": [{"BLOCK": 256, "TILE": 16384}, {"BLOCK": 64, "TILE": 1024}],
 }
 
 

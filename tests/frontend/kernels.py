@@ -247,6 +247,20 @@ def transpose_tiled(x: Tensor[T], out: Tensor[T], rows: int, cols: int):
 
 
 @kernel
+def reverse_tiles(x: Tensor[T], out: Tensor[T], BLOCK: constexpr, TILE: constexpr):
+    """Reverses each TILE-element tile through one shared array of TILE f32 per group: 64 KiB at TILE=16384, over
+    CUDA's 48 KiB static limit, so it exercises dynamic shared memory and the kernel's opt-in."""
+    g = group_id(0)
+    t = local_id(0)
+    tile = shared(iron.f32, TILE)
+    for k in range(t, TILE, BLOCK):
+        tile[k] = x[g * TILE + k]
+    barrier()
+    for k in range(t, TILE, BLOCK):
+        out[g * TILE + k] = tile[TILE - 1 - k]
+
+
+@kernel
 def simd_reduce(x: Tensor[T], s: Tensor[T], mx: Tensor[T], mn: Tensor[T]):
     i = program_id(0)
     v = x[i]

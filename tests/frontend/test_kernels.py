@@ -423,6 +423,14 @@ def test_transpose_through_shared(backend, dtype, rng):
     assert_exact(out, f64(x).reshape(rows, cols).T.reshape(-1))
 
 
+def test_shared_array_over_48_kib(backend, dtype, rng):
+    tiles, block, tile = 3, 256, 16384
+    x = as_dtype(rng.standard_normal(tiles * tile), dtype)
+    out = poisoned(tiles * tile, dtype)
+    K.reverse_tiles[tiles * block, block](x, out, block, tile, backend=backend)
+    assert_exact(out, f64(x).reshape(tiles, tile)[:, ::-1].reshape(-1))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # SIMD-group collectives; oracles are written in terms of the SIMD width the interpreter was given
 

@@ -169,8 +169,28 @@ class CudaBackend(Backend):
             src = self.emitted(variant)
             code = ObjectCode.from_cubin(self.compile(variant), name=src.entry)
             vector = code.get_kernel(src.vector.entry) if src.vector is not None else None
-            fn = variant.artifacts[key] = (code.get_kernel(src.entry), src, vector)
+            kern = code.get_kernel(src.entry)
+            if src.dynamic_shared_bytes:
+                self._opt_in_shared(kern, src)
+            fn = variant.artifacts[key] = (kern, src, vector)
         return fn
+
+    def _opt_in_shared(self, kern, src) -> None:
+        """Allow the kernel more than 48 KiB of dynamic shared memory (CUDA requires an explicit opt-in)."""
+        from cuda.bindings import driver
+
+        limit = self.device().properties.max_shared_memory_per_block_optin
+        if src.dynamic_shared_bytes > limit:
+            raise LaunchError(f"{src.kernel} needs {src.dynamic_shared_bytes} bytes of shared memory; this GPU gives "
+                              f"a group at most {limit}")
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        handle = kern.handle
+        if isinstance(handle, driver.CUkernel):  # cuda.core loads modules as libraries: set it per device
+            (err,) = driver.cuKernelSetAttribute(attr, src.dynamic_shared_bytes, handle, self.device().device_id)
+        else:
+            (err,) = driver.cuFuncSetAttribute(handle, attr, src.dynamic_shared_bytes)
+        if int(err) != 0:
+            raise LaunchError(f"cannot give {src.kernel} {src.dynamic_shared_bytes} bytes of shared memory ({err})")
 
     def geometry(self, variant, grid, group):
         """(kernel, blocks, block) for a launch: elementwise kernels on a 1-D grid take the vectorised entry
@@ -273,7 +293,8 @@ class CudaBackend(Backend):
                     args.append(scalars[p.source])
                 else:
                     args.append(np.int32(grid[p.axis]))
-            launch(stream, LaunchConfig(grid=blocks, block=block), kern, *args)
+            config = LaunchConfig(grid=blocks, block=block, shmem_size=src.dynamic_shared_bytes)
+            launch(stream, config, kern, *args)
             if staged:
                 written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
                 for name, (dev_buf, pin, _) in staged.items():

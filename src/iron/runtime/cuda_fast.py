@@ -99,6 +99,7 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     gx, gy, gz = blocks
     bx, by, bz = block
     argv_addr = ctypes.addressof(argv)
+    shmem = src.dynamic_shared_bytes  # 0 for the vector entry: elementwise kernels have no shared arrays
 
     def fast(call_args: tuple) -> bool:
         if backend.capture is not None or len(call_args) != len(steps):
@@ -119,7 +120,7 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
                 slot.value = v
             elif _constexpr_key(v) != b:
                 return False
-        err = launch(func, gx, gy, gz, bx, by, bz, 0, stream_of(device_index), argv_addr, None)
+        err = launch(func, gx, gy, gz, bx, by, bz, shmem, stream_of(device_index), argv_addr, None)
         if err:
             raise LaunchError(f"CUDA launch of {variant.kernel.name} failed (CUresult {err})")
         return True

@@ -235,6 +235,11 @@ class CudaDialect(CDialect):
     device_function: ClassVar[str] = "__device__ __forceinline__ void"
     #: CUDA refuses more than 48 KiB of static __shared__ arrays; more needs dynamic shared memory and an opt-in
     max_static_shared: ClassVar[int] = 48 * 1024
+    #: the most any current NVIDIA GPU gives one block (sm_90: 227 KiB); the runtime checks the device's own limit
+    max_dynamic_shared: ClassVar[int] = 227 * 1024
+
+    def dynamic_shared_decl(self) -> str:
+        return "extern __shared__ __align__(16) unsigned char iron_dynamic_shared[];"
 
     def param_decl(self, p: CParam, position: int) -> str:
         if p.kind == "buffer":

@@ -163,6 +163,17 @@ class CDialect:
     def shared_decl(self, ctype: str, name: str, size: int) -> str:
         return f"{ctype} {name}[{size}];"
 
+    #: bytes of group-shared memory in one kernel when arrays come from the dynamic buffer (0: no dynamic buffer)
+    max_dynamic_shared: ClassVar[int] = 0
+
+    def dynamic_shared_decl(self) -> str:
+        """Declaration of the one dynamic shared buffer (named ``iron_dynamic_shared``)."""
+        raise NotImplementedError(f"dynamic shared memory on backend {self.name}")
+
+    def dynamic_shared_view(self, ctype: str, name: str, offset: int) -> str:
+        """A shared array as a typed pointer into the dynamic buffer at ``offset`` bytes (16-byte aligned)."""
+        return f"{ctype}* const {name} = reinterpret_cast<{ctype}*>(iron_dynamic_shared + {offset});"
+
     #: declaration of a helper function holding the kernel body for one element (the vector entry calls it)
     device_function: ClassVar[str] = "static inline void"
 

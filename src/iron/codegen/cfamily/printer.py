@@ -66,9 +66,13 @@ class KernelSource:
     entry: str  # the function to launch (the kernel's name unless that is not a valid identifier)
     source: str
     params: tuple[CParam, ...]
-    shared_bytes: int  # static group-shared memory declared by the kernel
+    shared_bytes: int  # group-shared memory the kernel uses (static arrays, or the dynamic buffer below)
     snippets: tuple[str, ...]  # prelude helpers it uses, sorted
     vector: VectorEntry | None = None  # the vectorised entry, for elementwise kernels
+    #: bytes of *dynamic* shared memory to pass at launch (0: all shared arrays are static). Set when the kernel's
+    #: arrays exceed the dialect's static limit: they are then carved out of one dynamic buffer, which the launcher
+    #: sizes (and, on CUDA, opts the kernel in to beyond 48 KiB).
+    dynamic_shared_bytes: int = 0
 
     def __str__(self) -> str:
         return self.source
@@ -101,6 +105,16 @@ class _Printer:
         self.buffers: dict[int, str] = {}  # buffer value uid -> identifier (parameters and shared arrays)
         self.last_line: int | None = None
         self.shared_bytes = 0
+        # all shared arrays of the kernel, 16-byte aligned, in program order: if they exceed the static limit they
+        # live at these offsets in one dynamic buffer instead
+        self.shared_offsets: dict[int, int] = {}
+        total = 0
+        for op in kernel.walk():
+            if op.opcode == "shared":
+                total = -(-total // 16) * 16
+                self.shared_offsets[op.result.uid] = total
+                total += op.attrs["elem"].itemsize * op.attrs["size"]
+        self.dynamic_shared = total if total > dialect.max_static_shared else 0
 
     # -- the whole kernel -----------------------------------------------------------------------------------------
 
@@ -125,7 +139,7 @@ class _Printer:
         prelude = self.d.prelude(self.features.snippets)
         text = header + "\n" + prelude + kernel_text + vector_text
         return KernelSource(self.d.name, self.k.name, entry, text, tuple(params), self.shared_bytes,
-                            tuple(sorted(self.features.snippets)), vector)
+                            tuple(sorted(self.features.snippets)), vector, self.dynamic_shared)
 
     def _vectorised(self, entry: str, params: list[CParam], lanes: LanePlan) -> tuple[VectorEntry | None, str]:
         """The element function and the vector entry (``vectorize.py``), or (None, "") if the dialect has none."""
@@ -270,15 +284,20 @@ class _Printer:
     def _shared(self, op: Op, out: list[str], pad: str) -> None:
         elem, size = op.attrs["elem"], op.attrs["size"]
         self.shared_bytes += elem.itemsize * size
-        if self.shared_bytes > self.d.max_static_shared:
-            raise CompileError(
-                f"kernel '{self.k.name}' declares {self.shared_bytes} bytes of shared memory, over the "
-                f"{self.d.max_static_shared // 1024} KiB that {self.d.name} allows for static shared arrays",
-                op.loc or self.k.loc, "use fewer or smaller shared() arrays (dynamic shared memory is not supported "
-                "yet)")
         name = self.names.bind(op.result.uid, op.result.name or "shared")
         self.buffers[op.result.uid] = name
-        out.append(pad + self.d.shared_decl(self._ctype(elem), name, size))
+        if not self.dynamic_shared:
+            out.append(pad + self.d.shared_decl(self._ctype(elem), name, size))
+            return
+        limit = self.d.max_dynamic_shared
+        if self.dynamic_shared > limit:
+            raise CompileError(
+                f"kernel '{self.k.name}' uses {self.dynamic_shared} bytes of shared memory, over the "
+                f"{limit // 1024} KiB that {self.d.name} allows per group", op.loc or self.k.loc,
+                "use fewer or smaller shared() arrays")
+        if op.result.uid == next(iter(self.shared_offsets)):
+            out.append(pad + self.d.dynamic_shared_decl())
+        out.append(pad + self.d.dynamic_shared_view(self._ctype(elem), name, self.shared_offsets[op.result.uid]))
 
     def _if(self, op: Op, out: list[str], depth: int, chained: bool = False) -> None:
         pad = INDENT * depth

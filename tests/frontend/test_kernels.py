@@ -814,6 +814,7 @@ def test_every_kernel_compiles_for_every_dtype():
         "static_alternating": {"K": 2},
         "constexpr_affine": {"SCALE": 2, "SQUARE": True},
         "ieee_affine": {"SCALE": 1.0, "BIAS": 0.0},
+        "reverse_tiles": {"BLOCK": 256, "TILE": 16384},
     }
     kernels = {n: k for n, k in vars(K).items() if isinstance(k, iron.KernelFunction)}
     assert len(kernels) >= 25

@@ -63,9 +63,17 @@ def _event_time(fn, repeats: int) -> float:
     return statistics.median(samples)
 
 
+def _have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray]:
     """(Iron seconds, reference seconds, Iron's output as NumPy) for one row."""
-    if backend == "cuda" and entry.torch_reference is not None:
+    if backend == "cuda" and entry.torch_reference is not None and _have_torch():
         dev = {k: _to_torch(v) for k, v in inputs.items()}
         dev["ref_out"] = dev[entry.output].clone()
         iron_s = _event_time(lambda: entry.launch(dev, backend), repeats)
@@ -102,7 +110,7 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     import sys
 
     console = Console(width=None if sys.stdout.isatty() else 160)
-    device = backend == "cuda"
+    device = backend == "cuda" and _have_torch()
     timing = "CUDA events" if device else "host wall-clock"
     table = Table(title=f"iron bench — backend {backend} ({timing}, median of {repeats})")
     for col in ("Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "max err",

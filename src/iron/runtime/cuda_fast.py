@@ -82,48 +82,51 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             slot = ctypes.c_int32(grid[cp.axis])
         slots.append(slot)
     argv = (ctypes.c_void_p * len(slots))(*[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in slots])
-    func = int(kern.handle)
-    lib = _libcuda()
-    launch = lib.cuLaunchKernel
-    stream_of = _torch_stream_getter()
     device_index = next(entry[4] for entry in plan if entry[0] == "buffer")
-    steps = []
-    for i, (kind, name, a, b, c, d) in enumerate(plan):
+    # every argument of cuLaunchKernel prebuilt as a ctypes object (no argtypes: nothing is converted per call);
+    # only the stream's value changes, when torch's current stream does
+    c_uint = ctypes.c_uint
+    fixed = (ctypes.c_void_p(int(kern.handle)), *map(c_uint, blocks), *map(c_uint, block),
+             c_uint(src.dynamic_shared_bytes))
+    stream = ctypes.c_void_p(0)
+    ns: dict[str, Any] = {
+        "backend": backend, "stream_of": _torch_stream_getter(), "DEV": device_index, "stream": stream,
+        "launch": ctypes.CDLL("libcuda.so.1").cuLaunchKernel, "fixed": fixed, "argv": ctypes.c_void_p(
+            ctypes.addressof(argv)), "LaunchError": LaunchError, "ckey": _constexpr_key, "NAME": variant.kernel.name,
+    }
+    names = [f"a{i}" for i in range(len(plan))]
+    code = ["def fast(call_args):",
+            f"    if backend.capture is not None or len(call_args) != {len(plan)}:",
+            "        return False",
+            f"    {', '.join(names)}{',' if len(names) == 1 else ''} = call_args"]
+    for i, (kind, name, a, b, _, d) in enumerate(plan):
+        v = names[i]
         if kind == "buffer":
-            steps.append((0, i, slots[index_of[name]], a, b, c, d))
+            ns[f"T{i}"], ns[f"D{i}"], ns[f"S{i}"] = a, b, slots[index_of[name]]
+            code += [f"    if (type({v}) is not T{i} or {v}.dtype is not D{i} or {v}.get_device() != DEV"
+                     f" or not {v}.is_contiguous() or {v}.numel() < {int(d)}):",
+                     "        return False",
+                     f"    S{i}.value = {v}.data_ptr()"]
         elif kind == "scalar":
-            lo_hi = _SCALAR_RANGE.get(a)
-            steps.append((1, i, slots[index_of[name]], a, lo_hi, None, None))
+            ns[f"S{i}"] = slots[index_of[name]]
+            if a in _SCALAR_RANGE:
+                lo, hi = _SCALAR_RANGE[a]
+                code += [f"    if type({v}) is not int or not {lo} <= {v} <= {hi}:", "        return False"]
+            else:
+                code += [f"    if type({v}) is not float and type({v}) is not int:", "        return False"]
+            code.append(f"    S{i}.value = {v}")
         else:
-            steps.append((2, i, None, a, b, None, None))
-    gx, gy, gz = blocks
-    bx, by, bz = block
-    argv_addr = ctypes.addressof(argv)
-    shmem = src.dynamic_shared_bytes  # 0 for the vector entry: elementwise kernels have no shared arrays
-
-    def fast(call_args: tuple) -> bool:
-        if backend.capture is not None or len(call_args) != len(steps):
-            return False
-        for kind, i, slot, a, b, c, d in steps:
-            v = call_args[i]
-            if kind == 0:
-                if (type(v) is not a or v.dtype is not b or v.device.index != c or not v.is_contiguous()
-                        or v.numel() < d):
-                    return False
-                slot.value = v.data_ptr()
-            elif kind == 1:
-                if b is not None:
-                    if type(v) is not int or not b[0] <= v <= b[1]:
-                        return False
-                elif type(v) is not float and type(v) is not int:
-                    return False
-                slot.value = v
-            elif _constexpr_key(v) != b:
-                return False
-        err = launch(func, gx, gy, gz, bx, by, bz, shmem, stream_of(device_index), argv_addr, None)
-        if err:
-            raise LaunchError(f"CUDA launch of {variant.kernel.name} failed (CUresult {err})")
-        return True
-
-    fast.keepalive = (argv, slots, kern)  # the driver reads argv and the slots at each launch
+            ns[f"K{i}"] = b
+            code += [f"    if ckey({v}) != K{i}:", "        return False"]
+    code += ["    s = stream_of(DEV)",
+             "    if s != stream.value:",
+             "        stream.value = s",
+             "    err = launch(*fixed, stream, argv, None)",
+             "    if err:",
+             "        raise LaunchError(f'CUDA launch of {NAME} failed (CUresult {err})')",
+             "    return True"]
+    exec("\n".join(code), ns)  # noqa: S102 - generated from the kernel's own signature, no user text
+    fast = ns["fast"]
+    fast.source = "\n".join(code)
+    fast.keepalive = (argv, slots, kern, fixed)  # the driver reads argv and the slots at each launch
     return fast

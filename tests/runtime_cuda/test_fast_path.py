@@ -1,0 +1,111 @@
+"""The CUDA launch fast path without a GPU: the generated launcher re-checks what it specialised on, writes the new
+pointers into the argument array, and falls back (returns False) when a call does not match.
+
+The driver and torch are replaced by fakes that record what would be launched; the real path is exercised on the
+H200 by scripts/gpu_bench.py (``fast_path_correct``)."""
+
+from __future__ import annotations
+
+import ctypes
+import types
+
+import pytest
+
+import iron
+import iron.runtime.cuda_fast as cf
+from iron.codegen import emit_cuda
+from iron.std.unary import iron_exp
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def cuLaunchKernel(self, *args):  # noqa: N802 - the driver's name
+        self.calls.append(args)
+        return 0
+
+
+class _Dtype:
+    pass
+
+
+F32, F16 = _Dtype(), _Dtype()
+
+
+class _Device:
+    index = 0
+
+
+class FakeTensor:
+    """Just the attributes the fast path reads from a torch CUDA tensor."""
+
+    __module__ = "torch.fake"
+
+    def __init__(self, n, ptr, dtype=F32, contiguous=True):
+        self.n, self.ptr, self.dtype, self.contiguous = n, ptr, dtype, contiguous
+        self.is_cuda, self.device = True, _Device()
+
+    def get_device(self):
+        return 0
+
+    def is_contiguous(self):
+        return self.contiguous
+
+    def numel(self):
+        return self.n
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class _Kern:
+    handle = 0xDEAD
+
+
+class _Backend:
+    capture = None
+
+    def geometry(self, variant, grid, group):
+        return _Kern(), (4, 1, 1), (256, 1, 1)
+
+    def emitted(self, variant):
+        return emit_cuda(variant.kernel)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    rec = _Recorder()
+    fake_ctypes = types.SimpleNamespace(**{k: getattr(ctypes, k) for k in dir(ctypes) if not k.startswith("__")})
+    fake_ctypes.CDLL = lambda name: rec
+    monkeypatch.setattr(cf, "ctypes", fake_ctypes)
+    monkeypatch.setattr(cf, "_torch_stream_getter", lambda: (lambda dev: 1234))
+    return rec
+
+
+def _pointer_arg(call, index):
+    argv = ctypes.cast(call[9].value, ctypes.POINTER(ctypes.c_void_p))
+    return ctypes.cast(argv[index], ctypes.POINTER(ctypes.c_void_p))[0]
+
+
+def test_fast_path_relaunches_with_new_pointers_and_falls_back(recorder):
+    variant = iron_exp.variant(iron.f32)
+    a, out = FakeTensor(1000, 0x1000), FakeTensor(1000, 0x2000)
+    fast = cf.make_fast_launch(_Backend(), iron_exp, variant, (a, out), {}, (1000, 1, 1), (256, 1, 1),
+                               {"a": 1000, "out": 1000})
+    assert fast((a, out)) is True
+    call = recorder.calls[-1]
+    assert call[0].value == 0xDEAD and [c.value for c in call[1:7]] == [4, 1, 1, 256, 1, 1]
+    assert call[8].value == 1234  # torch's current stream
+    assert _pointer_arg(call, 0) == 0x1000 and _pointer_arg(call, 1) == 0x2000
+    n0 = ctypes.cast(ctypes.cast(call[9].value, ctypes.POINTER(ctypes.c_void_p))[2], ctypes.POINTER(ctypes.c_int32))
+    assert n0[0] == 1000
+    b = FakeTensor(1000, 0x3000)
+    assert fast((b, out)) is True and _pointer_arg(recorder.calls[-1], 0) == 0x3000
+    launched = len(recorder.calls)
+    # anything that does not match what the launcher was made for goes back to the full path
+    assert fast((FakeTensor(999, 0x1000), out)) is False  # too small for the grid
+    assert fast((FakeTensor(1000, 0x1000, dtype=F16), out)) is False  # another dtype: another variant
+    assert fast((FakeTensor(1000, 0x1000, contiguous=False), out)) is False
+    assert fast((a,)) is False
+    assert len(recorder.calls) == launched

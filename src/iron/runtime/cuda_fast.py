@@ -53,21 +53,20 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     params = kfn.params
     if len(args) != len(params):
         return None
-    torch_mod = None
+    any_buffer = False
     plan = []  # per Python parameter: (kind, index into slots, expected) ...
     slots: list[Any] = []
     for p, value in zip(params, args):
         if p.kind == "buffer":
             if type(value).__module__.split(".")[0] != "torch" or not value.is_cuda:
                 return None  # CuPy / NumPy: the full path handles them
-            import torch as torch_mod
-
+            any_buffer = True
             plan.append(("buffer", p.name, type(value), value.dtype, value.device.index, min_sizes.get(p.name, 0)))
         elif p.kind == "scalar":
             plan.append(("scalar", p.name, p.dtype.name, None, None, None))
         else:
             plan.append(("constexpr", p.name, None, _constexpr_key(value), None, None))
-    if torch_mod is None:
+    if not any_buffer:
         return None
     # the kernel's C parameters, in order: each gets a ctypes slot; buffers and scalars are filled per call
     index_of: dict[str, int] = {}

@@ -40,3 +40,13 @@ def backend(request) -> str:
 
 #: SIMD width of each backend's device where it is fixed (the interpreter's is configurable)
 NATIVE_SIMD_WIDTH = {"cuda": 32, "hip-on-cuda": 32, "msl-cpu": 32}
+
+
+def native_simd_width(backend: str) -> int | None:
+    """The SIMD width kernels see on ``backend``: fixed per backend, or asked of the device (Vulkan subgroups)."""
+    if backend in NATIVE_SIMD_WIDTH:
+        return NATIVE_SIMD_WIDTH[backend]
+    from iron.runtime import get_backend
+
+    query = getattr(get_backend(backend), "simd_width", None)
+    return query() if query is not None else None

@@ -381,12 +381,12 @@ SIMD_WIDTHS = [8, 32, 64]
 @pytest.fixture(params=SIMD_WIDTHS)
 def simd_width(request, monkeypatch, backend) -> int:
     """The interpreter runs at each width; a device backend only at its own (the others skip)."""
-    from tests.conftest import NATIVE_SIMD_WIDTH
+    from tests.conftest import native_simd_width
 
     if backend == "cpu":
         monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(request.param))
-    elif NATIVE_SIMD_WIDTH.get(backend) != request.param:
-        pytest.skip(f"{backend} has SIMD width {NATIVE_SIMD_WIDTH.get(backend)}, not {request.param}")
+    elif native_simd_width(backend) != request.param:
+        pytest.skip(f"{backend} has SIMD width {native_simd_width(backend)}, not {request.param}")
     return request.param
 
 

@@ -224,3 +224,15 @@ def test_kernel_decorator_forms():
 def test_builtins_refuse_to_run_in_python():
     with pytest.raises(RuntimeError, match="can only be used inside an @iron.kernel"):
         iron.exp(1.0)
+
+
+def test_inspect_a_file_inside_a_package_with_relative_imports():
+    """src/iron/std/unary.py uses relative imports: loading it by path imports it as iron.std.unary."""
+    from click.testing import CliRunner
+
+    from iron.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["inspect", "src/iron/std/unary.py:iron_exp", "--dtype", "bf16", "--backend",
+                                      "cuda"])
+    assert result.exit_code == 0, result.output
+    assert 'extern "C" __global__ void iron_exp(' in result.output

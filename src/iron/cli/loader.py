@@ -22,13 +22,20 @@ def load_kernel(spec: str) -> KernelFunction:
     try:
         if mod_name.endswith(".py") or os.sep in mod_name:
             path = os.path.abspath(mod_name)
-            name = os.path.splitext(os.path.basename(path))[0]
-            loader_spec = importlib.util.spec_from_file_location(name, path)
-            if loader_spec is None or not os.path.exists(path):
+            if not os.path.exists(path):
                 raise click.BadParameter(f"no such file: {mod_name}")
-            module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[name] = module
-            loader_spec.loader.exec_module(module)
+            dotted = _package_module_name(path)
+            if dotted is not None:  # a file inside a package: import it as part of it (relative imports work)
+                root, name = dotted
+                if root not in sys.path:
+                    sys.path.insert(0, root)
+                module = importlib.import_module(name)
+            else:
+                name = os.path.splitext(os.path.basename(path))[0]
+                loader_spec = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(loader_spec)
+                sys.modules[name] = module
+                loader_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(mod_name)
     except ImportError as e:
@@ -40,6 +47,16 @@ def load_kernel(spec: str) -> KernelFunction:
     if not isinstance(obj, KernelFunction):
         raise click.BadParameter(f"{spec} is not an @iron.kernel")
     return obj
+
+
+def _package_module_name(path: str) -> tuple[str, str] | None:
+    """(folder to put on sys.path, dotted module name) when ``path`` lies inside a package, else None."""
+    folder, base = os.path.split(path)
+    parts = [os.path.splitext(base)[0]]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        folder, pkg = os.path.split(folder)
+        parts.insert(0, pkg)
+    return (folder, ".".join(parts)) if len(parts) > 1 else None
 
 
 def parse_constexprs(pairs: tuple[str, ...]) -> dict[str, object]:

@@ -1,0 +1,63 @@
+"""Opcodes and enumerants from the SPIR-V grammar JSON (Debian/Khronos ``spirv-headers``), loaded once.
+
+Hand-typed opcode tables drift from the spec; the grammar files are the machine-readable source every SPIR-V tool
+uses. ``IRON_SPIRV_GRAMMAR_DIR`` points elsewhere when the headers live outside /usr/include/spirv/unified1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+_SEARCH = ("/usr/include/spirv/unified1", "/usr/local/include/spirv/unified1", "/usr/share/spirv-headers/unified1")
+
+
+@dataclass(frozen=True)
+class Grammar:
+    version: tuple[int, int]
+    opcodes: dict[str, int]  # "OpIAdd" -> 128
+    opnames: dict[int, str]  # the reverse, for the fallback disassembler
+    enums: dict[str, dict[str, int]]  # operand kind -> enumerant -> value ("Capability" -> "Shader" -> 1)
+    glsl: dict[str, int]  # GLSL.std.450 instruction -> number ("Exp" -> 27)
+
+    def op(self, name: str) -> int:
+        return self.opcodes[name]
+
+    def enum(self, kind: str, name: str) -> int:
+        return self.enums[kind][name]
+
+
+def _grammar_dir() -> Path:
+    candidates = [os.environ["IRON_SPIRV_GRAMMAR_DIR"]] if os.environ.get("IRON_SPIRV_GRAMMAR_DIR") else []
+    for d in candidates + list(_SEARCH):
+        if (Path(d) / "spirv.core.grammar.json").is_file():
+            return Path(d)
+    raise FileNotFoundError("the SPIR-V grammar (spirv.core.grammar.json) was not found; install spirv-headers "
+                            "(Debian: apt install spirv-headers) or set IRON_SPIRV_GRAMMAR_DIR")
+
+
+def _value(v: int | str) -> int:
+    return int(v, 0) if isinstance(v, str) else int(v)
+
+
+@lru_cache(maxsize=1)
+def grammar() -> Grammar:
+    """The parsed grammar (cached for the process)."""
+    d = _grammar_dir()
+    core = json.loads((d / "spirv.core.grammar.json").read_text())
+    glsl = json.loads((d / "extinst.glsl.std.450.grammar.json").read_text())
+    opcodes = {i["opname"]: i["opcode"] for i in core["instructions"]}
+    enums: dict[str, dict[str, int]] = {}
+    for kind in core["operand_kinds"]:
+        if "enumerants" in kind:
+            enums[kind["kind"]] = {e["enumerant"]: _value(e["value"]) for e in kind["enumerants"]}
+    return Grammar(
+        version=(core["major_version"], core["minor_version"]),
+        opcodes=opcodes,
+        opnames={v: k for k, v in sorted(opcodes.items(), key=lambda kv: kv[0], reverse=True)},
+        enums=enums,
+        glsl={i["opname"]: i["opcode"] for i in glsl["instructions"]},
+    )

@@ -1,0 +1,202 @@
+"""Pure value ops in SPIR-V: arithmetic, comparisons, math, casts -- following ``iron.interp.semantics``.
+
+Registers hold ``bool``, ``i32`` (OpTypeInt 32 1), ``u32`` (OpTypeInt 32 0) and f32; f16/bf16 values are f32 holding
+a value exactly representable in the half type (they are storage types), so every op with a half result rounds
+its f32 result once (``round_to``), as the interpreter does for ``native_half`` kernels.
+"""
+
+from __future__ import annotations
+
+from ...errors import CompileError
+from ...ir import types as t
+from ...ir.core import Op
+from .erf import MID_CENTER, MID_HALF_WIDTH, coefficients
+
+_FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv", "rem": "OpFRem"}
+_INT_BINARY = {"add": "OpIAdd", "sub": "OpISub", "mul": "OpIMul", "and": "OpBitwiseAnd", "or": "OpBitwiseOr",
+               "xor": "OpBitwiseXor"}
+_BOOL_BINARY = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
+_FLOAT_COMPARE = {"lt": "OpFOrdLessThan", "le": "OpFOrdLessThanEqual", "gt": "OpFOrdGreaterThan",
+                  "ge": "OpFOrdGreaterThanEqual", "eq": "OpFOrdEqual", "ne": "OpFUnordNotEqual"}
+_SIGNED_COMPARE = {"lt": "OpSLessThan", "le": "OpSLessThanEqual", "gt": "OpSGreaterThan",
+                   "ge": "OpSGreaterThanEqual", "eq": "OpIEqual", "ne": "OpINotEqual"}
+_UNSIGNED_COMPARE = {"lt": "OpULessThan", "le": "OpULessThanEqual", "gt": "OpUGreaterThan",
+                     "ge": "OpUGreaterThanEqual", "eq": "OpIEqual", "ne": "OpINotEqual"}
+_GLSL_MATH = {"exp": "Exp", "exp2": "Exp2", "log": "Log", "log2": "Log2", "sqrt": "Sqrt", "rsqrt": "InverseSqrt",
+              "sin": "Sin", "cos": "Cos", "floor": "Floor", "ceil": "Ceil", "fma": "Fma"}
+_INT_MINMAX = {("min", True): "SMin", ("max", True): "SMax", ("min", False): "UMin", ("max", False): "UMax"}
+# largest f32 values below 2^31 and 2^32: clamping to them keeps OpConvertFTo{S,U} in range (saturation)
+_I32_MAX_F32 = 2147483520.0
+_U32_MAX_F32 = 4294967040.0
+
+
+class ValueOps:
+    """Mixin for the emitter: needs ``self.b`` (the builder), ``self.inst`` and ``self.value``."""
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+
+    def reg_type(self, st: t.ScalarType) -> int:
+        """The SPIR-V type of a register holding an Iron scalar."""
+        if st.is_bool:
+            return self.b.type_bool()
+        if st.is_int:
+            return self.b.type_int(32, st.is_signed)
+        return self.b.type_float(32)
+
+    def glsl(self, name: str, rtype: int, *args: int) -> int:
+        return self.inst("OpExtInst", rtype, self.b.ext_import(), self.b.g.glsl[name], *args)
+
+    def const(self, value: bool | int | float, st: t.ScalarType) -> int:
+        if st.is_bool:
+            return self.b.const_bool(bool(value))
+        if st.is_int:
+            return self.b.const_int(int(value)) if st.is_signed else self.b.const_uint(int(value))
+        return self.b.const_float(float(value))
+
+    def f32c(self, value: float) -> int:
+        return self.b.const_float(value)
+
+    def round_to(self, x: int, st: t.ScalarType) -> int:
+        """An f32 register rounded (once, to nearest even) to the half type ``st``, kept as f32."""
+        b = self.b
+        f32, u32 = b.type_float(32), b.type_int(32, False)
+        if st == t.f16:
+            return self.inst("OpFConvert", f32, self.inst("OpFConvert", b.type_float(16), x))
+        if st != t.bf16:
+            return x
+        bits = self.inst("OpBitcast", u32, x)
+        odd = self.inst("OpBitwiseAnd", u32, self.inst("OpShiftRightLogical", u32, bits, b.const_uint(16)),
+                        b.const_uint(1))
+        rne = self.inst("OpIAdd", u32, self.inst("OpIAdd", u32, bits, b.const_uint(0x7FFF)), odd)
+        keep = b.const_uint(0xFFFF0000)
+        rne = self.inst("OpBitwiseAnd", u32, rne, keep)
+        quiet = self.inst("OpBitwiseAnd", u32, self.inst("OpBitwiseOr", u32, bits, b.const_uint(0x00400000)), keep)
+        nan = self.inst("OpIsNan", b.type_bool(), x)
+        return self.inst("OpBitcast", f32, self.inst("OpSelect", u32, nan, quiet, rne))
+
+    def rounded(self, x: int, st: t.ScalarType) -> int:
+        return self.round_to(x, st) if st.is_half else x
+
+    # -- pure ops --------------------------------------------------------------------------------------------------
+
+    def pure(self, op: Op) -> int:  # noqa: C901 - one flat dispatch over the op table
+        code, rt = op.opcode, op.result.type
+        xs = [self.value(v) for v in op.operands]
+        ty = self.reg_type(rt)
+        st = op.operands[0].type if op.operands else rt
+        if code in ("add", "sub", "mul", "div", "rem", "min", "max") and rt.is_float:
+            if code in _FLOAT_BINARY:
+                return self.rounded(self.inst(_FLOAT_BINARY[code], ty, *xs), rt)
+            # NMin/NMax return the non-NaN operand, like C fminf/fmaxf
+            return self.glsl("NMin" if code == "min" else "NMax", ty, *xs)
+        if code in ("min", "max"):
+            return self.glsl(_INT_MINMAX[code, rt.is_signed], ty, *xs)
+        if code in ("div", "rem"):
+            name = {("div", True): "OpSDiv", ("div", False): "OpUDiv", ("rem", True): "OpSRem",
+                    ("rem", False): "OpUMod"}[code, rt.is_signed]
+            return self.inst(name, ty, *xs)
+        if code in ("and", "or", "xor") and rt.is_bool:
+            return self.inst(_BOOL_BINARY[code], ty, *xs)
+        if code in _INT_BINARY:
+            return self.inst(_INT_BINARY[code], ty, *xs)
+        if code in ("shl", "shr"):
+            amount = self.inst("OpBitwiseAnd", ty, xs[1], self.const(31, rt))  # Iron masks shift counts to 0..31
+            name = "OpShiftLeftLogical" if code == "shl" else (
+                "OpShiftRightArithmetic" if rt.is_signed else "OpShiftRightLogical")
+            return self.inst(name, ty, xs[0], amount)
+        if code == "neg":
+            return self.rounded(self.inst("OpFNegate", ty, xs[0]), rt) if rt.is_float else \
+                self.inst("OpSNegate", ty, xs[0])
+        if code == "not":
+            return self.inst("OpLogicalNot" if rt.is_bool else "OpNot", ty, xs[0])
+        if code in _FLOAT_COMPARE:
+            return self.compare(code, st, xs[0], xs[1])
+        if code == "abs":
+            return self.rounded(self.glsl("FAbs", ty, xs[0]), rt) if rt.is_float else self.glsl("SAbs", ty, xs[0])
+        if code == "tanh":
+            # some drivers compute tanh from exp(2x) and return NaN for large |x|; tanh(+-10) is +-1 in f32
+            clamped = self.glsl("FClamp", ty, xs[0], self.f32c(-10.0), self.f32c(10.0))
+            nan = self.inst("OpIsNan", self.b.type_bool(), xs[0])
+            return self.rounded(self.inst("OpSelect", ty, nan, xs[0], self.glsl("Tanh", ty, clamped)), rt)
+        if code == "erf":
+            return self.rounded(self.erf(xs[0]), rt)
+        if code in _GLSL_MATH:
+            return self.rounded(self.glsl(_GLSL_MATH[code], ty, *xs), rt)
+        if code == "select":
+            return self.inst("OpSelect", ty, *xs)
+        if code == "cast":
+            return self.convert(xs[0], st, rt, op)
+        raise CompileError(f"unsupported op '{code}' on backend spirv", op.loc)
+
+    def compare(self, code: str, st: t.ScalarType, a: int, b: int) -> int:
+        bool_t = self.b.type_bool()
+        if st.is_float:
+            return self.inst(_FLOAT_COMPARE[code], bool_t, a, b)
+        if st.is_bool:
+            if code in ("eq", "ne"):
+                return self.inst("OpLogicalEqual" if code == "eq" else "OpLogicalNotEqual", bool_t, a, b)
+            a, b = (self.convert(x, t.bool_, t.u32, None) for x in (a, b))
+            st = t.u32
+        table = _SIGNED_COMPARE if st.is_signed else _UNSIGNED_COMPARE
+        return self.inst(table[code], bool_t, a, b)
+
+    def convert(self, x: int, src: t.ScalarType, dst: t.ScalarType, op: Op | None) -> int:  # noqa: C901
+        """Iron's ``cast``: see ``iron.interp.semantics``."""
+        b = self.b
+        ty = self.reg_type(dst)
+        if src == dst:
+            return x
+        if src.is_bool:
+            return self.inst("OpSelect", ty, x, self.const(1, dst), self.const(0, dst))
+        if dst.is_bool:
+            if src.is_float:  # NaN is true, as in C
+                return self.inst("OpFUnordNotEqual", ty, x, self.f32c(0.0))
+            return self.inst("OpINotEqual", ty, x, self.const(0, src))
+        if src.is_int and dst.is_int:
+            return self.inst("OpBitcast", ty, x)  # i32 <-> u32 keeps the bits (wraps)
+        if src.is_int:
+            name = "OpConvertSToF" if src.is_signed else "OpConvertUToF"
+            if dst == t.f16:  # one rounding, straight to half
+                return self.inst("OpFConvert", ty, self.inst(name, b.type_float(16), x))
+            # bf16: through f32, which rounds twice for |x| > 2^24 (a tie can land on the other neighbour)
+            return self.rounded(self.inst(name, ty, x), dst)
+        if dst.is_float:
+            return self.rounded(x, dst)  # halves are exact in f32, so this rounds once
+        # float -> int: truncate toward zero, saturate, NaN -> 0 (OpConvertFTo* is undefined out of range)
+        bool_t = b.type_bool()
+        f32 = b.type_float(32)
+        safe = self.inst("OpSelect", f32, self.inst("OpIsNan", bool_t, x), self.f32c(0.0), x)
+        if dst.is_signed:
+            lo, hi, top, name, big = -2147483648.0, _I32_MAX_F32, 2147483648.0, "OpConvertFToS", 2**31 - 1
+        else:
+            lo, hi, top, name, big = 0.0, _U32_MAX_F32, 4294967296.0, "OpConvertFToU", 2**32 - 1
+        safe = self.glsl("FClamp", f32, safe, self.f32c(lo), self.f32c(hi))
+        converted = self.inst(name, ty, safe)
+        over = self.inst("OpFOrdGreaterThanEqual", bool_t, x, self.f32c(top))
+        return self.inst("OpSelect", ty, over, self.const(big, dst), converted)
+
+    def erf(self, x: int) -> int:
+        """erf in f32 (see ``erf.py``): three ranges computed branch-free and selected."""
+        b = self.b
+        f32, bool_t = b.type_float(32), b.type_bool()
+        p, q = coefficients()
+
+        def horner(coefs: tuple[float, ...], var: int) -> int:
+            r = self.f32c(coefs[0])
+            for c in coefs[1:]:
+                r = self.glsl("Fma", f32, r, var, self.f32c(c))
+            return r
+
+        ax = self.glsl("FAbs", f32, x)
+        small = self.inst("OpFMul", f32, x, horner(p, self.inst("OpFMul", f32, x, x)))
+        cm = self.glsl("FClamp", f32, ax, self.f32c(1.0), self.f32c(4.0))
+        tt = self.inst("OpFMul", f32, self.inst("OpFSub", f32, cm, self.f32c(MID_CENTER)),
+                       self.f32c(1.0 / MID_HALF_WIDTH))
+        decay = self.glsl("Exp", f32, self.inst("OpFNegate", f32, self.inst("OpFMul", f32, cm, cm)))
+        mid = self.inst("OpFSub", f32, self.f32c(1.0), self.inst("OpFMul", f32, decay, horner(q, tt)))
+        sign = self.glsl("FSign", f32, x)
+        mid = self.inst("OpFMul", f32, mid, sign)
+        big = self.inst("OpFOrdGreaterThanEqual", bool_t, ax, self.f32c(4.0))
+        out = self.inst("OpSelect", f32, big, sign, mid)
+        out = self.inst("OpSelect", f32, self.inst("OpFOrdLessThan", bool_t, ax, self.f32c(1.0)), small, out)
+        return self.inst("OpSelect", f32, self.inst("OpIsNan", bool_t, x), x, out)

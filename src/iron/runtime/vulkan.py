@@ -1,0 +1,161 @@
+"""The Vulkan backend: SPIR-V from ``iron.codegen.spirv``, run through the ``vulkan`` PyPI package (cffi over the
+system loader), so any Vulkan 1.1+ device runs Iron kernels with no SDK or shader compiler installed.
+
+Arrays are NumPy arrays (C-contiguous): copied in before each launch and, for buffers the kernel writes, copied back
+after it; launches are synchronous. Device choice: ``IRON_VULKAN_DEVICE`` (an index into the loader's device list,
+or a case-insensitive substring of the device name), else discrete GPU > integrated > virtual > CPU.
+
+Timing: every launch records two timestamp queries around its dispatches; ``backend.last_gpu_time_ms`` holds the
+GPU time of the last launch (dispatch only, no copies; None where the queue cannot time), and
+``backend.time_launch(variant, arrays, scalars, grid, group, repeat=n)`` records ``n`` back-to-back dispatches in one
+submission and returns the mean GPU time of one, in ms.
+
+Nothing here touches Vulkan until a launch, ``iron device`` or ``probe()`` asks; ``compile()`` needs no device.
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import Any
+
+import numpy as np
+
+from ..errors import IronError, LaunchError
+from . import Backend
+
+_PROBE: list[str | None] = []
+
+
+def probe() -> str | None:
+    """None when a Vulkan device with a compute queue can be used here, else why not (cached per process)."""
+    if not _PROBE:
+        _PROBE.append(_probe())
+    return _PROBE[0]
+
+
+def _probe() -> str | None:
+    from .vulkan_device import choose_device, create_instance, list_devices, load_vulkan
+
+    try:
+        vk = load_vulkan()
+    except LaunchError as e:
+        return e.message
+    try:
+        instance = create_instance(vk)
+    except Exception as e:  # VkErrorIncompatibleDriver etc.: a loader without any ICD
+        return f"no Vulkan driver (vkCreateInstance: {type(e).__name__})"
+    try:
+        devices = list_devices(vk, instance)
+        if not devices:
+            return "no Vulkan device (the loader found no driver/ICD; install e.g. mesa-vulkan-drivers)"
+        choose_device(devices)
+    except LaunchError as e:
+        return e.message
+    except Exception as e:
+        return f"Vulkan device enumeration failed ({type(e).__name__}: {e})"
+    finally:
+        vk.vkDestroyInstance(instance, None)
+    return None
+
+
+class VulkanBackend(Backend):
+    name = "vulkan"
+
+    def __init__(self) -> None:
+        self._ctx = None
+
+    # -- device ---------------------------------------------------------------------------------------------------
+
+    def context(self):
+        """The Vulkan context (instance, device, queue, caches), created on first use and destroyed at exit."""
+        if self._ctx is None:
+            reason = probe()
+            if reason:
+                raise LaunchError(f"the vulkan backend is not available: {reason}")
+            from .vulkan_device import VulkanContext
+
+            self._ctx = VulkanContext()
+            atexit.register(self.close)
+        return self._ctx
+
+    def close(self) -> None:
+        """Destroy every Vulkan object now (also runs at interpreter exit); a later launch starts afresh."""
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            ctx.destroy()
+
+    def info(self) -> dict[str, Any]:
+        """What ``iron device`` shows: name, type, API version, driver, subgroup size, limits, features."""
+        return self.context().info()
+
+    def simd_width(self) -> int:
+        """The device's subgroup size (what ``simd_size()`` returns in kernels): 8 on lavapipe, 32 on NVIDIA."""
+        return self.context().subgroup_size
+
+    @property
+    def last_gpu_time_ms(self) -> float | None:
+        return None if self._ctx is None else self._ctx.last_gpu_time_ms
+
+    # -- compile --------------------------------------------------------------------------------------------------
+
+    def emitted(self, variant):
+        """The variant's SpirvKernel (emitted once, cached in ``variant.artifacts``)."""
+        spk = variant.artifacts.get("spirv")
+        if spk is None:
+            try:
+                from ..codegen.spirv import emit_spirv
+            except ImportError:
+                raise LaunchError("the SPIR-V emitter (iron.codegen.spirv) is not available in this build") from None
+            spk = variant.artifacts["spirv"] = emit_spirv(variant.kernel)
+        return spk
+
+    def source(self, variant) -> str:
+        from ..codegen.spirv import disassemble
+
+        return disassemble(self.emitted(variant).words)
+
+    def compile(self, variant, target: str | None = None) -> bytes:
+        """The SPIR-V binary (little-endian words) of a variant; needs no Vulkan device."""
+        return bytes(self.emitted(variant).words)
+
+    # -- launch ---------------------------------------------------------------------------------------------------
+
+    def check_array(self, param: str, value: Any, where) -> np.ndarray:
+        if not isinstance(value, np.ndarray):
+            mod = type(value).__module__
+            raise LaunchError(f"argument '{param}' is a {mod}.{type(value).__name__}; the vulkan backend takes "
+                              "NumPy arrays", where(), "convert with .cpu().numpy() or np.asarray")
+        if not value.flags.c_contiguous:
+            raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),
+                              f"pass np.ascontiguousarray({param})")
+        return value
+
+    def launch(self, variant, arrays, scalars, grid, group) -> None:
+        self.run_spirv(self.emitted(variant), arrays, scalars, grid, group)
+
+    def time_launch(self, variant, arrays, scalars, grid, group, repeat: int = 10) -> float | None:
+        """Run the variant ``repeat`` times back to back in one submission; the mean GPU ms of one dispatch (None
+        where the device has no timestamps). The arrays end up as after ``repeat`` launches."""
+        return self.run_spirv(self.emitted(variant), arrays, scalars, grid, group, repeat=repeat)
+
+    def run_spirv(self, spk, arrays: dict[str, np.ndarray], scalars: dict[str, Any], grid: tuple[int, int, int],
+                  group: tuple[int, int, int], repeat: int = 1) -> float | None:
+        """Run a SpirvKernel on NumPy arrays (by parameter name); returns the GPU ms per dispatch, or None."""
+        from .vulkan_device import pack_push
+
+        ctx = self.context()
+        host = {}
+        for b in spk.buffers:
+            arr = arrays.get(b.param)
+            if arr is None:
+                raise LaunchError(f"{spk.entry}: no array for buffer '{b.param}'")
+            if not b.readonly and not arr.flags.writeable:
+                raise LaunchError(f"argument '{b.param}' is read-only but {spk.entry} writes to it")
+            host[b.param] = arr.reshape(-1)
+        push = pack_push(spk, scalars, grid)
+        try:
+            return ctx.dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat)
+        except IronError:
+            raise
+        except Exception as e:  # a Vulkan error the checks above did not foresee: name the kernel, not our frames
+            raise LaunchError(f"Vulkan launch of {spk.entry} failed: {type(e).__name__}: {e}") from None

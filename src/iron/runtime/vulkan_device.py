@@ -1,0 +1,602 @@
+"""The Vulkan compute context behind the ``vulkan`` backend: instance, physical-device choice, one compute queue,
+buffers, descriptor sets, pipelines (with a ``VkPipelineCache``), push constants, dispatch and timestamp queries.
+
+Everything is synchronous: a launch records one command buffer, submits it and waits on a fence. That keeps the
+NumPy copy-in/copy-out semantics simple and lets one descriptor pool be reset after every launch.
+
+Memory: where the device offers memory that is both device-local and host-visible (CPU devices such as lavapipe,
+integrated GPUs, resizable-BAR), buffers live there and are mapped directly. Otherwise each argument gets a
+device-local buffer plus a host-visible staging buffer, copied with ``vkCmdCopyBuffer`` inside the same submission.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import LaunchError
+
+_TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
+_TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
+#: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
+FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
+            "atomic_float_add")
+_ALIGN = 256
+
+
+def load_vulkan():
+    """The ``vulkan`` module, or LaunchError with why not (the package loads libvulkan at import time)."""
+    try:
+        import vulkan
+    except ImportError:
+        raise LaunchError("the 'vulkan' Python package is not installed (pip install 'wh-iron[vulkan]')") from None
+    except OSError:
+        raise LaunchError("no Vulkan loader (libvulkan.so.1) on this machine; install libvulkan1 and a driver "
+                          "(e.g. mesa-vulkan-drivers)") from None
+    except Exception as e:  # cffi errors from a broken install
+        raise LaunchError(f"the 'vulkan' package failed to load: {type(e).__name__}: {e}") from None
+    return vulkan
+
+
+def _version(v: int) -> str:
+    return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+@dataclass
+class PhysicalInfo:
+    """What Iron needs to know about one physical device."""
+
+    index: int
+    handle: Any
+    name: str
+    type: str
+    api: int
+    queue_family: int | None
+    timestamp_bits: int = 0
+
+
+def create_instance(vk):
+    """A Vulkan 1.2+ instance (portability enumeration on where offered, so MoltenVK devices are listed)."""
+    exts = {e.extensionName for e in vk.vkEnumerateInstanceExtensionProperties(None)}
+    enabled, flags = [], 0
+    if "VK_KHR_portability_enumeration" in exts:
+        enabled.append("VK_KHR_portability_enumeration")
+        flags |= vk.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
+    app = vk.VkApplicationInfo(pApplicationName="iron", applicationVersion=1, pEngineName="iron", engineVersion=1,
+                               apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
+    info = vk.VkInstanceCreateInfo(pApplicationInfo=app, flags=flags, enabledExtensionCount=len(enabled),
+                                   ppEnabledExtensionNames=enabled or None)
+    return vk.vkCreateInstance(info, None)
+
+
+def list_devices(vk, instance) -> list[PhysicalInfo]:
+    out = []
+    for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance)):
+        p = vk.vkGetPhysicalDeviceProperties(pd)
+        qf, bits = None, 0
+        for j, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)):
+            if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+                # a compute-capable family; prefer one that also times (timestampValidBits > 0)
+                if qf is None or (bits == 0 and q.timestampValidBits > 0):
+                    qf, bits = j, q.timestampValidBits
+        out.append(PhysicalInfo(i, pd, p.deviceName, _TYPE_NAMES.get(p.deviceType, "other"), p.apiVersion, qf, bits))
+    return out
+
+
+def choose_device(devices: list[PhysicalInfo]) -> PhysicalInfo:
+    """``IRON_VULKAN_DEVICE`` (index or name substring) if set, else discrete > integrated > virtual > CPU."""
+    usable = [d for d in devices if d.queue_family is not None and d.api >= (1 << 22 | 1 << 12)]
+    names = "; ".join(f"{d.index}: {d.name} ({d.type}, Vulkan {_version(d.api)})" for d in devices) or "none"
+    want = os.environ.get("IRON_VULKAN_DEVICE", "").strip()
+    if want:
+        if want.isdigit():
+            pick = [d for d in devices if d.index == int(want)]
+        else:
+            pick = [d for d in devices if want.lower() in d.name.lower()]
+        if not pick:
+            raise LaunchError(f"IRON_VULKAN_DEVICE={want!r} matches no Vulkan device (devices: {names})")
+        if pick[0] not in usable:
+            raise LaunchError(f"Vulkan device {pick[0].name} has no compute queue or is older than Vulkan 1.1")
+        return pick[0]
+    if not usable:
+        raise LaunchError(f"no Vulkan device with a compute queue and Vulkan 1.1 (devices: {names})")
+    return min(usable, key=lambda d: (_TYPE_RANK[d.type], d.index))
+
+
+@dataclass
+class Buffer:
+    """One VkBuffer with its own memory; ``view`` is the persistent mapping when host-visible."""
+
+    handle: Any
+    memory: Any
+    size: int
+    view: np.ndarray | None
+
+
+@dataclass
+class Program:
+    """A shader module with its layouts; pipelines are built per group size."""
+
+    module: Any
+    set_layout: Any
+    pipeline_layout: Any
+    pipelines: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+
+
+class VulkanContext:
+    """One logical device on the chosen physical device. Created lazily by the backend, destroyed at exit."""
+
+    def __init__(self) -> None:
+        vk = self.vk = load_vulkan()
+        from vulkan import ffi
+
+        self.ffi = ffi
+        try:
+            self.instance = create_instance(vk)
+        except vk.VkError as e:
+            raise LaunchError(f"cannot create a Vulkan instance ({type(e).__name__}); is a driver installed?") from None
+        self._destroyed = False
+        try:
+            self.phys = choose_device(list_devices(vk, self.instance))
+            self._query_properties()
+            self._create_device()
+        except BaseException:
+            vk.vkDestroyInstance(self.instance, None)
+            raise
+        self.programs: dict[Any, Program] = {}
+        self.pool: dict[tuple[str, int], list[Buffer]] = {}
+        self.last_gpu_time_ms: float | None = None
+
+    # -- properties and features ----------------------------------------------------------------------------------
+
+    def _query_properties(self) -> None:
+        vk, ffi, pd = self.vk, self.ffi, self.phys.handle
+        sub = ffi.new("VkPhysicalDeviceSubgroupProperties*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        drv = ffi.new("VkPhysicalDeviceDriverProperties*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, "pNext": sub})
+        p2 = ffi.new("VkPhysicalDeviceProperties2*",
+                     {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": drv})
+        vk.vkGetPhysicalDeviceProperties2(pd, p2)
+        self._props_keep = (p2, drv, sub)  # limits/props below are views into this cffi memory
+        props = p2.properties
+        self.limits = props.limits
+        self.props = props
+        self.timestamp_period_ns = float(props.limits.timestampPeriod)
+        self.subgroup_size = int(sub.subgroupSize)
+        compute = bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+        ops = sub.supportedOperations if compute else 0
+        self.driver = f"{ffi.string(drv.driverName).decode()} {ffi.string(drv.driverInfo).decode()}".strip()
+
+        self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+        api13 = self.phys.api >= (1 << 22 | 3 << 12)
+        f13 = ffi.new("VkPhysicalDeviceVulkan13Features*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES})
+        f11 = ffi.new("VkPhysicalDeviceVulkan11Features*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                       "pNext": f13 if api13 else ffi.NULL})
+        f12 = ffi.new("VkPhysicalDeviceVulkan12Features*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11})
+        head = f12
+        fat = None
+        if "VK_EXT_shader_atomic_float" in self.extensions:
+            fat = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*",
+                          {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+                           "pNext": f12})
+            head = fat
+        f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                                     "pNext": head})
+        api12 = self.phys.api >= (1 << 22 | 2 << 12)
+        if api12:  # the Vulkan11/12 feature structs may only be chained on a 1.2+ device
+            vk.vkGetPhysicalDeviceFeatures2(pd, f2)
+        else:
+            f2.features = vk.vkGetPhysicalDeviceFeatures(pd)
+        self.has = {
+            "float16": api12 and bool(f12.shaderFloat16),
+            "storage16": api12 and bool(f11.storageBuffer16BitAccess),
+            "subgroup_basic": bool(ops & vk.VK_SUBGROUP_FEATURE_BASIC_BIT),
+            "subgroup_arithmetic": bool(ops & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
+            "subgroup_shuffle": bool(ops & vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT),
+            "subgroup_ballot": bool(ops & vk.VK_SUBGROUP_FEATURE_BALLOT_BIT),
+            "atomic_float_add": fat is not None and api12 and bool(fat.shaderBufferFloat32AtomicAdd),
+            # LocalSizeId (group size from specialization constants) is legal only with maintenance4 (1.3 core)
+            "local_size_id": api13 and bool(f13.maintenance4),
+        }
+        # what the device is created with: exactly the optional features Iron's modules may declare
+        self._enable = {"f11": {}, "f12": {}, "f13": {}, "fat": {}, "core": {}}
+        for k in ("maintenance4", "subgroupSizeControl", "computeFullSubgroups"):
+            if api13 and getattr(f13, k):
+                self._enable["f13"][k] = 1
+        for k in ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess", "storagePushConstant16"):
+            if api12 and getattr(f11, k):
+                self._enable["f11"][k] = 1
+        for k in ("shaderFloat16", "shaderInt8", "storageBuffer8BitAccess", "vulkanMemoryModel",
+                  "vulkanMemoryModelDeviceScope"):
+            if api12 and getattr(f12, k):
+                self._enable["f12"][k] = 1
+        if fat is not None and api12:
+            for k in ("shaderBufferFloat32AtomicAdd", "shaderBufferFloat32Atomics", "shaderSharedFloat32AtomicAdd",
+                      "shaderSharedFloat32Atomics"):
+                if getattr(fat, k):
+                    self._enable["fat"][k] = 1
+        for k in ("shaderInt16", "shaderInt64", "shaderFloat64"):
+            if getattr(f2.features, k):
+                self._enable["core"][k] = 1
+        mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
+        self.memory_types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex)
+                             for i in range(mem.memoryTypeCount)]
+        self.heaps = [(mem.memoryHeaps[i].size, mem.memoryHeaps[i].flags) for i in range(mem.memoryHeapCount)]
+        dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+        # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there
+        self.unified = self.phys.type in ("cpu", "integrated") and any((f & dl_hv) == dl_hv
+                                                                       for f, _ in self.memory_types)
+
+    def _create_device(self) -> None:
+        vk, ffi = self.vk, self.ffi
+        f13 = ffi.new("VkPhysicalDeviceVulkan13Features*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, **self._enable["f13"]})
+        f11 = ffi.new("VkPhysicalDeviceVulkan11Features*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                       "pNext": f13 if self.phys.api >= (1 << 22 | 3 << 12) else ffi.NULL, **self._enable["f11"]})
+        f12 = ffi.new("VkPhysicalDeviceVulkan12Features*",
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11,
+                       **self._enable["f12"]})
+        head = f12
+        exts = []
+        if self._enable["fat"]:
+            exts.append("VK_EXT_shader_atomic_float")
+            head = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*",
+                           {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+                            "pNext": f12, **self._enable["fat"]})
+        if "VK_KHR_portability_subset" in self.extensions:  # required by the spec when offered (MoltenVK)
+            exts.append("VK_KHR_portability_subset")
+        f2 = ffi.new("VkPhysicalDeviceFeatures2*",
+                     {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "features": self._enable["core"],
+                      "pNext": head if self.phys.api >= (1 << 22 | 2 << 12) else ffi.NULL})
+        self._keep = (f13, f11, f12, head, f2)
+        queue = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.phys.queue_family, queueCount=1,
+                                           pQueuePriorities=[1.0])
+        info = vk.VkDeviceCreateInfo(pNext=f2, pQueueCreateInfos=[queue], queueCreateInfoCount=1,
+                                     enabledExtensionCount=len(exts), ppEnabledExtensionNames=exts or None)
+        try:
+            self.device = vk.vkCreateDevice(self.phys.handle, info, None)
+        except vk.VkError as e:
+            raise LaunchError(f"cannot create a Vulkan device on {self.phys.name}: {type(e).__name__}") from None
+        dev = self.device
+        self.queue = vk.vkGetDeviceQueue(dev, self.phys.queue_family, 0)
+        self.cmd_pool = vk.vkCreateCommandPool(dev, vk.VkCommandPoolCreateInfo(
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.phys.queue_family), None)
+        self.cmd = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        self.fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+        self.desc_pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
+            maxSets=4, pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                           descriptorCount=256)]), None)
+        self.query_pool = None
+        if self.phys.timestamp_bits:
+            self.query_pool = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(
+                queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
+        self.pipeline_cache = vk.vkCreatePipelineCache(dev, vk.VkPipelineCacheCreateInfo(), None)
+
+    def info(self) -> dict[str, Any]:
+        lim = self.limits
+        return {
+            "name": self.phys.name, "type": self.phys.type, "api_version": _version(self.phys.api),
+            "driver": self.driver, "subgroup_size": self.subgroup_size,
+            "max_group_size": tuple(lim.maxComputeWorkGroupSize[i] for i in range(3)),
+            "max_group_invocations": lim.maxComputeWorkGroupInvocations,
+            "max_shared_bytes": lim.maxComputeSharedMemorySize,
+            "memory_gib": round(sum(s for s, f in self.heaps if f & self.vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) / 2**30,
+                                1),
+            "unified_memory": self.unified, "timestamps": self.query_pool is not None,
+            "features": sorted(k for k, v in self.has.items() if v),
+        }
+
+    # -- buffers --------------------------------------------------------------------------------------------------
+
+    def _memory_type(self, bits: int, want: int, avoid: int = 0) -> int:
+        for i, (flags, _) in enumerate(self.memory_types):
+            if bits & (1 << i) and (flags & want) == want and not flags & avoid:
+                return i
+        for i, (flags, _) in enumerate(self.memory_types):
+            if bits & (1 << i) and (flags & want) == want:
+                return i
+        raise LaunchError(f"Vulkan device {self.phys.name} has no memory type with flags {want:#x}")
+
+    def _new_buffer(self, kind: str, size: int) -> Buffer:
+        vk = self.vk
+        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        handle = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
+            size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        req = vk.vkGetBufferMemoryRequirements(self.device, handle)
+        hv = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        if kind == "device":
+            mt = self._memory_type(req.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        elif kind == "staging":  # cached host memory reads back fast; avoid spending the BAR window on staging
+            try:
+                mt = self._memory_type(req.memoryTypeBits, hv | vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                                       vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+            except LaunchError:
+                mt = self._memory_type(req.memoryTypeBits, hv, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        else:  # "unified": device-local and mappable
+            mt = self._memory_type(req.memoryTypeBits, hv | vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        try:
+            memory = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(allocationSize=req.size,
+                                                                              memoryTypeIndex=mt), None)
+        except vk.VkError as e:
+            vk.vkDestroyBuffer(self.device, handle, None)
+            raise LaunchError(f"Vulkan device {self.phys.name} cannot allocate {size} bytes ({type(e).__name__})") \
+                from None
+        vk.vkBindBufferMemory(self.device, handle, memory, 0)
+        view = None
+        if kind != "device":
+            view = np.frombuffer(vk.vkMapMemory(self.device, memory, 0, size, 0), dtype=np.uint8)
+        return Buffer(handle, memory, size, view)
+
+    def get_buffer(self, kind: str, nbytes: int) -> Buffer:
+        size = max(_ALIGN, -(-nbytes // _ALIGN) * _ALIGN)
+        free = self.pool.get((kind, size))
+        return free.pop() if free else self._new_buffer(kind, size)
+
+    def put_buffer(self, kind: str, buf: Buffer) -> None:
+        self.pool.setdefault((kind, buf.size), []).append(buf)
+
+    # -- programs -------------------------------------------------------------------------------------------------
+
+    def check_kernel(self, spk, group: tuple[int, int, int]) -> None:
+        """LaunchError naming the feature and device when the module needs what this device lacks."""
+        if uses_local_size_id(spk.words) and not self.has["local_size_id"]:
+            raise LaunchError(f"{spk.entry} sets its group size with LocalSizeId, which Vulkan device "
+                              f"{self.phys.name} does not allow (it needs Vulkan 1.3 / maintenance4)")
+        for feat in sorted(spk.features):
+            if feat not in self.has:
+                raise LaunchError(f"{spk.entry} needs Vulkan feature '{feat}', which this runtime does not know "
+                                  f"(known: {', '.join(FEATURES)})")
+            if not self.has[feat]:
+                raise LaunchError(f"{spk.entry} needs '{feat}', which Vulkan device {self.phys.name} "
+                                  f"({self.driver}) does not support")
+        lim = self.limits
+        if spk.shared_bytes > lim.maxComputeSharedMemorySize:
+            raise LaunchError(f"{spk.entry} needs {spk.shared_bytes} bytes of shared memory; {self.phys.name} gives "
+                              f"a group at most {lim.maxComputeSharedMemorySize}")
+        if math.prod(group) > lim.maxComputeWorkGroupInvocations or any(
+                g > lim.maxComputeWorkGroupSize[i] for i, g in enumerate(group)):
+            raise LaunchError(f"group {group} exceeds {self.phys.name}'s limits (at most "
+                              f"{tuple(lim.maxComputeWorkGroupSize[i] for i in range(3))} and "
+                              f"{lim.maxComputeWorkGroupInvocations} threads)")
+        if len(spk.buffers) > lim.maxPerStageDescriptorStorageBuffers:
+            raise LaunchError(f"{spk.entry} has {len(spk.buffers)} buffers; {self.phys.name} binds at most "
+                              f"{lim.maxPerStageDescriptorStorageBuffers}")
+        if spk.push_size > lim.maxPushConstantsSize:
+            raise LaunchError(f"{spk.entry} needs {spk.push_size} bytes of push constants; {self.phys.name} "
+                              f"gives at most {lim.maxPushConstantsSize}")
+
+    def program(self, spk) -> Program:
+        prog = self.programs.get(spk)
+        if prog is not None:
+            return prog
+        vk = self.vk
+        words = bytes(spk.words)
+        try:
+            module = vk.vkCreateShaderModule(self.device, vk.VkShaderModuleCreateInfo(codeSize=len(words),
+                                                                                     pCode=words), None)
+        except vk.VkError as e:
+            raise LaunchError(f"Vulkan rejected the SPIR-V module of {spk.entry} ({type(e).__name__})") from None
+        bindings = [vk.VkDescriptorSetLayoutBinding(binding=b.binding, descriptorCount=1,
+                                                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                    stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+                    for b in spk.buffers]
+        set_layout = vk.vkCreateDescriptorSetLayout(self.device, vk.VkDescriptorSetLayoutCreateInfo(
+            bindingCount=len(bindings), pBindings=bindings or None), None)
+        ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=spk.push_size)]
+        layout = vk.vkCreatePipelineLayout(self.device, vk.VkPipelineLayoutCreateInfo(
+            setLayoutCount=1, pSetLayouts=[set_layout], pushConstantRangeCount=1 if spk.push_size else 0,
+            pPushConstantRanges=ranges if spk.push_size else None), None)
+        prog = self.programs[spk] = Program(module, set_layout, layout)
+        return prog
+
+    def pipeline(self, spk, prog: Program, group: tuple[int, int, int]):
+        pipe = prog.pipelines.get(group)
+        if pipe is not None:
+            return pipe
+        vk, ffi = self.vk, self.ffi
+        entries = [vk.VkSpecializationMapEntry(constantID=sid, offset=4 * i, size=4)
+                   for i, sid in enumerate(spk.local_size_spec_ids)]
+        data = ffi.new("uint32_t[3]", list(group))
+        spec = vk.VkSpecializationInfo(mapEntryCount=3, pMapEntries=entries, dataSize=12, pData=data)
+        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=prog.module,
+                                                   pName=spk.entry, pSpecializationInfo=spec)
+        info = vk.VkComputePipelineCreateInfo(stage=stage, layout=prog.pipeline_layout)
+        try:
+            pipe = vk.vkCreateComputePipelines(self.device, self.pipeline_cache, 1, [info], None)[0]
+        except vk.VkError as e:
+            raise LaunchError(f"Vulkan could not build the pipeline of {spk.entry} for group {group} "
+                              f"({type(e).__name__})") from None
+        prog.pipelines[group] = pipe
+        return pipe
+
+    # -- dispatch -------------------------------------------------------------------------------------------------
+
+    def dispatch(self, spk, host: dict[str, np.ndarray], push: bytes, grid: tuple[int, int, int],
+                 group: tuple[int, int, int], repeat: int = 1) -> float | None:
+        """Run ``spk`` ``repeat`` times on the NumPy arrays ``host`` (param -> flat array, copied in and, for
+        written buffers, back); returns the GPU time per dispatch in ms (timestamp queries), or None."""
+        vk, ffi, dev = self.vk, self.ffi, self.device
+        self.check_kernel(spk, group)
+        groups = tuple(-(-n // g) for n, g in zip(grid, group))
+        for i, n in enumerate(groups):
+            if n > self.limits.maxComputeWorkGroupCount[i]:
+                raise LaunchError(f"grid {grid} needs {n} groups on axis {i}; {self.phys.name} dispatches at most "
+                                  f"{self.limits.maxComputeWorkGroupCount[i]}")
+        prog = self.program(spk)
+        pipe = self.pipeline(spk, prog, group)
+        kind = "unified" if self.unified else "device"
+        taken: list[tuple[str, Buffer]] = []
+        try:
+            bufs, stages = {}, {}
+            for b in spk.buffers:
+                arr = host[b.param]
+                buf = self.get_buffer(kind, arr.nbytes)
+                taken.append((kind, buf))
+                bufs[b.param] = buf
+                if self.unified:
+                    buf.view[: arr.nbytes] = arr.view(np.uint8)
+                else:
+                    st = self.get_buffer("staging", arr.nbytes)
+                    taken.append(("staging", st))
+                    st.view[: arr.nbytes] = arr.view(np.uint8)
+                    stages[b.param] = st
+            sets = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=self.desc_pool, descriptorSetCount=1, pSetLayouts=[prog.set_layout]))
+            dset = sets[0]
+            if spk.buffers:
+                infos = [vk.VkDescriptorBufferInfo(buffer=bufs[b.param].handle, offset=0,
+                                                   range=max(4, host[b.param].nbytes)) for b in spk.buffers]
+                writes = [vk.VkWriteDescriptorSet(dstSet=dset, dstBinding=b.binding, descriptorCount=1,
+                                                  descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  pBufferInfo=[info]) for b, info in zip(spk.buffers, infos)]
+                vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+            cmd = self.cmd
+            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
+                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            for name, st in stages.items():
+                n = host[name].nbytes
+                if n:
+                    vk.vkCmdCopyBuffer(cmd, st.handle, bufs[name].handle, 1, [vk.VkBufferCopy(size=n)])
+            if stages:
+                self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                              vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_READ_BIT
+                              | vk.VK_ACCESS_SHADER_WRITE_BIT)
+            vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, [dset],
+                                       0, None)
+            if spk.push_size:
+                pdata = ffi.new("char[]", push)
+                vk.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size,
+                                      pdata)
+            qp = self.query_pool
+            if qp is not None:
+                vk.vkCmdResetQueryPool(cmd, qp, 0, 2)
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0)
+            for r in range(repeat):
+                if r:  # back-to-back dispatches of the same kernel must see each other's writes
+                    self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                  vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                  vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+                vk.vkCmdDispatch(cmd, *groups)
+            if qp is not None:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1)
+            written = [b.param for b in spk.buffers if not b.readonly]
+            if stages:
+                self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                              vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT)
+                for name in written:
+                    n = host[name].nbytes
+                    if n:
+                        vk.vkCmdCopyBuffer(cmd, bufs[name].handle, stages[name].handle, 1, [vk.VkBufferCopy(size=n)])
+            # make device writes visible to the host mapping before the fence signals
+            self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT | vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
+                          vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
+            vk.vkEndCommandBuffer(cmd)
+            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
+                             self.fence)
+            try:
+                vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
+            finally:
+                vk.vkResetFences(dev, 1, [self.fence])
+            for name in written:
+                arr = host[name]
+                src = stages[name] if stages else bufs[name]
+                arr.view(np.uint8)[:] = src.view[: arr.nbytes]
+            ms = None
+            if qp is not None:
+                out = ffi.new("uint64_t[2]")
+                vk.vkGetQueryPoolResults(dev, qp, 0, 2, 16, out, 8,
+                                         vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+                mask = (1 << self.phys.timestamp_bits) - 1 if self.phys.timestamp_bits < 64 else 2**64 - 1
+                ticks = (int(out[1]) - int(out[0])) & mask
+                ms = ticks * self.timestamp_period_ns / 1e6 / repeat
+            self.last_gpu_time_ms = ms
+            return ms
+        except vk.VkError as e:
+            raise LaunchError(f"Vulkan launch of {spk.entry} failed: {type(e).__name__}") from None
+        finally:
+            vk.vkResetDescriptorPool(dev, self.desc_pool, 0)
+            for k, buf in taken:
+                self.put_buffer(k, buf)
+
+    def _barrier(self, cmd, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
+        vk = self.vk
+        mb = vk.VkMemoryBarrier(srcAccessMask=src_access, dstAccessMask=dst_access)
+        vk.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, [mb], 0, None, 0, None)
+
+    # -- teardown -------------------------------------------------------------------------------------------------
+
+    def destroy(self) -> None:
+        """Release every Vulkan object (idempotent); registered with atexit by the backend."""
+        if self._destroyed:
+            return
+        self._destroyed = True
+        vk, dev = self.vk, self.device
+        vk.vkDeviceWaitIdle(dev)
+        for prog in self.programs.values():
+            for pipe in prog.pipelines.values():
+                vk.vkDestroyPipeline(dev, pipe, None)
+            vk.vkDestroyPipelineLayout(dev, prog.pipeline_layout, None)
+            vk.vkDestroyDescriptorSetLayout(dev, prog.set_layout, None)
+            vk.vkDestroyShaderModule(dev, prog.module, None)
+        self.programs.clear()
+        for bufs in self.pool.values():
+            for buf in bufs:
+                if buf.view is not None:
+                    vk.vkUnmapMemory(dev, buf.memory)
+                vk.vkDestroyBuffer(dev, buf.handle, None)
+                vk.vkFreeMemory(dev, buf.memory, None)
+        self.pool.clear()
+        vk.vkDestroyPipelineCache(dev, self.pipeline_cache, None)
+        if self.query_pool is not None:
+            vk.vkDestroyQueryPool(dev, self.query_pool, None)
+        vk.vkDestroyDescriptorPool(dev, self.desc_pool, None)
+        vk.vkDestroyFence(dev, self.fence, None)
+        vk.vkDestroyCommandPool(dev, self.cmd_pool, None)
+        vk.vkDestroyDevice(dev, None)
+        vk.vkDestroyInstance(self.instance, None)
+
+
+def uses_local_size_id(words: bytes) -> bool:
+    """Whether a module has ``OpExecutionModeId ... LocalSizeId`` (a scan of the instruction stream)."""
+    w = np.frombuffer(bytes(words), dtype="<u4")
+    i = 5  # after the header
+    while i < len(w):
+        count, op = int(w[i]) >> 16, int(w[i]) & 0xFFFF
+        if op == 331 and count >= 3 and int(w[i + 2]) == 38:  # OpExecutionModeId, LocalSizeId
+            return True
+        if op == 54 or count == 0:  # OpFunction: execution modes all come before the first function
+            return False
+        i += count
+    return False
+
+
+def pack_push(spk, scalars: dict[str, Any], grid: tuple[int, int, int]) -> bytes:
+    """The push-constant block: Iron scalars by name, then ``iron_n0..2`` (exact grid sizes, i32)."""
+    data = bytearray(spk.push_size)
+    codes = {"i32": "<i", "u32": "<I", "f32": "<f"}
+    for p in spk.push:
+        if p.name.startswith("iron_n") and p.name[6:].isdigit():
+            value = int(grid[int(p.name[6:])])
+        elif p.name in scalars:
+            value = scalars[p.name]
+        else:
+            raise LaunchError(f"{spk.entry}: no value for push constant '{p.name}'")
+        code = codes.get(str(p.dtype))
+        if code is None:
+            raise LaunchError(f"{spk.entry}: push constant '{p.name}' has unsupported type {p.dtype}")
+        struct.pack_into(code, data, p.offset, value.item() if isinstance(value, np.generic) else value)
+    return bytes(data)

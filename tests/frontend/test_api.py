@@ -230,9 +230,10 @@ def test_inspect_a_file_inside_a_package_with_relative_imports():
     """src/iron/std/unary.py uses relative imports: loading it by path imports it as iron.std.unary."""
     from click.testing import CliRunner
 
+    import iron.std.unary
     from iron.cli.main import cli
 
-    result = CliRunner().invoke(cli, ["inspect", "src/iron/std/unary.py:iron_exp", "--dtype", "bf16", "--backend",
-                                      "cuda"])
+    spec = f"{iron.std.unary.__file__}:iron_exp"
+    result = CliRunner().invoke(cli, ["inspect", spec, "--dtype", "bf16", "--backend", "cuda"])
     assert result.exit_code == 0, result.output
     assert 'extern "C" __global__ void iron_exp(' in result.output

@@ -65,6 +65,10 @@ class SpirvModuleBuilder:
         """Append an instruction to the function section (the caller writes OpFunction ... OpFunctionEnd)."""
         self._functions.append(self.instruction(opname, *operands))
 
+    def extend_function(self, instructions: list[list[int]]) -> None:
+        """Append already encoded instructions (from ``instruction``) to the function section."""
+        self._functions.extend(instructions)
+
     def enum(self, kind: str, name: str) -> int:
         return self.g.enum(kind, name)
 

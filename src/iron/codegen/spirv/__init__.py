@@ -1,0 +1,115 @@
+"""SPIR-V code generation: IR kernel -> binary SPIR-V compute module for Vulkan (``emit_spirv``).
+
+The module is built directly with ``SpirvModuleBuilder`` (no text, no shader compiler); opcodes and enumerants come
+from the Khronos grammar JSON (``grammar.py``). ``SpirvKernel`` carries what the Vulkan runtime needs to bind and
+launch it: descriptor bindings, the push-constant layout, the specialization ids of the group size and the device
+features the module relies on.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...ir.core import Kernel
+from ...ir.types import ScalarType
+from .builder import SpirvModuleBuilder
+
+#: device feature names ``SpirvKernel.features`` may hold
+FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle",
+                      "atomic_float_add"})
+
+
+@dataclass(frozen=True)
+class SpirvBuffer:
+    """One storage buffer = one Iron buffer parameter, descriptor set 0."""
+
+    param: str  # Iron parameter name
+    binding: int  # 0, 1, ... in parameter order
+    dtype: ScalarType  # Iron element type (f32, f16, bf16, i32, u32)
+    readonly: bool
+
+
+@dataclass(frozen=True)
+class SpirvPush:
+    """One push-constant field."""
+
+    name: str  # Iron scalar parameter name, or "iron_n0"/"iron_n1"/"iron_n2" for the exact grid sizes
+    offset: int  # bytes
+    dtype: ScalarType  # i32, u32 or f32
+
+
+@dataclass(frozen=True)
+class SpirvKernel:
+    words: bytes  # the binary module (little-endian 32-bit words); passes `spirv-val --target-env vulkan1.2`
+    entry: str  # OpEntryPoint name (the Iron kernel's name)
+    buffers: tuple[SpirvBuffer, ...]
+    push: tuple[SpirvPush, ...]  # Iron scalars in parameter order, then iron_n0, iron_n1, iron_n2
+    push_size: int
+    local_size_spec_ids: tuple[int, int, int]  # specialization constant ids giving the group size x, y, z
+    shared_bytes: int
+    features: frozenset[str]  # device features the module needs (see FEATURES)
+
+
+def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True) -> SpirvKernel:
+    """The SPIR-V module of ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``).
+
+    ``atomic_float_add=False``: f32 ``atomic_add`` becomes a compare-and-swap loop instead of ``OpAtomicFAddEXT``
+    (for devices without ``shaderBufferFloat32AtomicAdd``). Raises ``CompileError`` for ops the backend lacks.
+    """
+    from .emit import SpirvEmitter
+
+    return SpirvEmitter(kernel, atomic_float_add).run()
+
+
+def disassemble(words: bytes | SpirvKernel) -> str:
+    """Text form of a module: ``spirv-dis`` when it is on PATH, else a plain opcode listing."""
+    if isinstance(words, SpirvKernel):
+        words = words.words
+    tool = shutil.which("spirv-dis")
+    if tool is not None:
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "module.spv"
+            path.write_bytes(words)
+            r = subprocess.run([tool, "--no-color", str(path)], capture_output=True, text=True)
+            if r.returncode == 0:
+                return r.stdout
+    return _plain_listing(words)
+
+
+def _plain_listing(data: bytes) -> str:
+    from .grammar import grammar
+
+    g = grammar()
+    words = struct.unpack(f"<{len(data) // 4}I", data)
+    major, minor = (words[1] >> 16) & 0xFF, (words[1] >> 8) & 0xFF
+    lines = [f"; SPIR-V {major}.{minor}, bound {words[3]} (spirv-dis not found: plain listing)"]
+    i = 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        operands = words[i + 1:i + max(count, 1)]
+        lines.append(f"{g.opnames.get(opcode, f'Op{opcode}')} " + " ".join(str(w) for w in operands))
+        i += max(count, 1)
+    return "\n".join(lines) + "\n"
+
+
+def validate(words: bytes | SpirvKernel, target_env: str = "vulkan1.2") -> str | None:
+    """``spirv-val``'s complaint about a module, or None when it accepts it. Raises FileNotFoundError without it."""
+    if isinstance(words, SpirvKernel):
+        words = words.words
+    tool = shutil.which("spirv-val")
+    if tool is None:
+        raise FileNotFoundError("spirv-val is not on PATH (Debian: apt install spirv-tools)")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "module.spv"
+        path.write_bytes(words)
+        r = subprocess.run([tool, "--target-env", target_env, str(path)], capture_output=True, text=True)
+    return None if r.returncode == 0 else (r.stdout + r.stderr).strip()
+
+
+__all__ = ["FEATURES", "SpirvBuffer", "SpirvKernel", "SpirvModuleBuilder", "SpirvPush", "disassemble", "emit_spirv",
+           "validate"]

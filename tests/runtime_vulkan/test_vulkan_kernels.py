@@ -9,7 +9,27 @@ import numpy as np
 import pytest
 
 import iron
-from iron import T, Tensor, exp, kernel, program_id, simd_lane, simd_size, simd_sum
+from iron import (
+    T,
+    Tensor,
+    atomic_add,
+    barrier,
+    cast,
+    constexpr,
+    exp,
+    f32,
+    group_id,
+    i32,
+    kernel,
+    local_id,
+    max,
+    min,
+    program_id,
+    shared,
+    simd_lane,
+    simd_size,
+    simd_sum,
+)
 
 spirv = pytest.importorskip("iron.codegen.spirv", reason="the SPIR-V emitter has not landed")
 if not hasattr(spirv, "emit_spirv"):
@@ -50,6 +70,29 @@ def vk_simd(out: Tensor[iron.f32], width: Tensor[iron.i32]):
     i = program_id(0)
     out[i] = simd_sum(simd_lane() * 1.0)
     width[i] = simd_size()
+
+
+@kernel
+def vk_block_sum(x: Tensor[T], out: Tensor[T], BLOCK: constexpr):
+    tid = local_id(0)
+    red = shared(f32, BLOCK)
+    red[tid] = x[program_id(0)]
+    barrier()
+    s = BLOCK // 2
+    while s > 0:
+        if tid < s:
+            red[tid] += red[tid + s]
+        barrier()
+        s = s // 2
+    if tid == 0:
+        out[group_id(0)] = red[0]
+
+
+@kernel
+def vk_histogram(x: Tensor[f32], hist: Tensor[i32], total: Tensor[f32], nbins: int):
+    i = program_id(0)
+    atomic_add(hist, min(max(cast(x[i], i32), 0), nbins - 1), 1)
+    atomic_add(total, 0, x[i])
 
 
 @pytest.mark.parametrize("n", [1, 100, 1000, 4097])
@@ -100,3 +143,47 @@ def test_non_contiguous_argument_is_a_launch_error(vulkan):
     a = np.zeros(64, np.float32)[::2]
     with pytest.raises(iron.LaunchError, match="'a' is not C-contiguous"):
         vk_exp[32](a, np.zeros(32, np.float32), backend=vulkan)
+
+
+@pytest.mark.parametrize("block", [8, 64, 256])
+def test_shared_memory_and_barriers(vulkan, rng, block):
+    groups = 5
+    x = rng.uniform(-1, 1, groups * block).astype(np.float32)
+    out = np.full(groups, np.nan, np.float32)
+    vk_block_sum[groups * block, block](x, out, block, backend=vulkan)
+    np.testing.assert_allclose(out, x.reshape(groups, block).astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_atomics(vulkan, vk_backend, rng, monkeypatch, native):
+    """i32 and f32 atomic_add; native=False forces the CAS-loop form a device without float atomics gets."""
+    if not native:
+        monkeypatch.setitem(vk_backend.context().has, "atomic_float_add", False)
+    x = rng.uniform(-2, 12, 1001).astype(np.float32)
+    hist = np.zeros(10, np.int32)
+    total = np.zeros(1, np.float32)
+    vk_histogram[1001](x, hist, total, 10, backend=vulkan)
+    np.testing.assert_array_equal(hist, np.bincount(np.clip(x.astype(np.int32), 0, 9), minlength=10))
+    np.testing.assert_allclose(total[0], x.astype(np.float64).sum(), rtol=1e-4)
+
+
+def test_source_and_compile_need_no_device(monkeypatch):
+    import iron.runtime as rt
+    from iron.runtime.vulkan import VulkanBackend
+
+    monkeypatch.setitem(rt.BACKENDS, "vulkan", ("iron.runtime.vulkan", "VulkanBackend", "Vulkan compute"))
+    monkeypatch.setitem(rt._INSTANCES, "vulkan", VulkanBackend())
+    words = vk_exp.compile("vulkan", dtype="f32")
+    assert isinstance(words, bytes) and words[:4] == (0x07230203).to_bytes(4, "little")
+    text = vk_exp.source("vulkan", dtype="f32")
+    assert "vk_exp" in text
+
+
+def test_time_launch(vulkan, vk_backend, rng):
+    a = rng.uniform(-1, 1, 4096).astype(np.float32)
+    out = np.full(4096, np.nan, np.float32)
+    variant = vk_exp.variant(iron.f32)
+    ms = vk_backend.time_launch(variant, {"a": a, "out": out}, {}, (4096, 1, 1), (256, 1, 1), repeat=3)
+    np.testing.assert_allclose(out, np.exp(a.astype(np.float64)), rtol=2e-5)
+    if vk_backend.info()["timestamps"]:
+        assert ms is not None and ms > 0

@@ -16,10 +16,11 @@ from ..errors import LaunchError
 BACKENDS: dict[str, tuple[str, str, str]] = {
     "cpu": ("iron.runtime.cpu", "CpuBackend", "NumPy interpreter of the IR (always present)"),
     "cuda": ("iron.runtime.cuda", "CudaBackend", "NVIDIA GPUs through cuda.core + NVRTC"),
+    "vulkan": ("iron.runtime.vulkan", "VulkanBackend", "any Vulkan 1.1+ device, SPIR-V built from the IR"),
 }
-PLANNED = {"vulkan": "issue #4", "metal": "issue #6", "msl-cpu": "issue #6", "hip": "issue #7"}
+PLANNED = {"metal": "issue #6", "msl-cpu": "issue #6", "hip": "issue #7"}
 #: order in which "the best backend present" is chosen
-PREFERENCE = ("cuda", "cpu")
+PREFERENCE = ("cuda", "vulkan", "cpu")
 _PROBES: dict[str, str | None] = {}
 _INSTANCES: dict[str, Any] = {}
 
@@ -67,6 +68,10 @@ def unavailable_reason(name: str) -> str | None:
             from .cuda import probe
 
             _PROBES[name] = probe()
+        elif name == "vulkan":
+            from .vulkan import probe as vulkan_probe
+
+            _PROBES[name] = vulkan_probe()
         elif name in PLANNED:
             _PROBES[name] = f"not implemented yet ({PLANNED[name]})"
         else:

@@ -34,7 +34,7 @@ def probe() -> str | None:
 
 
 def _probe() -> str | None:
-    from .vulkan_device import choose_device, create_instance, list_devices, load_vulkan
+    from .vulkan_select import choose_device, create_instance, list_devices, load_vulkan
 
     try:
         vk = load_vulkan()
@@ -98,16 +98,22 @@ class VulkanBackend(Backend):
 
     # -- compile --------------------------------------------------------------------------------------------------
 
-    def emitted(self, variant):
-        """The variant's SpirvKernel (emitted once, cached in ``variant.artifacts``)."""
-        spk = variant.artifacts.get("spirv")
+    def emitted(self, variant, atomic_float_add: bool = True):
+        """The variant's SpirvKernel (emitted once per atomic mode, cached in ``variant.artifacts``).
+        ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
+        ``shaderBufferFloat32AtomicAdd``; compile/source show the native form."""
+        key = ("spirv", atomic_float_add)
+        spk = variant.artifacts.get(key)
         if spk is None:
             try:
                 from ..codegen.spirv import emit_spirv
             except ImportError:
                 raise LaunchError("the SPIR-V emitter (iron.codegen.spirv) is not available in this build") from None
-            spk = variant.artifacts["spirv"] = emit_spirv(variant.kernel)
+            spk = variant.artifacts[key] = emit_spirv(variant.kernel, atomic_float_add=atomic_float_add)
         return spk
+
+    def _device_module(self, variant):
+        return self.emitted(variant, atomic_float_add=self.context().has["atomic_float_add"])
 
     def source(self, variant) -> str:
         from ..codegen.spirv import disassemble
@@ -131,17 +137,17 @@ class VulkanBackend(Backend):
         return value
 
     def launch(self, variant, arrays, scalars, grid, group) -> None:
-        self.run_spirv(self.emitted(variant), arrays, scalars, grid, group)
+        self.run_spirv(self._device_module(variant), arrays, scalars, grid, group)
 
     def time_launch(self, variant, arrays, scalars, grid, group, repeat: int = 10) -> float | None:
         """Run the variant ``repeat`` times back to back in one submission; the mean GPU ms of one dispatch (None
         where the device has no timestamps). The arrays end up as after ``repeat`` launches."""
-        return self.run_spirv(self.emitted(variant), arrays, scalars, grid, group, repeat=repeat)
+        return self.run_spirv(self._device_module(variant), arrays, scalars, grid, group, repeat=repeat)
 
     def run_spirv(self, spk, arrays: dict[str, np.ndarray], scalars: dict[str, Any], grid: tuple[int, int, int],
                   group: tuple[int, int, int], repeat: int = 1) -> float | None:
         """Run a SpirvKernel on NumPy arrays (by parameter name); returns the GPU ms per dispatch, or None."""
-        from .vulkan_device import pack_push
+        from .vulkan_select import pack_push
 
         ctx = self.context()
         host = {}

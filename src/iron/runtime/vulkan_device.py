@@ -12,100 +12,18 @@ device-local buffer plus a host-visible staging buffer, copied with ``vkCmdCopyB
 from __future__ import annotations
 
 import math
-import os
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import LaunchError
+from .vulkan_select import choose_device, create_instance, list_devices, load_vulkan, uses_local_size_id, version_text
 
-_TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
-_TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
             "atomic_float_add")
 _ALIGN = 256
-
-
-def load_vulkan():
-    """The ``vulkan`` module, or LaunchError with why not (the package loads libvulkan at import time)."""
-    try:
-        import vulkan
-    except ImportError:
-        raise LaunchError("the 'vulkan' Python package is not installed (pip install 'wh-iron[vulkan]')") from None
-    except OSError:
-        raise LaunchError("no Vulkan loader (libvulkan.so.1) on this machine; install libvulkan1 and a driver "
-                          "(e.g. mesa-vulkan-drivers)") from None
-    except Exception as e:  # cffi errors from a broken install
-        raise LaunchError(f"the 'vulkan' package failed to load: {type(e).__name__}: {e}") from None
-    return vulkan
-
-
-def _version(v: int) -> str:
-    return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
-
-
-@dataclass
-class PhysicalInfo:
-    """What Iron needs to know about one physical device."""
-
-    index: int
-    handle: Any
-    name: str
-    type: str
-    api: int
-    queue_family: int | None
-    timestamp_bits: int = 0
-
-
-def create_instance(vk):
-    """A Vulkan 1.2+ instance (portability enumeration on where offered, so MoltenVK devices are listed)."""
-    exts = {e.extensionName for e in vk.vkEnumerateInstanceExtensionProperties(None)}
-    enabled, flags = [], 0
-    if "VK_KHR_portability_enumeration" in exts:
-        enabled.append("VK_KHR_portability_enumeration")
-        flags |= vk.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
-    app = vk.VkApplicationInfo(pApplicationName="iron", applicationVersion=1, pEngineName="iron", engineVersion=1,
-                               apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
-    info = vk.VkInstanceCreateInfo(pApplicationInfo=app, flags=flags, enabledExtensionCount=len(enabled),
-                                   ppEnabledExtensionNames=enabled or None)
-    return vk.vkCreateInstance(info, None)
-
-
-def list_devices(vk, instance) -> list[PhysicalInfo]:
-    out = []
-    for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance)):
-        p = vk.vkGetPhysicalDeviceProperties(pd)
-        qf, bits = None, 0
-        for j, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)):
-            if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
-                # a compute-capable family; prefer one that also times (timestampValidBits > 0)
-                if qf is None or (bits == 0 and q.timestampValidBits > 0):
-                    qf, bits = j, q.timestampValidBits
-        out.append(PhysicalInfo(i, pd, p.deviceName, _TYPE_NAMES.get(p.deviceType, "other"), p.apiVersion, qf, bits))
-    return out
-
-
-def choose_device(devices: list[PhysicalInfo]) -> PhysicalInfo:
-    """``IRON_VULKAN_DEVICE`` (index or name substring) if set, else discrete > integrated > virtual > CPU."""
-    usable = [d for d in devices if d.queue_family is not None and d.api >= (1 << 22 | 1 << 12)]
-    names = "; ".join(f"{d.index}: {d.name} ({d.type}, Vulkan {_version(d.api)})" for d in devices) or "none"
-    want = os.environ.get("IRON_VULKAN_DEVICE", "").strip()
-    if want:
-        if want.isdigit():
-            pick = [d for d in devices if d.index == int(want)]
-        else:
-            pick = [d for d in devices if want.lower() in d.name.lower()]
-        if not pick:
-            raise LaunchError(f"IRON_VULKAN_DEVICE={want!r} matches no Vulkan device (devices: {names})")
-        if pick[0] not in usable:
-            raise LaunchError(f"Vulkan device {pick[0].name} has no compute queue or is older than Vulkan 1.1")
-        return pick[0]
-    if not usable:
-        raise LaunchError(f"no Vulkan device with a compute queue and Vulkan 1.1 (devices: {names})")
-    return min(usable, key=lambda d: (_TYPE_RANK[d.type], d.index))
 
 
 @dataclass
@@ -281,12 +199,59 @@ class VulkanContext:
         if self.phys.timestamp_bits:
             self.query_pool = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(
                 queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
-        self.pipeline_cache = vk.vkCreatePipelineCache(dev, vk.VkPipelineCacheCreateInfo(), None)
+        initial = self._read_pipeline_cache()
+        try:
+            self.pipeline_cache = vk.vkCreatePipelineCache(dev, vk.VkPipelineCacheCreateInfo(
+                initialDataSize=len(initial), pInitialData=ffi.from_buffer(initial) if initial else None), None)
+        except vk.VkError:  # a stale or corrupt file: drivers may reject it; start empty
+            self.pipeline_cache = vk.vkCreatePipelineCache(dev, vk.VkPipelineCacheCreateInfo(), None)
+
+    def _pipeline_cache_path(self):
+        """``<iron cache>/vulkan/<pipelineCacheUUID>-<driverVersion>.bin``; None when caching is off."""
+        import os
+
+        from .cache import cache_dir
+
+        if os.environ.get("IRON_CACHE", "1") == "0":
+            return None
+        uuid = bytes(self.props.pipelineCacheUUID).hex()
+        return cache_dir() / "vulkan" / f"{uuid}-{self.props.driverVersion:x}.bin"
+
+    def _read_pipeline_cache(self) -> bytes:
+        path = self._pipeline_cache_path()
+        try:
+            return path.read_bytes() if path is not None else b""
+        except OSError:
+            return b""
+
+    def _write_pipeline_cache(self) -> None:
+        """Save the VkPipelineCache so the next process skips the driver's shader compile (atomic replace)."""
+        import os
+        import tempfile
+
+        path = self._pipeline_cache_path()
+        if path is None or not self.programs:
+            return
+        lib, ffi = self.vk.lib, self.ffi
+        size = ffi.new("size_t*")
+        if lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, ffi.NULL) != 0 or not size[0]:
+            return
+        data = ffi.new("char[]", size[0])
+        if lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, data) != 0:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(ffi.buffer(data, size[0]))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only or full disk only costs a recompile next time
 
     def info(self) -> dict[str, Any]:
         lim = self.limits
         return {
-            "name": self.phys.name, "type": self.phys.type, "api_version": _version(self.phys.api),
+            "name": self.phys.name, "type": self.phys.type, "api_version": version_text(self.phys.api),
             "driver": self.driver, "subgroup_size": self.subgroup_size,
             "max_group_size": tuple(lim.maxComputeWorkGroupSize[i] for i in range(3)),
             "max_group_invocations": lim.maxComputeWorkGroupInvocations,
@@ -378,7 +343,9 @@ class VulkanContext:
                               f"gives at most {lim.maxPushConstantsSize}")
 
     def program(self, spk) -> Program:
-        prog = self.programs.get(spk)
+        # keyed by what the module and its layouts depend on, so equal modules share one program
+        key = (bytes(spk.words), spk.entry, tuple(b.binding for b in spk.buffers), spk.push_size)
+        prog = self.programs.get(key)
         if prog is not None:
             return prog
         vk = self.vk
@@ -398,7 +365,7 @@ class VulkanContext:
         layout = vk.vkCreatePipelineLayout(self.device, vk.VkPipelineLayoutCreateInfo(
             setLayoutCount=1, pSetLayouts=[set_layout], pushConstantRangeCount=1 if spk.push_size else 0,
             pPushConstantRanges=ranges if spk.push_size else None), None)
-        prog = self.programs[spk] = Program(module, set_layout, layout)
+        prog = self.programs[key] = Program(module, set_layout, layout)
         return prog
 
     def pipeline(self, spk, prog: Program, group: tuple[int, int, int]):
@@ -546,6 +513,7 @@ class VulkanContext:
         self._destroyed = True
         vk, dev = self.vk, self.device
         vk.vkDeviceWaitIdle(dev)
+        self._write_pipeline_cache()
         for prog in self.programs.values():
             for pipe in prog.pipelines.values():
                 vk.vkDestroyPipeline(dev, pipe, None)
@@ -568,35 +536,3 @@ class VulkanContext:
         vk.vkDestroyCommandPool(dev, self.cmd_pool, None)
         vk.vkDestroyDevice(dev, None)
         vk.vkDestroyInstance(self.instance, None)
-
-
-def uses_local_size_id(words: bytes) -> bool:
-    """Whether a module has ``OpExecutionModeId ... LocalSizeId`` (a scan of the instruction stream)."""
-    w = np.frombuffer(bytes(words), dtype="<u4")
-    i = 5  # after the header
-    while i < len(w):
-        count, op = int(w[i]) >> 16, int(w[i]) & 0xFFFF
-        if op == 331 and count >= 3 and int(w[i + 2]) == 38:  # OpExecutionModeId, LocalSizeId
-            return True
-        if op == 54 or count == 0:  # OpFunction: execution modes all come before the first function
-            return False
-        i += count
-    return False
-
-
-def pack_push(spk, scalars: dict[str, Any], grid: tuple[int, int, int]) -> bytes:
-    """The push-constant block: Iron scalars by name, then ``iron_n0..2`` (exact grid sizes, i32)."""
-    data = bytearray(spk.push_size)
-    codes = {"i32": "<i", "u32": "<I", "f32": "<f"}
-    for p in spk.push:
-        if p.name.startswith("iron_n") and p.name[6:].isdigit():
-            value = int(grid[int(p.name[6:])])
-        elif p.name in scalars:
-            value = scalars[p.name]
-        else:
-            raise LaunchError(f"{spk.entry}: no value for push constant '{p.name}'")
-        code = codes.get(str(p.dtype))
-        if code is None:
-            raise LaunchError(f"{spk.entry}: push constant '{p.name}' has unsupported type {p.dtype}")
-        struct.pack_into(code, data, p.offset, value.item() if isinstance(value, np.generic) else value)
-    return bytes(data)

@@ -20,9 +20,9 @@ def rng() -> np.random.Generator:
 
 
 def _test_backends() -> list[str]:
-    """Backends the conformance suite runs on: ``IRON_TEST_BACKENDS`` (comma-separated), default the interpreter.
-    The GPU script sets e.g. ``IRON_TEST_BACKENDS=cpu,cuda``; CI has no GPU and runs ``cpu``."""
-    names = os.environ.get("IRON_TEST_BACKENDS", "cpu")
+    """Backends the conformance suite runs on: ``IRON_TEST_BACKENDS`` (comma-separated), by default every backend,
+    each skipping where it cannot run (CI: the interpreter and Vulkan on lavapipe; a GPU machine adds CUDA)."""
+    names = os.environ.get("IRON_TEST_BACKENDS", "cpu,vulkan,cuda")
     return [n.strip() for n in names.split(",") if n.strip()]
 
 

@@ -58,6 +58,34 @@ F32_UNIT = 2**-24
 # One float64 rounding: the oracle's own error and the interpreter's float64 fma before its final rounding.
 F64_UNIT = 2**-53
 
+# Backend allowances, where the backend's own specification permits less than the interpreter's exact results:
+# - Vulkan (SPIR-V GLSL.std.450, Vulkan spec "Precision and Operation of SPIR-V Instructions"): log/log2 are 3 ulp
+#   outside [0.5, 2] and 2^-21 absolute inside it; tanh inherits the error of its exp formulation. VULKAN_MATH_ERR
+#   (2^-21 absolute plus 2^-21 relative) is added for those functions.
+# - Vulkan: GLSL.std.450 Fma need not be fused ("may differ from a * b + c" is allowed either way), so fma gets one
+#   extra f32 rounding of the product.
+# - lavapipe (Mesa 22.3's llvmpipe) folds x + 0.0 to x and x * 0.0 to 0.0 (for inf and NaN too) although the
+#   module declares SignedZeroInfNanPreserve, so on that driver the sign of zero results is not checked and x * 0.0
+#   is checked on finite x only (all other values, infinities and NaNs still are).
+VULKAN_MATH_ERR = 2**-21
+VULKAN_LOOSE_MATH = {"log", "log2", "tanh"}
+
+
+def ignores_signed_zero(backend: str) -> bool:
+    """Whether the backend's device is known to drop -0.0 + 0.0 = +0.0 (see the allowances above)."""
+    if backend != "vulkan":
+        return False
+    from iron.runtime import get_backend
+
+    return "llvmpipe" in str(get_backend("vulkan").info().get("name", ""))
+
+
+def assert_exact_but_zero_sign(got, want, what: str = "out"):
+    """assert_exact, except that -0.0 and +0.0 count as equal."""
+    g, w = f64(np.asarray(got)), np.asarray(want, np.float64)
+    assert_exact(np.where(g == 0, 0.0, g), np.where(w == 0, 0.0, w), what)
+
+
 # Integer outputs cannot hold NaN: they are poisoned with the bit pattern 0xDEADBEEF instead (int_poisoned), and an
 # element still holding it where the oracle does not counts as never written.
 POISON_BITS = 0xDEADBEEF
@@ -201,6 +229,8 @@ def test_unary_math(backend, op, dtype, rng):
     want = UNARY_ORACLES[op](f64(x))
     if op in EXACT_UNARY:
         assert_exact(out, want)
+    elif backend == "vulkan" and op in VULKAN_LOOSE_MATH:
+        assert_close(out, want, dtype, math_fn=True, extra=VULKAN_MATH_ERR * (1 + np.abs(want)))
     else:
         assert_close(out, want, dtype, math_fn=True)
 
@@ -221,7 +251,8 @@ def test_minmax_fma(backend, dtype, rng):
     assert_exact(hi, np.maximum(np.maximum(A, B), C), "hi")
     # one rounding of the exact a*b+c; the float64 evaluations (the oracle's, and the interpreter's before its final
     # rounding) each add at most F64_UNIT * (|a*b| + |c|)
-    assert_close(fused, A * B + C, dtype, extra=2 * F64_UNIT * (np.abs(A * B) + np.abs(C)), what="fused")
+    unfused = F32_UNIT * np.abs(A * B) if backend == "vulkan" else 0.0  # see the allowances at the top
+    assert_close(fused, A * B + C, dtype, extra=2 * F64_UNIT * (np.abs(A * B) + np.abs(C)) + unfused, what="fused")
 
 
 def test_where_select(backend, dtype, rng):
@@ -313,10 +344,15 @@ def test_ieee_special_values_survive_constant_arithmetic(backend, scale, bias, d
     # a fresh kernel object: its variant cache cannot hand out another test's variant (see the xfail below)
     iron.kernel(K.ieee_affine.fn)[n](x, scaled, plus, minus, scale, bias, backend=backend)
     v = f64(x)
+    additive = assert_exact_but_zero_sign if ignores_signed_zero(backend) else assert_exact
     with np.errstate(invalid="ignore"):
-        assert_exact(scaled, v * scale, "x * SCALE")
-        assert_exact(plus, f64(as_dtype(v + bias, dtype)), "x + BIAS")
-        assert_exact(minus, f64(as_dtype(v - bias, dtype)), "x - BIAS")
+        if ignores_signed_zero(backend) and scale == 0.0:  # the driver folds x * 0.0 to 0.0 even for inf and NaN
+            finite = np.isfinite(v)
+            additive(f64(scaled)[finite], (v * scale)[finite], "x * SCALE (finite x)")
+        else:
+            additive(scaled, v * scale, "x * SCALE")
+        additive(plus, f64(as_dtype(v + bias, dtype)), "x + BIAS")
+        additive(minus, f64(as_dtype(v - bias, dtype)), "x - BIAS")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -425,6 +461,12 @@ def test_transpose_through_shared(backend, dtype, rng):
 
 def test_shared_array_over_48_kib(backend, dtype, rng):
     tiles, block, tile = 3, 256, 16384
+    if backend == "vulkan":
+        from iron.runtime import get_backend
+
+        limit = get_backend("vulkan").info().get("max_shared_bytes") or 0
+        if limit < tile * 4:
+            pytest.skip(f"this Vulkan device gives a group {limit} bytes of shared memory, the kernel needs {tile * 4}")
     x = as_dtype(rng.standard_normal(tiles * tile), dtype)
     out = poisoned(tiles * tile, dtype)
     K.reverse_tiles[tiles * block, block](x, out, block, tile, backend=backend)
@@ -862,7 +904,11 @@ def test_constexpr_values_equal_in_python_but_distinct_get_their_own_variant(bac
     for bias in (0.0, -0.0):
         scaled, plus, minus = (np.full_like(x, np.nan) for _ in range(3))
         k[x.size](x, scaled, plus, minus, 1.0, bias, backend=backend)
-        assert_exact(plus, x.astype(np.float64) + bias, f"x + {bias!r}")
+        if ignores_signed_zero(backend):
+            # the driver cannot show the difference; the two variants must still exist (checked on the IR below)
+            assert_exact_but_zero_sign(plus, x.astype(np.float64) + bias, f"x + {bias!r}")
+        else:
+            assert_exact(plus, x.astype(np.float64) + bias, f"x + {bias!r}")
     assert "BIAS=-0.0" in k.ir(SCALE=1.0, BIAS=-0.0)
     c = iron.kernel(K.constexpr_affine.fn)
     c.ir(SCALE=2, SQUARE=True)

@@ -133,6 +133,14 @@ class SpirvEmitter(ValueOps):
         interface = [self.interface[k] for k in sorted(self.interface)]
         b.entry_point("GLCompute", fn, self.k.name, interface)
         b.execution_mode(fn, "LocalSize", 1, 1, 1)  # overridden by the WorkgroupSize built-in
+        # keep IEEE signed zeros, infinities and NaNs through f32 arithmetic (x + 0.0 must give +0.0 for x = -0.0),
+        # as the interpreter and CUDA do; without it drivers may fold such identities (lavapipe does). Vulkan 1.2
+        # devices report shaderSignedZeroInfNanPreserveFloat32 (lavapipe and NVIDIA do).
+        self.capability("SignedZeroInfNanPreserve")
+        b.extension("SPV_KHR_float_controls")
+        b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
+        if "Float16" in b.capabilities:
+            b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
         b.name(fn, self.k.name)
         words = b.build()
         push_fields = tuple(SpirvPush(name, 4 * i, st) for i, (name, st) in enumerate(push))

@@ -45,7 +45,12 @@ class Backend:
         raise LaunchError(f"backend '{self.name}' has no binary to compile")
 
 
+#: other names a backend answers to (``iron inspect --backend spirv`` shows the Vulkan backend's SPIR-V)
+ALIASES = {"spirv": "vulkan", "cu": "cuda", "interpreter": "cpu"}
+
+
 def get_backend(name: str) -> Backend:
+    name = ALIASES.get(name, name)
     be = _INSTANCES.get(name)
     if be is not None:
         return be

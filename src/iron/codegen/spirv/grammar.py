@@ -45,19 +45,33 @@ def _value(v: int | str) -> int:
 
 @lru_cache(maxsize=1)
 def grammar() -> Grammar:
-    """The parsed grammar (cached for the process)."""
+    """The grammar tables (cached for the process): the ones shipped with Iron (``tables.json``, generated from the
+    Khronos grammar by ``scripts/gen_spirv_tables.py``), so emission needs no SPIR-V SDK and does not depend on the
+    machine; ``IRON_SPIRV_GRAMMAR_DIR`` reads a grammar folder instead."""
+    if os.environ.get("IRON_SPIRV_GRAMMAR_DIR"):
+        return system_grammar()
+    tables = json.loads((Path(__file__).parent / "tables.json").read_text())
+    return _build(tables["version"], tables["opcodes"], tables["enums"], tables["glsl"])
+
+
+def system_grammar() -> Grammar:
+    """The grammar read from the installed Khronos JSON (``_grammar_dir``); raises FileNotFoundError without it."""
     d = _grammar_dir()
     core = json.loads((d / "spirv.core.grammar.json").read_text())
     glsl = json.loads((d / "extinst.glsl.std.450.grammar.json").read_text())
-    opcodes = {i["opname"]: i["opcode"] for i in core["instructions"]}
-    enums: dict[str, dict[str, int]] = {}
+    enums: dict[str, dict[str, int | str]] = {}
     for kind in core["operand_kinds"]:
         if "enumerants" in kind:
-            enums[kind["kind"]] = {e["enumerant"]: _value(e["value"]) for e in kind["enumerants"]}
+            enums[kind["kind"]] = {e["enumerant"]: e["value"] for e in kind["enumerants"]}
+    return _build((core["major_version"], core["minor_version"]), {i["opname"]: i["opcode"] for i in
+                  core["instructions"]}, enums, {i["opname"]: i["opcode"] for i in glsl["instructions"]})
+
+
+def _build(version, opcodes: dict[str, int], enums: dict[str, dict[str, int | str]], glsl: dict[str, int]) -> Grammar:
     return Grammar(
-        version=(core["major_version"], core["minor_version"]),
-        opcodes=opcodes,
+        version=tuple(version),
+        opcodes=dict(opcodes),
         opnames={v: k for k, v in sorted(opcodes.items(), key=lambda kv: kv[0], reverse=True)},
-        enums=enums,
-        glsl={i["opname"]: i["opcode"] for i in glsl["instructions"]},
+        enums={kind: {name: _value(v) for name, v in values.items()} for kind, values in enums.items()},
+        glsl=dict(glsl),
     )

@@ -1,4 +1,4 @@
-"""``iron``: inspect kernels, run the benchmark, list devices."""
+"""``iron``: inspect kernels, run the benchmark and the oracle tests, save and compare baselines, list devices."""
 
 from __future__ import annotations
 
@@ -53,17 +53,112 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
         click.echo(k.ir(dtype=dtype, **constexprs), nl=False)
 
 
+_FILTER_HELP = "Only kernels whose name contains this text, or matches it as a glob (std/*/exp)."
+
+
 @cli.command()
-@click.option("--filter", "pattern", default=None, help="Only kernels whose name contains this text.")
+@click.option("--filter", "pattern", default=None, help=_FILTER_HELP)
 @click.option("--backend", default=None, help="Backend to run on (default: the best present).")
 @click.option("--dtype", "dtypes", multiple=True, help="Only these dtypes (repeatable).")
 @click.option("--json", "json_path", default=None, help="Also write the results as JSON to this file.")
-def bench(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], json_path: str | None) -> None:
-    """Time the standard kernels against their reference and check them against their oracle."""
+@click.option("-v", "--verbose", is_flag=True,
+              help="Add %BW of the measured copy ceiling, arithmetic intensity (FLOP/B) and a verdict per row.")
+def bench(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], json_path: str | None,
+          verbose: bool) -> None:
+    """Time the registered kernels against their reference and check them against their oracle.
+
+    Every run is also saved as the last run (for `iron snap` and `iron diff`).
+    """
     from ..bench.runner import run_bench
 
-    ok = run_bench(pattern=pattern, backend=backend, dtypes=dtypes, json_path=json_path)
+    ok = run_bench(pattern=pattern, backend=backend, dtypes=dtypes, json_path=json_path, verbose=verbose)
     sys.exit(0 if ok else 1)
+
+
+@cli.command("test")
+@click.option("--filter", "pattern", default=None, help=_FILTER_HELP)
+@click.option("--backend", default=None, help="Backend to run on (default: the best present).")
+@click.option("--dtype", "dtypes", multiple=True, help="Only these dtypes (repeatable).")
+@click.option("--seed", type=int, default=None, help="Seed of the random inputs (default: fresh; printed).")
+def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], seed: int | None) -> None:
+    """Check every registered kernel against its NumPy float64 oracle: every dtype, every host shape.
+
+    Exits 1 if any row is outside its tolerance (or fails to run), printing its max abs/rel error and worst index.
+    """
+    import numpy as np
+
+    from ..bench.conformance import print_tests, run_tests
+    from ..runtime import best_backend
+
+    backend = backend or best_backend()
+    seed = seed if seed is not None else int(np.random.SeedSequence().entropy % (1 << 63))
+    rows = run_tests(pattern=pattern, backend=backend, dtypes=dtypes, rng=np.random.default_rng(seed))
+    if not rows:
+        click.echo(f"no registered kernel matches {pattern!r}", err=True)
+        sys.exit(1)
+    print_tests(rows, backend)
+    click.echo(f"seed: {seed} (replay with --seed {seed})")
+    sys.exit(0 if all(r.ok for r in rows) else 1)
+
+
+@cli.command()
+@click.argument("name", default="default")
+def snap(name: str) -> None:
+    """Save the last `iron bench` run as the baseline NAME (default: "default"), with GPU, driver, git sha and date."""
+    from ..bench import baseline
+
+    try:
+        path = baseline.snap(name)
+    except (FileNotFoundError, ValueError) as e:
+        click.echo(f"iron snap: {e}", err=True)
+        sys.exit(1)
+    doc = baseline.load(path, "baseline")
+    click.echo(f"saved baseline '{name}' ({len(doc.get('rows', []))} rows, backend {doc.get('backend')}, "
+               f"{doc.get('gpu', '?')}, git {str(doc.get('git_sha', '?'))[:12]}, {doc.get('date', '?')}) to {path}")
+
+
+@cli.command()
+@click.argument("name", default="default")
+@click.option("--threshold", default=10.0, show_default=True, metavar="PCT",
+              help="Percent change in Iron time beyond which a row is a regression (slower) or an improvement.")
+def diff(name: str, threshold: float) -> None:
+    """Compare the last `iron bench` run with the baseline NAME, row by row (kernel x shape x dtype).
+
+    Exits 1 if any row is slower by more than the threshold or fails its oracle where the baseline passed.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..bench import baseline
+
+    try:
+        base = baseline.load(baseline.baseline_path(name), "baseline")
+        now = baseline.load(baseline.last_run_path(), "last run")
+    except (FileNotFoundError, ValueError) as e:
+        click.echo(f"iron diff: {e}", err=True)
+        sys.exit(1)
+    rows = baseline.diff(base, now, threshold)
+    table = Table(title=f"iron diff — last run ({now.get('date', '?')}) vs baseline '{name}' ({base.get('date', '?')})")
+    for col in ("Row", "base(µs)", "now(µs)", "change", "verdict"):
+        table.add_column(col, justify="left" if col in ("Row", "verdict") else "right")
+    colour = {"regression": "red", "fails now": "red", "improvement": "green"}
+    for r in rows:
+        table.add_row(r.key, f"{r.base_us:.1f}" if r.base_us is not None else "-",
+                      f"{r.now_us:.1f}" if r.now_us is not None else "-",
+                      f"{r.change_pct:+.1f}%" if r.change_pct is not None else "-",
+                      f"[{colour[r.verdict]}]{r.verdict}" if r.verdict in colour else r.verdict)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    if base.get("backend") != now.get("backend") or base.get("gpu") != now.get("gpu"):
+        click.echo(f"note: baseline ran on {base.get('backend')} / {base.get('gpu')}, the last run on "
+                   f"{now.get('backend')} / {now.get('gpu')}")
+    bad = [r for r in rows if r.verdict in ("regression", "fails now")]
+    better = [r for r in rows if r.verdict == "improvement"]
+    for r in bad:
+        detail = f"{r.change_pct:+.1f}% slower" if r.verdict == "regression" else "fails its oracle now"
+        click.echo(f"{r.verdict.upper()}: {r.key}: {detail}")
+    click.echo(f"{len(bad)} regressions, {len(better)} improvements beyond {threshold:g}% "
+               f"({len(rows)} rows compared)")
+    sys.exit(1 if bad else 0)
 
 
 @cli.command()
@@ -93,6 +188,11 @@ def device() -> None:
             detail = f"NumPy interpreter, SIMD width {simd_width()} (IRON_CPU_SIMD_WIDTH)"
         table.add_row(name, "[green]available" if reason is None else f"[red]unavailable[/]: {reason}", detail)
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+from .build_cmd import build  # noqa: E402 - the command lives in its own module
+
+cli.add_command(build)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ Quick start::
 from __future__ import annotations
 
 from . import cuda
+from .bench.registry import InputGen, bench, test_kernel  # noqa: E402 - `iron.bench` is the decorator
 from .errors import CompileError, ExecutionError, IronError, LaunchError
 from .frontend import IronFunc, KernelFunction, func, kernel
 from .lang import *  # noqa: F403
@@ -25,5 +26,5 @@ from .lang import BUILTINS, FLOAT_DTYPES, DTypeVar, T, Tensor, bf16, constexpr, 
 __version__ = "0.1.0"
 
 __all__ = ["BUILTINS", "CompileError", "DTypeVar", "ExecutionError", "FLOAT_DTYPES", "IronError", "IronFunc",
-           "KernelFunction", "LaunchError", "T", "Tensor", "bf16", "constexpr", "cuda", "f16", "f32", "func", "i32",
-           "kernel", "u32", *BUILTINS]
+           "InputGen", "KernelFunction", "LaunchError", "T", "Tensor", "bench", "bf16", "constexpr", "cuda", "f16",
+           "f32", "func", "i32", "kernel", "test_kernel", "u32", *BUILTINS]

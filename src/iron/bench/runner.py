@@ -1,4 +1,4 @@
-"""``iron bench``: every std kernel, shape and dtype beside its reference, checked against its oracle.
+"""``iron bench``: every registered kernel, shape and dtype beside its reference, checked against its oracle.
 
 On the CPU backends: host wall-clock (median of repeats after a warm-up) against NumPy. On CUDA: inputs live on the
 device as torch tensors, both Iron and the torch reference are timed with CUDA events (median after a warm-up), and
@@ -18,7 +18,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from ..frontend import kernel
 from ..ir import types as t
+from ..lang import Tensor, f32, program_id
+from .checking import compare
 
 
 def _time(fn, repeats: int) -> float:
@@ -87,10 +90,19 @@ def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, flo
 
 def check(out: np.ndarray, expected: np.ndarray, tol: tuple[float, float]) -> tuple[bool, float]:
     """(within atol + rtol*|expected| everywhere, max abs error); NaN anywhere in ``out`` fails."""
-    got = out.astype(np.float64)
-    err = np.abs(got - expected)
-    ok = bool(np.all(np.isfinite(got)) and np.all(err <= tol[0] + tol[1] * np.abs(expected)))
-    return ok, float(np.nanmax(err)) if err.size else 0.0
+    result = compare(out, expected, tol)
+    return result.ok, result.max_abs
+
+
+@kernel
+def _empty(out: Tensor[f32]):
+    out[program_id(0)] = 0.0
+
+
+def launch_overhead(backend: str, repeats: int = 5) -> float:
+    """Seconds for one launch of a one-thread kernel: the floor under every row's time."""
+    out = np.zeros(1, dtype=np.float32)
+    return _time(lambda: _empty[1](out, backend=backend), repeats)
 
 
 def _git_sha() -> str:
@@ -100,51 +112,98 @@ def _git_sha() -> str:
         return "unknown"
 
 
+def _device_fields(backend: str) -> dict:
+    """GPU and driver for the JSON (what ``iron snap`` records with a baseline)."""
+    from ..runtime import get_backend
+
+    try:
+        info = get_backend(backend).info() if backend != "cpu" else {}
+    except Exception:
+        info = {}
+    return {"gpu": info.get("name", platform.processor() or platform.machine()),
+            "driver": info.get("driver", info.get("driver_version", "n/a"))}
+
+
 def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tuple[str, ...] = (),
-              json_path: str | None = None, repeats: int = 5) -> bool:
-    """Run the bench, print a table, optionally write JSON. Returns whether every row matched its oracle."""
+              json_path: str | None = None, repeats: int = 5, verbose: bool = False) -> bool:
+    """Run the bench, print a table, write JSON (always to the last-run file, which ``iron snap``/``iron diff``
+    read; also to ``json_path``). Returns whether every row matched its oracle."""
     from ..runtime import best_backend
-    from ..std.registry import load_all
+    from .baseline import save_last_run
+    from .registry import selected
+    from .roofline import copy_ceiling, verdict
 
     backend = backend or best_backend()
     import sys
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = Console(width=None if sys.stdout.isatty() else 200)
     device = backend == "cuda" and _have_torch()
     timing = "CUDA events" if device else "host wall-clock"
     table = Table(title=f"iron bench — backend {backend} ({timing}, median of {repeats})")
-    for col in ("Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "max err",
-                "ok"):
-        table.add_column(col, justify="right" if col not in ("Kernel", "ok") else "left")
+    cols = ["Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "GFLOP/s",
+            "max err", "ok"]
+    if verbose:
+        cols[-1:-1] = ["%BW", "FLOP/B", "verdict"]
+        ceiling = copy_ceiling(backend)
+        launch_s = launch_overhead(backend, repeats)
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("Kernel", "ok", "verdict") else "right")
     rows, all_ok = [], True
     rng = np.random.default_rng()
-    for entry in load_all():
-        if pattern and pattern not in entry.name:
-            continue
+    for entry in selected(pattern, benched=True):
         for dname in entry.dtypes:
             if dtypes and dname not in dtypes:
                 continue
             dtype = t.SCALAR_TYPES[dname].np_dtype
             for shape in (entry.device_shapes or entry.shapes) if device else entry.shapes:
                 inputs = entry.make(shape, dtype, rng)
-                iron_s, ref_s, out = measure(entry, inputs, backend, repeats)
-                ok, err = check(out, entry.oracle(inputs), entry.tolerance[dname])
+                nbytes, flops = entry.count_bytes(shape, dtype.itemsize), entry.count_flops(shape)
+                try:
+                    iron_s, ref_s, out = measure(entry, inputs, backend, repeats)
+                    result = compare(out, entry.oracle(inputs), entry.tolerance[dname]) if entry.oracle else None
+                except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
+                    all_ok = False
+                    row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "ok": False,
+                           "error": f"{type(e).__name__}: {e}"}
+                    rows.append(row)
+                    table.add_row(entry.name, "x".join(map(str, shape)), dname, *["-"] * (len(cols) - 4),
+                                  "[red]ERROR")
+                    console.print(f"{entry.name} {dname} {shape}: {row['error']}", markup=False, highlight=False)
+                    continue
+                ok = result.ok if result else True
+                err = result.max_abs if result else float("nan")
                 all_ok &= ok
-                nbytes = entry.bytes_moved(shape, dtype.itemsize)
                 row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "iron_us": iron_s * 1e6,
-                       "ref_us": ref_s * 1e6, "iron_gbps": nbytes / iron_s / 1e9, "ref_gbps": nbytes / ref_s / 1e9,
+                       "ref_us": ref_s * 1e6 if ref_s else None, "iron_gbps": nbytes / iron_s / 1e9,
+                       "ref_gbps": nbytes / ref_s / 1e9 if ref_s else None, "gflops": flops / iron_s / 1e9,
                        "max_err": err, "ok": ok}
+                cells = [entry.name, "x".join(map(str, shape)), dname, f"{row['iron_us']:.0f}",
+                         f"{row['ref_us']:.0f}" if ref_s else "-", f"{row['iron_gbps']:.3f}",
+                         f"{row['ref_gbps']:.3f}" if ref_s else "-", f"{100 * ref_s / iron_s:.1f}%" if ref_s else "-",
+                         f"{row['gflops']:.3f}", f"{err:.2e}"]
+                if verbose:
+                    row["pct_bw"] = 100.0 * row["iron_gbps"] / ceiling.copy_gbps
+                    row["intensity"] = flops / nbytes if nbytes else None
+                    row["verdict"] = verdict(iron_s, nbytes, flops, ceiling.copy_gbps, launch_s)
+                    cells += [f"{row['pct_bw']:.1f}%", f"{row['intensity']:.2f}" if nbytes else "-", row["verdict"]]
                 rows.append(row)
-                table.add_row(entry.name, "x".join(map(str, shape)), dname, f"{row['iron_us']:.0f}",
-                              f"{row['ref_us']:.0f}", f"{row['iron_gbps']:.3f}", f"{row['ref_gbps']:.3f}",
-                              f"{100 * ref_s / iron_s:.1f}%", f"{err:.2e}", "[green]ok" if ok else "[red]FAIL")
+                table.add_row(*cells, "[green]ok" if ok else "[red]FAIL")
+                if result and not ok:
+                    console.print(f"{entry.name} {dname} {shape}: {result.describe()}", markup=False, highlight=False)
     console.print(table)
     ref_name = "torch on the same GPU" if device else "NumPy on the host CPU"
     console.print(f"Reference: {ref_name}. Iron % = reference time / Iron time.")
+    doc = {"date": datetime.now(UTC).isoformat(), "backend": backend, "host": platform.node(),
+           "cpu": platform.processor() or platform.machine(), **_device_fields(backend), "git_sha": _git_sha(),
+           "command": "iron " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("iron") else "iron bench",
+           "timing": f"{timing} median", "reference": ref_name, "rows": rows}
+    if verbose:
+        doc["ceiling"] = {"copy_gbps": ceiling.copy_gbps, "how": ceiling.how, "launch_us": launch_s * 1e6}
+        console.print(f"%BW: of the measured copy ceiling {ceiling.copy_gbps:.1f} GB/s ({ceiling.how}). "
+                      f"Launch overhead {launch_s * 1e6:.0f} µs (an empty kernel); verdict: launch-bound below "
+                      f"3x that, memory-bound at >= 50% BW, compute-bound at >= 8 FLOP/B, else latency-bound.")
+    save_last_run(doc)
     if json_path:
-        doc = {"date": datetime.now(UTC).isoformat(), "backend": backend, "host": platform.node(),
-               "cpu": platform.processor() or platform.machine(), "git_sha": _git_sha(), "command": "iron bench",
-               "timing": f"{timing} median", "reference": ref_name, "rows": rows}
         with open(json_path, "w") as f:
             json.dump(doc, f, indent=2)
     return all_ok

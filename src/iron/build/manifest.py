@@ -151,7 +151,11 @@ def manifest_text(manifest: dict[str, Any]) -> str:
                   f"shared_dynamic {a['shared_bytes']['dynamic']}"]
         lines += [f"constexpr {k} {_token(v)}" for k, v in sorted(a["constexprs"].items())]
         for arg in a["args"]:  # arg NAME KIND DTYPE ACCESS [binding N | offset N]
-            extra = f" binding {arg['binding']}" if "binding" in arg else f" offset {arg['offset']}" if "offset" in arg else ""
+            extra = ""
+            if "binding" in arg:
+                extra = f" binding {arg['binding']}"
+            elif "offset" in arg:
+                extra = f" offset {arg['offset']}"
             lines.append(f"arg {arg['name']} {arg['kind']} {arg['dtype']} {arg['access']}{extra}")
         if "vulkan" in a:
             vk = a["vulkan"]

@@ -1,12 +1,9 @@
-"""Iron's standard kernel library. Each module defines kernels plus a ``StdKernel`` entry per kernel: shapes,
-input maker, launcher, NumPy float64 oracle and reference, tolerances and bytes moved, read by ``iron bench``.
-
-(The full registration API — ``@iron.bench``/``@iron.test_kernel`` — is built by the harness issue; this small
-registry is what the spine's bench runs.)
-"""
+"""Iron's standard kernel library, one module per family. Each kernel is registered for ``iron bench`` and
+``iron test`` with ``iron.bench.registry``'s ``@bench``/``@test_kernel``: setup, launch, NumPy float64 oracle,
+NumPy and torch references, tolerances per dtype, shapes, bytes and flops."""
 
 from __future__ import annotations
 
-from .registry import STD_KERNELS, StdKernel
+from .registry import load_all
 
-__all__ = ["STD_KERNELS", "StdKernel"]
+__all__ = ["load_all"]

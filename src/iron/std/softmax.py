@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
+from ..bench.registry import InputGen, bench, test_kernel
 from ..frontend import kernel
 from ..lang import T, Tensor, barrier, constexpr, exp, f32, group_id, local_id, shared
-from .registry import StdKernel, register
 
 
 @kernel
@@ -48,12 +48,17 @@ def softmax(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr):
         out[base + c] = exp(x[base + c] - m) * inv
 
 
+#: threads per group (one group per row); a power of two
 BLOCK = 256
 
 
-def _make(shape, dtype, rng):
-    x = (rng.standard_normal(shape) * 4).astype(dtype)
-    return {"x": x, "out": np.full_like(x, np.nan)}
+def _setup(gen: InputGen) -> dict[str, np.ndarray]:
+    return {"x": gen.random(scale=4.0), "out": gen.poisoned()}
+
+
+def _launch(d, backend: str) -> None:
+    rows, ncols = d["x"].shape
+    softmax[rows * BLOCK, BLOCK](d["x"], d["out"], ncols, BLOCK, backend=backend)
 
 
 def _oracle(d):
@@ -68,16 +73,11 @@ def _reference(d):
     return (e / e.sum(axis=1, keepdims=True)).astype(d["x"].dtype)
 
 
-register(StdKernel(
-    name="std/softmax/row",
-    shapes=[(256, 1024), (1024, 1024)],
-    device_shapes=[(4096, 4096), (16384, 8192)],
-    make=_make,
-    launch=lambda d, backend: softmax[d["x"].shape[0] * BLOCK, BLOCK](d["x"], d["out"], d["x"].shape[1], BLOCK,
-                                                                      backend=backend),
-    oracle=_oracle,
-    reference=_reference,
-    bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
-    tolerance={"f32": (1e-7, 1e-5), "f16": (1e-4, 2e-3), "bf16": (1e-3, 1.6e-2)},
-    torch_reference=lambda d: __import__("torch").softmax(d["x"], dim=1, out=d["ref_out"]),
-))
+bench("std/softmax/row", setup=_setup, launch=_launch,
+      references={"numpy": _reference, "torch": lambda d: __import__("torch").softmax(d["x"], dim=1, out=d["ref_out"]),
+                  "mlx": "mlx.core.softmax"},
+      bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
+      flops=lambda shape: 5 * int(np.prod(shape)),
+      device_shapes=[(4096, 4096), (16384, 8192)])(softmax)
+test_kernel(oracle=_oracle, domain="signed", shapes=[(256, 1024), (1024, 1024)],
+            tolerance={"f32": (1e-7, 1e-5), "f16": (1e-4, 2e-3), "bf16": (1e-3, 1.6e-2)})(softmax)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..bench.registry import InputGen, bench, test_kernel
 from ..frontend import kernel
 from ..lang import T, Tensor, exp, program_id
-from .registry import StdKernel, register
 
 
 @kernel
@@ -16,19 +16,17 @@ def iron_exp(a: Tensor[T], out: Tensor[T]):
     out[idx] = exp(a[idx])
 
 
-def _make(shape, dtype, rng):
-    a = rng.standard_normal(shape).astype(dtype)
-    return {"a": a, "out": np.full_like(a, np.nan)}
+def _setup(gen: InputGen) -> dict[str, np.ndarray]:
+    return {"a": gen.random(), "out": gen.poisoned()}
 
 
-register(StdKernel(
-    name="std/unary/exp",
-    shapes=[(1 << 16,), (1 << 20,)],
-    device_shapes=[(1 << 20,), (1 << 24,), (1 << 28,)],
-    make=_make,
-    launch=lambda d, backend: iron_exp[int(np.prod(d["a"].shape))](d["a"], d["out"], backend=backend),
-    oracle=lambda d: np.exp(d["a"].astype(np.float64)),
-    reference=lambda d: np.exp(d["a"].astype(np.float32)).astype(d["a"].dtype),
-    bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
-    torch_reference=lambda d: __import__("torch").exp(d["a"], out=d["ref_out"]),
-))
+bench("std/unary/exp", setup=_setup,
+      launch=lambda d, backend: iron_exp[int(np.prod(d["a"].shape))](d["a"], d["out"], backend=backend),
+      references={"numpy": lambda d: np.exp(d["a"].astype(np.float32)).astype(d["a"].dtype),
+                  "torch": lambda d: __import__("torch").exp(d["a"], out=d["ref_out"]),
+                  "mlx": "mlx.core.exp"},
+      bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
+      flops=lambda shape: int(np.prod(shape)),
+      device_shapes=[(1 << 20,), (1 << 24,), (1 << 28,)])(iron_exp)
+test_kernel(oracle=lambda d: np.exp(d["a"].astype(np.float64)), domain="signed", shapes=[(1 << 16,), (1 << 20,)]
+            )(iron_exp)

@@ -1,0 +1,80 @@
+"""``iron test``: every registered kernel with an oracle, in every dtype and host shape, against that oracle."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from ..ir import types as t
+from .checking import Comparison, compare
+from .registry import Registration, selected
+
+
+@dataclass
+class TestRow:
+    kernel: str
+    backend: str
+    dtype: str
+    shape: tuple[int, ...]
+    result: Comparison | None
+    error: str | None = None
+
+    __test__ = False  # pytest: a result row, not a test class
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.result is not None and self.result.ok
+
+    def describe(self) -> str:
+        return f"error: {self.error}" if self.error else self.result.describe()
+
+
+def run_case(entry: Registration, backend: str, dtype: str, shape: tuple[int, ...],
+             rng: np.random.Generator) -> TestRow:
+    """One kernel × dtype × shape on ``backend``; an exception in the launch becomes a failed row, not a crash."""
+    try:
+        arrays = entry.make(shape, t.SCALAR_TYPES[dtype].np_dtype, rng)
+        entry.launch(arrays, backend)
+        result = compare(arrays[entry.output], entry.oracle(arrays), entry.tolerance[dtype])
+    except Exception as e:  # a faulting kernel is reported as its row and the run goes on
+        return TestRow(entry.name, backend, dtype, tuple(shape), None, f"{type(e).__name__}: {e}")
+    return TestRow(entry.name, backend, dtype, tuple(shape), result)
+
+
+def run_tests(pattern: str | None = None, backend: str | None = None, dtypes: tuple[str, ...] = (),
+              rng: np.random.Generator | None = None) -> list[TestRow]:
+    from ..runtime import best_backend
+
+    backend = backend or best_backend()
+    rng = rng or np.random.default_rng()
+    rows = []
+    for entry in selected(pattern, tested=True):
+        for dtype in entry.dtypes:
+            if dtypes and dtype not in dtypes:
+                continue
+            for shape in entry.shapes:
+                rows.append(run_case(entry, backend, dtype, shape, rng))
+    return rows
+
+
+def print_tests(rows: list[TestRow], backend: str) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    table = Table(title=f"iron test — backend {backend}, against the float64 oracles")
+    for col in ("Kernel", "dtype", "Shape", "max abs", "max rel", "worst", "ok"):
+        table.add_column(col, justify="left" if col in ("Kernel", "ok") else "right")
+    for row in rows:
+        res = row.result
+        table.add_row(row.kernel, row.dtype, "x".join(map(str, row.shape)),
+                      f"{res.max_abs:.2e}" if res else "-", f"{res.max_rel:.2e}" if res else "-",
+                      ",".join(map(str, res.worst)) if res else "-", "[green]ok" if row.ok else "[red]FAIL")
+    console.print(table)
+    failed = [r for r in rows if not r.ok]
+    for row in failed:
+        shape = "x".join(map(str, row.shape))
+        console.print(f"FAIL {row.kernel} {row.dtype} {shape} on {row.backend}: {row.describe()}", markup=False,
+                      highlight=False)
+    console.print(f"{len(rows) - len(failed)} passed, {len(failed)} failed", highlight=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .discover import discover, module_option
+
 
 def _split(values: tuple[str, ...]) -> list[str]:
     """``--dtype f32,f16 --dtype bf16`` -> ["f32", "f16", "bf16"]."""
@@ -21,13 +23,15 @@ def _split(values: tuple[str, ...]) -> list[str]:
               help="Value of a constexpr parameter (repeatable); defaults to the kernel module's global NAME.")
 @click.option("--out", "out_dir", default="iron-build", show_default=True, type=click.Path(file_okay=False),
               help="Folder for the artifacts and manifest.json / manifest.txt.")
+@module_option
 def build(kernel_specs: tuple[str, ...], backends: tuple[str, ...], dtypes: tuple[str, ...],
-          defines: tuple[str, ...], out_dir: str) -> None:
+          defines: tuple[str, ...], out_dir: str, modules: tuple[str, ...] = ()) -> None:
     """Write ahead-of-time artifacts for kernels: <kernel>_<dtype>.cu and .spv per variant, plus manifest.json
     (entry points, argument bindings, push-constant layout, shared memory, constexprs, hashes) and manifest.txt
     (the same facts, one `key value` per line, for C hosts).
 
-    With no MODULE:KERNEL, builds every kernel of the standard library (iron.std).
+    With no MODULE:KERNEL, builds every kernel of the standard library (iron.std) and of the modules named by
+    --module / IRON_KERNEL_PATH.
     """
     from ..build import WRITERS, std_targets, target_for
     from ..build import build as run_build
@@ -45,7 +49,11 @@ def build(kernel_specs: tuple[str, ...], backends: tuple[str, ...], dtypes: tupl
         if constexprs:
             raise IronError("-D applies to the kernels named on the command line; the std build uses each module's "
                             "own constexpr values")
+        from ..build.targets import kernels_of
+
         targets = std_targets()
+        # user modules from --module / IRON_KERNEL_PATH build beside the standard library
+        targets += [target_for(k) for m in discover(modules) for k in kernels_of(m)]
     manifest = run_build(targets, out_dir, backends=_split(backends) or list(WRITERS), dtypes=_split(dtypes) or None)
     for a in manifest["artifacts"]:
         click.echo(f"{a['file']:<32} {a['backend']:<7} {a['bytes']:>8} bytes  entry {a['entry']}")

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..errors import IronError
+from .discover import discover, module_option
 
 
 class _IronGroup(click.Group):
@@ -26,7 +27,7 @@ def cli() -> None:
     """Iron: GPU kernels written once in Python, run on every backend."""
 
 
-@cli.command()
+@cli.command(short_help="Show a kernel's IR, its passes, or its generated source.")
 @click.argument("kernel_spec", metavar="MODULE:KERNEL")
 @click.option("--dtype", default=None, help="Variant to show for Tensor[T] kernels: f32, f16 or bf16 (default f32).")
 @click.option("--ir", "show_ir", is_flag=True, help="Print the optimised IR (the default view).")
@@ -56,31 +57,35 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
 _FILTER_HELP = "Only kernels whose name contains this text, or matches it as a glob (std/*/exp)."
 
 
-@cli.command()
+@cli.command(short_help="Time kernels vs their reference; check each against its oracle.")
 @click.option("--filter", "pattern", default=None, help=_FILTER_HELP)
 @click.option("--backend", default=None, help="Backend to run on (default: the best present).")
 @click.option("--dtype", "dtypes", multiple=True, help="Only these dtypes (repeatable).")
 @click.option("--json", "json_path", default=None, help="Also write the results as JSON to this file.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Add %BW of the measured copy ceiling, arithmetic intensity (FLOP/B) and a verdict per row.")
+@module_option
 def bench(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], json_path: str | None,
-          verbose: bool) -> None:
+          verbose: bool, modules: tuple[str, ...]) -> None:
     """Time the registered kernels against their reference and check them against their oracle.
 
     Every run is also saved as the last run (for `iron snap` and `iron diff`).
     """
     from ..bench.runner import run_bench
 
+    discover(modules)
     ok = run_bench(pattern=pattern, backend=backend, dtypes=dtypes, json_path=json_path, verbose=verbose)
     sys.exit(0 if ok else 1)
 
 
-@cli.command("test")
+@cli.command("test", short_help="Check every registered kernel against its float64 oracle.")
 @click.option("--filter", "pattern", default=None, help=_FILTER_HELP)
 @click.option("--backend", default=None, help="Backend to run on (default: the best present).")
 @click.option("--dtype", "dtypes", multiple=True, help="Only these dtypes (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed of the random inputs (default: fresh; printed).")
-def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], seed: int | None) -> None:
+@module_option
+def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], seed: int | None,
+             modules: tuple[str, ...]) -> None:
     """Check every registered kernel against its NumPy float64 oracle: every dtype, every host shape.
 
     Exits 1 if any row is outside its tolerance (or fails to run), printing its max abs/rel error and worst index.
@@ -90,6 +95,7 @@ def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], 
     from ..bench.conformance import print_tests, run_tests
     from ..runtime import best_backend
 
+    discover(modules)
     backend = backend or best_backend()
     seed = seed if seed is not None else int(np.random.SeedSequence().entropy % (1 << 63))
     rows = run_tests(pattern=pattern, backend=backend, dtypes=dtypes, rng=np.random.default_rng(seed))
@@ -101,7 +107,7 @@ def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], 
     sys.exit(0 if all(r.ok for r in rows) else 1)
 
 
-@cli.command()
+@cli.command(short_help="Save the last bench run as a named baseline.")
 @click.argument("name", default="default")
 def snap(name: str) -> None:
     """Save the last `iron bench` run as the baseline NAME (default: "default"), with GPU, driver, git sha and date."""
@@ -117,7 +123,7 @@ def snap(name: str) -> None:
                f"{doc.get('gpu', '?')}, git {str(doc.get('git_sha', '?'))[:12]}, {doc.get('date', '?')}) to {path}")
 
 
-@cli.command()
+@cli.command(short_help="Compare the last bench run with a baseline; flag regressions.")
 @click.argument("name", default="default")
 @click.option("--threshold", default=10.0, show_default=True, metavar="PCT",
               help="Percent change in Iron time beyond which a row is a regression (slower) or an improvement.")
@@ -161,7 +167,7 @@ def diff(name: str, threshold: float) -> None:
     sys.exit(1 if bad else 0)
 
 
-@cli.command()
+@cli.command(short_help="List the backends, whether each runs here, and their devices.")
 def device() -> None:
     """List the backends, whether each can run here (and why not), and the devices they see."""
     from rich.console import Console
@@ -191,8 +197,11 @@ def device() -> None:
 
 
 from .build_cmd import build  # noqa: E402 - the command lives in its own module
+from .update import update  # noqa: E402
 
+build.short_help = build.short_help or "Write .cu/.spv artifacts and a manifest for non-Python hosts."
 cli.add_command(build)
+cli.add_command(update)
 
 
 def main() -> None:

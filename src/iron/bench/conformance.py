@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from rich.console import Console
@@ -45,20 +45,37 @@ def run_case(entry: Registration, backend: str, dtype: str, shape: tuple[int, ..
     return TestRow(entry.name, backend, dtype, tuple(shape), result)
 
 
+def test_case(entry: Registration, backend: str, dtype: str, shape: tuple[int, ...], seed: int) -> dict:
+    """:func:`run_case` as a worker answers it (JSON-able): ``{"result": Comparison fields}`` or ``{"error": ...}``."""
+    row = run_case(entry, backend, dtype, shape, np.random.default_rng(seed))
+    return {"error": row.error} if row.error else {"result": asdict(row.result)}
+
+
+def _row(case: dict, backend: str, answer: dict) -> TestRow:
+    shape = tuple(case["shape"])
+    if answer.get("error"):
+        return TestRow(case["kernel"], backend, case["dtype"], shape, None, answer["error"])
+    res = dict(answer["result"], worst=tuple(answer["result"]["worst"]))
+    return TestRow(case["kernel"], backend, case["dtype"], shape, Comparison(**res))
+
+
 def run_tests(pattern: str | None = None, backend: str | None = None, dtypes: tuple[str, ...] = (),
               rng: np.random.Generator | None = None) -> list[TestRow]:
+    """Every case of the selected entries, each run in a worker subprocess (see :mod:`iron.bench.worker`): a kernel
+    that kills its worker is a failed row and the others still run. Each case gets its own seed drawn from ``rng``."""
     from ..runtime import best_backend
+    from .progress import sweep_progress
+    from .worker import run_cases
 
     backend = backend or best_backend()
     rng = rng or np.random.default_rng()
-    rows = []
-    for entry in selected(pattern, tested=True):
-        for dtype in entry.dtypes:
-            if dtypes and dtype not in dtypes:
-                continue
-            for shape in entry.shapes:
-                rows.append(run_case(entry, backend, dtype, shape, rng))
-    return rows
+    entries = selected(pattern, tested=True)
+    cases = [{"kernel": entry.name, "dtype": dtype, "shape": list(shape), "seed": int(rng.integers(1 << 63))}
+             for entry in entries for dtype in entry.dtypes if not dtypes or dtype in dtypes
+             for shape in entry.shapes]
+    with sweep_progress(len(cases), f"iron test on {backend}") as advance:
+        answers = run_cases("test", cases, backend, entries, on_done=advance)
+    return [_row(case, backend, answer) for case, answer in zip(cases, answers)]
 
 
 def print_tests(rows: list[TestRow], backend: str) -> None:

@@ -105,3 +105,56 @@ def verdict(iron_s: float, nbytes: int, flops: int, ceiling_gbps: float, launch_
     if nbytes and flops / nbytes >= COMPUTE_INTENSITY:
         return "compute-bound"
     return "latency-bound"
+
+
+def write_plot(rows: list[dict], ceiling: Ceiling | None, path: str, title: str = "iron bench roofline") -> None:
+    """A roofline chart of bench rows as a PNG (or any format matplotlib infers from ``path``).
+
+    x: arithmetic intensity (FLOP per byte moved, log); y: achieved GFLOP/s (log). The memory roof is the measured
+    copy bandwidth (GB/s × FLOP/B = GFLOP/s), drawn as a line, with the compute-bound intensity
+    (:data:`COMPUTE_INTENSITY`) marked where no matrix rate has been measured. One labelled point per row that has
+    both traffic and work; rows with no FLOPs, no bytes or an error are listed under the chart instead.
+    Raises ImportError naming ``pip install matplotlib`` when matplotlib is missing.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("the roofline chart needs matplotlib: pip install matplotlib "
+                          "(or pip install 'wh-iron[plot]')") from None
+    points, skipped = [], []
+    for row in rows:
+        label = f"{row['kernel']} {'x'.join(map(str, row['shape']))} {row['dtype']}"
+        gflops, gbps = row.get("gflops"), row.get("iron_gbps")
+        if row.get("error") or not gflops or not gbps:
+            skipped.append(label)
+            continue
+        points.append((gflops / gbps, gflops, label, row.get("ok", True)))
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [p[0] for p in points] or [1.0]
+    lo, hi = min(min(xs) / 4, 0.05), max(max(xs) * 4, COMPUTE_INTENSITY * 4)
+    if ceiling is not None:
+        grid = np.geomspace(lo, hi, 64)
+        ax.plot(grid, grid * ceiling.copy_gbps, color="tab:blue",
+                label=f"memory roof: {ceiling.copy_gbps:.1f} GB/s ({ceiling.how})")
+    ax.axvline(COMPUTE_INTENSITY, color="tab:gray", linestyle="--",
+               label=f"compute-bound from {COMPUTE_INTENSITY:g} FLOP/B (no measured matrix rate)")
+    for k, (x, y, label, ok) in enumerate(sorted(points)):
+        ax.scatter([x], [y], color="tab:green" if ok else "tab:red", zorder=3)
+        # neighbours (the shapes of one kernel share an intensity) get staggered labels
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4 - 10 * (k % 3)), fontsize=7)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved GFLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    if skipped:
+        fig.text(0.01, 0.01, "not plotted (no FLOPs or bytes, or failed): " + ", ".join(skipped)[:300], fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -74,18 +74,68 @@ def _have_torch() -> bool:
     return True
 
 
-def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray]:
-    """(Iron seconds, reference seconds, Iron's output as NumPy) for one row."""
+def _vulkan_time(fn, repeats: int) -> float | None:
+    """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed), or None
+    when the queue cannot time (then the caller falls back to host wall-clock)."""
+    from ..runtime import get_backend
+
+    be = get_backend("vulkan")
+    original, dispatched = be.run_spirv, []
+
+    def timed(*args, **kwargs):
+        ms = original(*args, **kwargs)
+        dispatched.append(ms)
+        return ms
+
+    be.run_spirv = timed  # the instance attribute shadows the method for the duration
+    try:
+        fn()  # warm-up: compiles the variant, builds the pipeline
+        samples = []
+        for _ in range(repeats):
+            dispatched.clear()
+            fn()
+            if not dispatched or any(ms is None for ms in dispatched):
+                return None
+            samples.append(sum(dispatched) * 1e-3)
+    finally:
+        del be.run_spirv
+    return statistics.median(samples)
+
+
+HOST_TIMING = "host wall-clock"
+TIMINGS = {"cuda": "CUDA events", "vulkan": "Vulkan timestamp queries"}
+
+
+def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray, str]:
+    """(Iron seconds, reference seconds, Iron's output as NumPy, how Iron was timed) for one row."""
     if backend == "cuda" and entry.torch_reference is not None and _have_torch():
         dev = {k: _to_torch(v) for k, v in inputs.items()}
         dev["ref_out"] = dev[entry.output].clone()
         iron_s = _event_time(lambda: entry.launch(dev, backend), repeats)
         out = _to_numpy(dev[entry.output], inputs[entry.output])
         ref_s = _event_time(lambda: entry.torch_reference(dev), repeats)
-        return iron_s, ref_s, out
-    iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
-    ref_s = _time(lambda: entry.reference(inputs), repeats)
-    return iron_s, ref_s, inputs[entry.output]
+        return iron_s, ref_s, out, TIMINGS["cuda"]
+    iron_s, timing = None, HOST_TIMING
+    if backend == "vulkan":
+        iron_s = _vulkan_time(lambda: entry.launch(inputs, backend), repeats)
+        timing = TIMINGS["vulkan"] if iron_s is not None else HOST_TIMING
+    if iron_s is None:
+        iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
+    ref_s = _time(lambda: entry.reference(inputs), repeats) if entry.reference else None
+    return iron_s, ref_s, inputs[entry.output], timing
+
+
+def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: int, options: dict) -> dict:
+    """One row, as a worker answers it (JSON-able): the times and the oracle check, or ``{"error": ...}``."""
+    try:
+        inputs = entry.make(shape, t.SCALAR_TYPES[dname].np_dtype, np.random.default_rng(seed))
+        iron_s, ref_s, out, timing = measure(entry, inputs, backend, options.get("repeats", 5))
+        result = compare(out, entry.oracle(inputs), entry.tolerance[dname]) if entry.oracle else None
+    except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"iron_s": iron_s, "ref_s": ref_s, "timing": timing, "ok": result.ok if result else True,
+            "max_abs": result.max_abs if result else float("nan"),
+            "failure": result.describe() if result and not result.ok else None}
 
 
 def check(out: np.ndarray, expected: np.ndarray, tol: tuple[float, float]) -> tuple[bool, float]:
@@ -102,7 +152,9 @@ def _empty(out: Tensor[f32]):
 def launch_overhead(backend: str, repeats: int = 5) -> float:
     """Seconds for one launch of a one-thread kernel: the floor under every row's time."""
     out = np.zeros(1, dtype=np.float32)
-    return _time(lambda: _empty[1](out, backend=backend), repeats)
+    launch = lambda: _empty[1](out, backend=backend)  # noqa: E731
+    device_s = _vulkan_time(launch, repeats) if backend == "vulkan" else None  # timed like the rows it is a floor of
+    return device_s if device_s is not None else _time(launch, repeats)
 
 
 def _git_sha() -> str:
@@ -125,78 +177,85 @@ def _device_fields(backend: str) -> dict:
 
 
 def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tuple[str, ...] = (),
-              json_path: str | None = None, repeats: int = 5, verbose: bool = False) -> bool:
+              json_path: str | None = None, repeats: int = 5, verbose: bool = False,
+              plot_path: str | None = None) -> bool:
     """Run the bench, print a table, write JSON (always to the last-run file, which ``iron snap``/``iron diff``
-    read; also to ``json_path``). Returns whether every row matched its oracle."""
-    from ..runtime import best_backend
-    from .baseline import save_last_run
-    from .registry import selected
-    from .roofline import copy_ceiling, verdict
-
-    backend = backend or best_backend()
+    read; also to ``json_path``) and, with ``plot_path`` (or ``IRON_BENCH_PLOT``), a roofline chart. Each row runs
+    in a worker subprocess (:mod:`iron.bench.worker`). Returns whether every row ran and matched its oracle."""
+    import os
     import sys
 
+    from ..runtime import best_backend
+    from .baseline import save_last_run
+    from .progress import sweep_progress
+    from .registry import selected
+    from .roofline import copy_ceiling, verdict
+    from .worker import run_cases
+
+    backend = backend or best_backend()
+    plot_path = plot_path or os.environ.get("IRON_BENCH_PLOT") or None
     console = Console(width=None if sys.stdout.isatty() else 200)
     device = backend == "cuda" and _have_torch()
-    timing = "CUDA events" if device else "host wall-clock"
-    table = Table(title=f"iron bench — backend {backend} ({timing}, median of {repeats})")
+    entries = selected(pattern, benched=True)
+    rng = np.random.default_rng()
+    cases = [{"kernel": entry.name, "dtype": dname, "shape": list(shape), "seed": int(rng.integers(1 << 63))}
+             for entry in entries for dname in entry.dtypes if not dtypes or dname in dtypes
+             for shape in ((entry.device_shapes or entry.shapes) if device else entry.shapes)]
+    with sweep_progress(len(cases), f"iron bench on {backend}") as advance:
+        answers = run_cases("bench", cases, backend, entries, {"repeats": repeats}, on_done=advance)
+    by_name = {entry.name: entry for entry in entries}
+    used = {a["timing"] for a in answers if "timing" in a}
+    timing = " / ".join(sorted(used)) if used else TIMINGS["cuda"] if device else TIMINGS.get(backend, HOST_TIMING)
+    table = Table(title=f"iron bench — backend {backend} (Iron: {timing}, median of {repeats})")
     cols = ["Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "GFLOP/s",
             "max err", "ok"]
+    ceiling = copy_ceiling(backend) if verbose or plot_path else None
     if verbose:
         cols[-1:-1] = ["%BW", "FLOP/B", "verdict"]
-        ceiling = copy_ceiling(backend)
         launch_s = launch_overhead(backend, repeats)
     for col in cols:
         table.add_column(col, justify="left" if col in ("Kernel", "ok", "verdict") else "right")
     rows, all_ok = [], True
-    rng = np.random.default_rng()
-    for entry in selected(pattern, benched=True):
-        for dname in entry.dtypes:
-            if dtypes and dname not in dtypes:
-                continue
-            dtype = t.SCALAR_TYPES[dname].np_dtype
-            for shape in (entry.device_shapes or entry.shapes) if device else entry.shapes:
-                inputs = entry.make(shape, dtype, rng)
-                nbytes, flops = entry.count_bytes(shape, dtype.itemsize), entry.count_flops(shape)
-                try:
-                    iron_s, ref_s, out = measure(entry, inputs, backend, repeats)
-                    result = compare(out, entry.oracle(inputs), entry.tolerance[dname]) if entry.oracle else None
-                except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
-                    all_ok = False
-                    row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "ok": False,
-                           "error": f"{type(e).__name__}: {e}"}
-                    rows.append(row)
-                    table.add_row(entry.name, "x".join(map(str, shape)), dname, *["-"] * (len(cols) - 4),
-                                  "[red]ERROR")
-                    console.print(f"{entry.name} {dname} {shape}: {row['error']}", markup=False, highlight=False)
-                    continue
-                ok = result.ok if result else True
-                err = result.max_abs if result else float("nan")
-                all_ok &= ok
-                row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "iron_us": iron_s * 1e6,
-                       "ref_us": ref_s * 1e6 if ref_s else None, "iron_gbps": nbytes / iron_s / 1e9,
-                       "ref_gbps": nbytes / ref_s / 1e9 if ref_s else None, "gflops": flops / iron_s / 1e9,
-                       "max_err": err, "ok": ok}
-                cells = [entry.name, "x".join(map(str, shape)), dname, f"{row['iron_us']:.0f}",
-                         f"{row['ref_us']:.0f}" if ref_s else "-", f"{row['iron_gbps']:.3f}",
-                         f"{row['ref_gbps']:.3f}" if ref_s else "-", f"{100 * ref_s / iron_s:.1f}%" if ref_s else "-",
-                         f"{row['gflops']:.3f}", f"{err:.2e}"]
-                if verbose:
-                    row["pct_bw"] = 100.0 * row["iron_gbps"] / ceiling.copy_gbps
-                    row["intensity"] = flops / nbytes if nbytes else None
-                    row["verdict"] = verdict(iron_s, nbytes, flops, ceiling.copy_gbps, launch_s)
-                    cells += [f"{row['pct_bw']:.1f}%", f"{row['intensity']:.2f}" if nbytes else "-", row["verdict"]]
-                rows.append(row)
-                table.add_row(*cells, "[green]ok" if ok else "[red]FAIL")
-                if result and not ok:
-                    console.print(f"{entry.name} {dname} {shape}: {result.describe()}", markup=False, highlight=False)
+    for case, answer in zip(cases, answers):
+        entry, dname, shape = by_name[case["kernel"]], case["dtype"], tuple(case["shape"])
+        extra = {"device": answer["device"]} if "device" in answer else {}
+        if answer.get("error"):
+            all_ok = False
+            row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "ok": False, "error": answer["error"],
+                   **extra}
+            rows.append(row)
+            table.add_row(entry.name, "x".join(map(str, shape)), dname, *["-"] * (len(cols) - 4), "[red]ERROR")
+            console.print(f"{entry.name} {dname} {shape}: {row['error']}", markup=False, highlight=False)
+            continue
+        itemsize = t.SCALAR_TYPES[dname].np_dtype.itemsize
+        nbytes, flops = entry.count_bytes(shape, itemsize), entry.count_flops(shape)
+        iron_s, ref_s, ok, err = answer["iron_s"], answer["ref_s"], answer["ok"], answer["max_abs"]
+        all_ok &= ok
+        row = {"kernel": entry.name, "shape": list(shape), "dtype": dname, "iron_us": iron_s * 1e6,
+               "ref_us": ref_s * 1e6 if ref_s else None, "iron_gbps": nbytes / iron_s / 1e9,
+               "ref_gbps": nbytes / ref_s / 1e9 if ref_s else None, "gflops": flops / iron_s / 1e9,
+               "intensity": flops / nbytes if nbytes else None, "max_err": err, "ok": ok,
+               "timing": answer["timing"], **extra}
+        cells = [entry.name, "x".join(map(str, shape)), dname, f"{row['iron_us']:.0f}",
+                 f"{row['ref_us']:.0f}" if ref_s else "-", f"{row['iron_gbps']:.3f}",
+                 f"{row['ref_gbps']:.3f}" if ref_s else "-", f"{100 * ref_s / iron_s:.1f}%" if ref_s else "-",
+                 f"{row['gflops']:.3f}", f"{err:.2e}"]
+        if verbose:
+            row["pct_bw"] = 100.0 * row["iron_gbps"] / ceiling.copy_gbps
+            row["verdict"] = verdict(iron_s, nbytes, flops, ceiling.copy_gbps, launch_s)
+            cells += [f"{row['pct_bw']:.1f}%", f"{row['intensity']:.2f}" if nbytes else "-", row["verdict"]]
+        rows.append(row)
+        table.add_row(*cells, "[green]ok" if ok else "[red]FAIL")
+        if answer.get("failure"):
+            console.print(f"{entry.name} {dname} {shape}: {answer['failure']}", markup=False, highlight=False)
     console.print(table)
     ref_name = "torch on the same GPU" if device else "NumPy on the host CPU"
-    console.print(f"Reference: {ref_name}. Iron % = reference time / Iron time.")
+    ref_how = "CUDA events" if device else "host wall-clock"
+    console.print(f"Reference: {ref_name} ({ref_how}). Iron % = reference time / Iron time.")
     doc = {"date": datetime.now(UTC).isoformat(), "backend": backend, "host": platform.node(),
            "cpu": platform.processor() or platform.machine(), **_device_fields(backend), "git_sha": _git_sha(),
            "command": "iron " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("iron") else "iron bench",
-           "timing": f"{timing} median", "reference": ref_name, "rows": rows}
+           "timing": f"{timing} median", "reference": f"{ref_name} ({ref_how})", "rows": rows}
     if verbose:
         doc["ceiling"] = {"copy_gbps": ceiling.copy_gbps, "how": ceiling.how, "launch_us": launch_s * 1e6}
         console.print(f"%BW: of the measured copy ceiling {ceiling.copy_gbps:.1f} GB/s ({ceiling.how}). "
@@ -206,4 +265,13 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     if json_path:
         with open(json_path, "w") as f:
             json.dump(doc, f, indent=2)
+    if plot_path:
+        from .roofline import write_plot
+
+        try:
+            write_plot(rows, ceiling, plot_path, title=f"iron bench — {backend} ({doc['gpu']})")
+            console.print(f"roofline chart written to {plot_path}", markup=False, highlight=False)
+        except ImportError as e:
+            console.print(f"--plot: {e}", markup=False, highlight=False)
+            all_ok = False
     return all_ok

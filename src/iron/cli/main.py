@@ -64,9 +64,11 @@ _FILTER_HELP = "Only kernels whose name contains this text, or matches it as a g
 @click.option("--json", "json_path", default=None, help="Also write the results as JSON to this file.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Add %BW of the measured copy ceiling, arithmetic intensity (FLOP/B) and a verdict per row.")
+@click.option("--plot", "plot_path", default=None, metavar="F.png",
+              help="Also draw a roofline chart (arithmetic intensity vs GFLOP/s) to this file; needs matplotlib.")
 @module_option
 def bench(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], json_path: str | None,
-          verbose: bool, modules: tuple[str, ...]) -> None:
+          verbose: bool, modules: tuple[str, ...], plot_path: str | None = None) -> None:
     """Time the registered kernels against their reference and check them against their oracle.
 
     Every run is also saved as the last run (for `iron snap` and `iron diff`).
@@ -74,7 +76,8 @@ def bench(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], jso
     from ..bench.runner import run_bench
 
     discover(modules)
-    ok = run_bench(pattern=pattern, backend=backend, dtypes=dtypes, json_path=json_path, verbose=verbose)
+    ok = run_bench(pattern=pattern, backend=backend, dtypes=dtypes, json_path=json_path, verbose=verbose,
+                   plot_path=plot_path)
     sys.exit(0 if ok else 1)
 
 

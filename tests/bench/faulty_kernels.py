@@ -1,0 +1,97 @@
+"""Throwaway registrations for the harness tests, made when this module is imported (so that the bench's worker
+subprocesses, which import it again, see them too). Not collected by pytest; the ``broken_kernels`` fixture of
+``test_cli`` imports it and unregisters everything on teardown.
+
+- ``broken/wrong``: computes a + 1 where the oracle wants a; ``broken/fault``: its launch raises.
+- ``crash/exit``: its launch calls ``os._exit(3)``; ``crash/segv``: it sends itself SIGSEGV (a kernel that kills its
+  process, as an illegal address or a lost device does); ``crash/good``: a correct kernel between them.
+- ``hang/sleep``: its launch sleeps for a minute (a hung kernel, for ``IRON_BENCH_TIMEOUT``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+import iron
+from iron.bench.registry import InputGen, bench, test_kernel
+
+NAMES = ("broken/wrong", "broken/fault", "crash/exit", "crash/segv", "crash/good", "hang/sleep")
+
+
+@iron.kernel
+def off_by_one(a: iron.Tensor[iron.T], out: iron.Tensor[iron.T]):
+    i = iron.program_id(0)
+    out[i] = a[i] + 1.0
+
+
+@iron.kernel
+def add_one(a: iron.Tensor[iron.T], out: iron.Tensor[iron.T]):
+    i = iron.program_id(0)
+    out[i] = a[i] + 1.0
+
+
+def setup(gen: InputGen):
+    return {"a": gen.random(), "out": gen.poisoned()}
+
+
+def identity(d):
+    return d["a"].astype(np.float64)
+
+
+def plus_one(d):
+    return d["a"].astype(np.float64) + 1.0
+
+
+def launch_off_by_one(d, backend):
+    off_by_one[int(np.prod(d["a"].shape))](d["a"], d["out"], backend=backend)
+
+
+def launch_add_one(d, backend):
+    add_one[int(np.prod(d["a"].shape))](d["a"], d["out"], backend=backend)
+
+
+def fault(d, backend):
+    raise RuntimeError("device lost (simulated)")
+
+
+def exit_process(d, backend):
+    os._exit(3)
+
+
+def segfault(d, backend):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def hang(d, backend):
+    time.sleep(60)
+
+
+def hanging_kernel():
+    pass
+
+
+def faulting_kernel():
+    """Stands for the kernels of the entries whose launch is the fault itself."""
+
+
+def exiting_kernel():
+    pass
+
+
+def segfaulting_kernel():
+    pass
+
+
+_ONE = dict(setup=setup, shapes=[(64,)], dtypes=("f32",))
+test_kernel("broken/wrong", oracle=identity, launch=launch_off_by_one, **_ONE)(off_by_one)
+bench("broken/fault", launch=fault, oracle=identity, **_ONE)(faulting_kernel)
+bench("crash/exit", launch=exit_process, oracle=identity, **_ONE)(exiting_kernel)
+bench("crash/segv", launch=segfault, oracle=identity, **_ONE)(segfaulting_kernel)
+bench("crash/good", launch=launch_add_one, oracle=plus_one, references={"numpy": lambda d: d["a"] + 1},
+      bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize, flops=lambda shape: int(np.prod(shape)),
+      **_ONE)(add_one)
+bench("hang/sleep", launch=hang, oracle=identity, **_ONE)(hanging_kernel)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from ..ir.core import Kernel
 from .cfamily import CDialect, CParam, KernelSource, VectorEntry, emit_source
 from .cfamily.cuda import CUDA, CudaDialect
+from .cfamily.hip import emit_hip as emit_hip  # HIP C++ for a wavefront of 64 (gfx9xx CDNA) or 32 lanes
+from .cfamily.msl import emit_msl as emit_msl  # Metal Shading Language 3.1 (Apple GPUs)
 
 
 def emit_cuda(kernel: Kernel, line_comments: bool = True, vectorize: bool = True) -> KernelSource:

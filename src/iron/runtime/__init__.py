@@ -17,8 +17,10 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "cpu": ("iron.runtime.cpu", "CpuBackend", "NumPy interpreter of the IR (always present)"),
     "cuda": ("iron.runtime.cuda", "CudaBackend", "NVIDIA GPUs through cuda.core + NVRTC"),
     "vulkan": ("iron.runtime.vulkan", "VulkanBackend", "any Vulkan 1.1+ device, SPIR-V built from the IR"),
+    "hip": ("iron.runtime.hip", "HipBackend", "AMD GPUs through hipRTC (compile only so far)"),
+    "metal": ("iron.runtime.metal", "MetalBackend", "Apple GPUs via Metal (MSL source; macOS runtime not yet written)"),
 }
-PLANNED = {"metal": "issue #6", "msl-cpu": "issue #6", "hip": "issue #7"}
+PLANNED = {"msl-cpu": "issue #6"}
 #: order in which "the best backend present" is chosen
 PREFERENCE = ("cuda", "vulkan", "cpu")
 _PROBES: dict[str, str | None] = {}
@@ -77,6 +79,14 @@ def unavailable_reason(name: str) -> str | None:
             from .vulkan import probe as vulkan_probe
 
             _PROBES[name] = vulkan_probe()
+        elif name == "hip":
+            from .hip import probe as hip_probe
+
+            _PROBES[name] = hip_probe()
+        elif name == "metal":
+            from .metal import probe as metal_probe
+
+            _PROBES[name] = metal_probe()
         elif name in PLANNED:
             _PROBES[name] = f"not implemented yet ({PLANNED[name]})"
         else:

@@ -11,6 +11,7 @@ table / hook              what it holds (CUDA's value as the example)
 ``type_needs``            prelude snippets a type needs (the 16-bit storage structs)
 ``thread``                thread-index op -> template over ``{axis}`` (``(int)threadIdx.{axis}``)
 ``math``                  f32 math op -> function (``exp`` -> ``expf``; also ``min``/``max``/``rem``/``abs``/``fma``)
+``math_needs``            math op -> prelude snippets its function needs (MSL's ``erf`` helper)
 ``int_math``              i32/u32 ``min``/``max``/``abs`` -> template
 ``conversions``           (src, dst) type pair -> template, where a plain C cast is wrong (float -> int saturates)
 ``atomics``               (opcode, elem type) -> template over ``{ptr}`` and ``{val}``
@@ -130,6 +131,8 @@ class CDialect:
     #: run time. Metadata for launchers; the templates spell it themselves.
     simd_width: ClassVar[int] = 32
     math: ClassVar[dict[str, str]] = {}
+    #: prelude snippets a math function needs (MSL's ``erf`` is a helper)
+    math_needs: ClassVar[dict[str, tuple[str, ...]]] = {}
     int_math: ClassVar[dict[str, Template]] = {}
     conversions: ClassVar[dict[tuple[str, str], Template]] = {}
     atomics: ClassVar[dict[tuple[str, str], Template]] = {}

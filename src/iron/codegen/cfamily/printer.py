@@ -550,6 +550,7 @@ class _Printer:
         fn = self.d.math.get(op.opcode)
         if fn is None:
             raise CompileError(f"unsupported op '{op.opcode}' on backend {self.d.name}", op.loc)
+        self._need(self.d.math_needs.get(op.opcode, ()))
         return fn
 
     def _int_math(self, code: str, rt: t.ScalarType, op: Op, *args: Expr) -> Expr:

@@ -1,0 +1,324 @@
+"""The Metal Shading Language dialect (MSL 3.1): Metal kernels for Apple GPUs, from the one C-family printer.
+
+Shape: ``kernel void name(...)`` whose buffers are ``device`` pointers bound at ``[[buffer(i)]]`` in parameter
+order, whose scalars (and the three exact-grid sizes) are ``constant T&`` references each bound at its own buffer
+index (the launcher passes them with ``setBytes``), followed by one attribute parameter per thread index the kernel
+reads (``uint tid [[thread_position_in_grid]]``, ...): the ``signature`` hook is told which ops the body used.
+Kernels that read only axis 0 of the thread indices take them as scalars (``uint``); others as ``uint3``.
+
+Types: f16 is Metal's ``half`` and bf16 is ``bfloat`` (MSL 3.1, macOS 14 / iOS 17); Iron's storage semantics are
+kept -- every op converts its operands to ``float``, computes, and rounds the result back once -- so the kernels
+need no half arithmetic, only the conversions (round to nearest even, as the MSL spec defines them). A target older
+than MSL 3.1 would need bf16 as ``ushort`` storage with the conversions written out, as the CUDA dialect does; that
+is not emitted yet.
+
+Math: the runtime must compile with fast math off (``MTLCompileOptions.mathMode = MTLMathModeSafe``): Iron's
+NaN/inf semantics and the oracles' tolerances assume IEEE behaviour. MSL has no ``erf``; a helper supplies it.
+
+Checked without Apple's compiler by ``clang -fsyntax-only`` against ``iron/codegen/msl_model/metal_model.h``
+(see docs/backends/metal.md for what that proves and what it cannot).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ...ir import ops as O
+from ...ir import types as t
+from ...ir.core import Kernel
+from .dialect import CDialect, CParam, Features, Snippet, Template
+from .expr import UNARY, Expr
+from .printer import KernelSource, emit_source
+
+#: thread-index op -> (parameter name, Metal attribute); the parameter is declared only when the body reads it
+THREAD_PARAMS: dict[str, tuple[str, str]] = {
+    "program_id": ("tid", "thread_position_in_grid"),
+    "local_id": ("lid", "thread_position_in_threadgroup"),
+    "group_id": ("tgid", "threadgroup_position_in_grid"),
+    "group_size": ("tgsize", "threads_per_threadgroup"),
+    "num_groups": ("ntg", "threadgroups_per_grid"),
+    "simd_lane": ("simd_lane_id", "thread_index_in_simdgroup"),
+    "simd_group": ("simd_group_id", "simdgroup_index_in_threadgroup"),
+    "simd_size": ("simd_width", "threads_per_simdgroup"),
+}
+_AXIS_OPS = ("program_id", "local_id", "group_id", "group_size", "num_groups")
+#: what a 1-D kernel's y/z thread indices are (only the exact-grid guard reads them): Metal dispatches the exact grid
+#: (``dispatchThreads``), so a 1-D kernel's y and z positions are 0 and its group and grid sizes there are 1
+_FLAT_AXIS = {"program_id": "0", "local_id": "0", "group_id": "0", "group_size": "1", "num_groups": "1"}
+
+
+@dataclass(frozen=True)
+class AxisTemplate(Template):
+    """A thread-index template spelled per axis (``texts`` is indexed by the axis letter)."""
+
+    texts: tuple[tuple[str, str], ...] = ()
+
+    def __call__(self, *args, **kw) -> Expr:
+        text = dict(self.texts)[str(kw["axis"])]
+        return Expr(text, UNARY if text.startswith("(") else self.prec)
+
+
+@dataclass(frozen=True)
+class SpaceTemplate(Template):
+    """An atomic template whose ``{space}`` is the Metal address space of the buffer (device or threadgroup)."""
+
+    def __call__(self, *args, **kw) -> Expr:
+        space = "threadgroup" if kw.get("space") == "shared" else "device"
+        return Template(self.text.format(space=space, ptr="{ptr}", val="{val}"), self.prec)(**kw)
+
+
+def _thread_table(dims: int) -> dict[str, Template]:
+    table: dict[str, Template] = {}
+    for code in _AXIS_OPS:
+        name = THREAD_PARAMS[code][0]
+        if dims == 1:
+            texts = (("x", f"(int){name}"), ("y", _FLAT_AXIS[code]), ("z", _FLAT_AXIS[code]))
+        else:
+            texts = tuple((a, f"(int){name}.{a}") for a in "xyz")
+        table[code] = AxisTemplate(f"(int){name}", UNARY, texts=texts)
+    for code in ("simd_lane", "simd_group", "simd_size"):
+        table[code] = Template(f"(int){THREAD_PARAMS[code][0]}", UNARY)
+    return table
+
+
+_ERF = Snippet("""\
+// erf: the Metal standard library has none. Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7), odd in x.
+static inline float iron_erf(float x) {
+    const float z = fabs(x);
+    const float k = 1.0f / (1.0f + 0.3275911f * z);
+    const float p = k * (0.254829592f + k * (-0.284496736f + k * (1.421413741f + k * (-1.453152027f +
+        k * 1.061405429f))));
+    return copysign(1.0f - p * exp(-z * z), x);
+}""")
+
+_F32_TO_INT = Snippet("""\
+// float -> int with Iron's cast semantics: truncate, saturate to the range, NaN -> 0 (spelled out rather than left
+// to the target's conversion, whose out-of-range result the C++ model would leave undefined).
+static inline int iron_f32_to_i32(float x) {
+    return isnan(x) ? 0 : x >= 2147483648.0f ? 2147483647 : x < -2147483648.0f ? (-2147483647 - 1) : (int)x;
+}
+static inline uint iron_f32_to_u32(float x) {
+    return isnan(x) || x <= 0.0f ? 0u : x >= 4294967296.0f ? 4294967295u : (uint)x;
+}""")
+
+_ABS_I32 = Snippet("""\
+// |x| with Iron's wrapping semantics: abs(INT_MIN) is INT_MIN.
+static inline int iron_abs(int x) {
+    return x < 0 ? (int)(0u - (uint)x) : x;
+}""")
+
+_INT_TO_F32_ODD = Snippet("""\
+// i32/u32 -> half/bfloat must round once; going through float could round twice, so convert to float rounding to
+// odd (keep 24 significant bits, OR the dropped bits into the last kept one): a later round to nearest even to 11
+// or 8 significant bits is then correct, and the conversion to float itself is exact.
+static inline float iron_u32_to_f32_odd(uint u) {
+    const uint shift = (u >> 24) != 0u ? 8u - clz(u) : 0u;
+    const uint dropped = (1u << shift) - 1u;
+    return (float)((u & ~dropped) | ((u & dropped) != 0u ? 1u << shift : 0u));
+}
+static inline float iron_i32_to_f32_odd(int x) {
+    const float f = iron_u32_to_f32_odd(x < 0 ? 0u - (uint)x : (uint)x);
+    return x < 0 ? -f : f;
+}""")
+
+_ATOMIC_MAX_F32 = """\
+// atomic_max on f32 with fmax semantics (a NaN operand loses) as a compare-and-swap loop: Metal has no float
+// atomic max.
+static inline float iron_atomic_max_{space}({space} float* address, float value) {{
+    {space} atomic_uint* bits = reinterpret_cast<{space} atomic_uint*>(address);
+    uint old = atomic_load_explicit(bits, memory_order_relaxed);
+    for (;;) {{
+        const uint desired = as_type<uint>(fmax(as_type<float>(old), value));
+        if (desired == old ||
+            atomic_compare_exchange_weak_explicit(bits, &old, desired, memory_order_relaxed, memory_order_relaxed)) {{
+            return as_type<float>(old);
+        }}
+    }}
+}}"""
+
+_LANE_MACRO = Snippet("""\
+// simd_shuffle_xor reads lane (own ^ mask); whether that lane exists needs the reader's own lane, a kernel
+// attribute parameter, so the helper is called through this macro.
+#define iron_simd_shuffle_xor(v, mask) iron_simd_shuffle_xor_from(v, mask, simd_lane_id)""")
+
+
+def _simd_snippets() -> dict[str, Snippet]:
+    out: dict[str, Snippet] = {}
+    doc = ("// simd_{op}: Metal's simd_{op} reduces over the active threads of the SIMD-group, Iron's semantics; the "
+           "result is\n// the same in every active thread.\n")
+    for op in ("sum", "max", "min"):
+        for i, (irtype, ctype) in enumerate((("f32", "float"), ("i32", "int"), ("u32", "uint"))):
+            out[f"iron_simd_{op}:{irtype}"] = Snippet(
+                (doc.format(op=op) if i == 0 else "")
+                + f"static inline {ctype} iron_simd_{op}({ctype} v) {{\n    return simd_{op}(v);\n}}")
+    shuffle_doc = ("// simd_shuffle / simd_shuffle_xor: read v from another lane. A lane past the end of a partial "
+                   "last SIMD-group\n// does not exist (it is not active); Iron defines the result as the reader's "
+                   "own value.\n")
+    for i, (irtype, ctype) in enumerate((("f32", "float"), ("i32", "int"), ("u32", "uint"))):
+        out[f"iron_simd_shuffle:{irtype}"] = Snippet(
+            (shuffle_doc if i == 0 else "") + f"""\
+static inline {ctype} iron_simd_shuffle({ctype} v, int lane) {{
+    const {ctype} r = simd_shuffle(v, (ushort)lane);
+    const simd_vote::vote_t active = static_cast<simd_vote::vote_t>(simd_active_threads_mask());
+    return lane >= 0 && lane < 64 && ((active >> (uint)lane) & 1ul) != 0ul ? r : v;
+}}""")
+        out[f"iron_simd_shuffle_xor:{irtype}"] = Snippet(f"""\
+static inline {ctype} iron_simd_shuffle_xor_from({ctype} v, int mask, uint own) {{
+    const {ctype} r = simd_shuffle_xor(v, (ushort)mask);
+    const simd_vote::vote_t active = static_cast<simd_vote::vote_t>(simd_active_threads_mask());
+    const uint lane = own ^ (uint)mask;
+    return lane < 64u && ((active >> lane) & 1ul) != 0ul ? r : v;
+}}""", needs=("lane_macro",))
+    # bool and the 16-bit types travel as integers: the SIMD functions' overloads for them vary by MSL version
+    for kind in ("shuffle", "shuffle_xor"):
+        fn = f"iron_simd_{kind}" + ("_from" if kind == "shuffle_xor" else "")
+        extra, pass_extra = (", uint own", ", own") if kind == "shuffle_xor" else ("", "")
+        out[f"iron_simd_{kind}:bool"] = Snippet(f"""\
+static inline bool {fn}(bool v, int lane{extra}) {{
+    return {fn}((int)v, lane{pass_extra}) != 0;
+}}""", needs=(f"iron_simd_{kind}:i32",))
+        for half, ctype in (("f16", "half"), ("bf16", "bfloat")):
+            out[f"iron_simd_{kind}:{half}"] = Snippet(f"""\
+static inline {ctype} {fn}({ctype} v, int lane{extra}) {{
+    return as_type<{ctype}>((ushort){fn}((uint)as_type<ushort>(v), lane{pass_extra}));
+}}""", needs=(f"iron_simd_{kind}:u32",))
+    return out
+
+
+def _snippets() -> dict[str, Snippet]:
+    table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "abs_i32": _ABS_I32, "int_to_f32_odd": _INT_TO_F32_ODD,
+             "lane_macro": _LANE_MACRO}
+    for space in ("device", "threadgroup"):
+        table[f"atomic_max_f32:{space}"] = Snippet(_ATOMIC_MAX_F32.format(space=space))
+    table.update(_simd_snippets())
+    return table
+
+
+def _atomic(fn: str, atomic_type: str) -> SpaceTemplate:
+    return SpaceTemplate(f"{fn}(reinterpret_cast<{{space}} {atomic_type}*>({{ptr}}), {{val}}, memory_order_relaxed)")
+
+
+class MslDialect(CDialect):
+    """MSL 3.1. ``dims``: 1 when the kernel reads only axis 0 of its thread indices (scalar ``uint`` parameters,
+    the seed's shape), else 3 (``uint3``); ``emit_msl`` picks it from the IR."""
+
+    name: ClassVar[str] = "msl"
+    types: ClassVar[dict[str, str]] = {"bool": "bool", "i32": "int", "u32": "uint", "f32": "float", "f16": "half",
+                                       "bf16": "bfloat"}
+    builtin_names: ClassVar[frozenset[str]] = frozenset(
+        "kernel vertex fragment device constant threadgroup thread metal half bfloat uint ushort uchar ulong char "
+        "short long uint3 float2 float3 float4 as_type simd_vote simd_shuffle simd_shuffle_xor simd_sum simd_max "
+        "simd_min simd_broadcast simd_active_threads_mask threadgroup_barrier mem_flags atomic_int atomic_uint "
+        "atomic_float memory_order_relaxed min max abs clamp select fmax fmin isnan copysign INFINITY NAN".split()
+        + [name for name, _ in THREAD_PARAMS.values()])
+    simd_width: ClassVar[int] = 32
+    math: ClassVar[dict[str, str]] = {
+        "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin",
+        "cos": "cos", "tanh": "tanh", "erf": "iron_erf", "floor": "floor", "ceil": "ceil", "abs": "fabs",
+        "min": "fmin", "max": "fmax", "rem": "fmod", "fma": "fma",
+    }
+    int_math: ClassVar[dict[str, Template]] = {
+        "min": Template("min({}, {})"), "max": Template("max({}, {})"),
+        "abs:i32": Template("iron_abs({})", needs=("abs_i32",)),
+    }
+    conversions: ClassVar[dict[tuple[str, str], Template]] = {
+        ("f32", "i32"): Template("iron_f32_to_i32({})", needs=("f32_to_int",)),
+        ("f32", "u32"): Template("iron_f32_to_u32({})", needs=("f32_to_int",)),
+        **{(half, "f32"): Template("static_cast<float>({})") for half in ("f16", "bf16")},
+        ("f32", "f16"): Template("static_cast<half>({})"),
+        ("f32", "bf16"): Template("static_cast<bfloat>({})"),
+        **{(src, half): Template(f"static_cast<{ctype}>(iron_{src}_to_f32_odd({{}}))", needs=("int_to_f32_odd",))
+           for src in ("i32", "u32") for half, ctype in (("f16", "half"), ("bf16", "bfloat"))},
+    }
+    atomics: ClassVar[dict[tuple[str, str], Template]] = {
+        ("atomic_add", "i32"): _atomic("atomic_fetch_add_explicit", "atomic_int"),
+        ("atomic_add", "u32"): _atomic("atomic_fetch_add_explicit", "atomic_uint"),
+        ("atomic_add", "f32"): _atomic("atomic_fetch_add_explicit", "atomic_float"),
+        ("atomic_max", "i32"): _atomic("atomic_fetch_max_explicit", "atomic_int"),
+        ("atomic_max", "u32"): _atomic("atomic_fetch_max_explicit", "atomic_uint"),
+        # a CAS loop per address space (the overloads would collide in the C++ model, where the spaces are empty)
+        ("atomic_max", "f32"): SpaceTemplate("iron_atomic_max_{space}({ptr}, {val})",
+                                             needs=("atomic_max_f32:device", "atomic_max_f32:threadgroup")),
+    }
+    math_needs: ClassVar[dict[str, tuple[str, ...]]] = {"erf": ("erf",)}
+    simd: ClassVar[dict[str, str]] = {
+        "simd_sum": "iron_simd_sum", "simd_max": "iron_simd_max", "simd_min": "iron_simd_min",
+        "simd_shuffle": "iron_simd_shuffle", "simd_broadcast": "iron_simd_shuffle",
+        "simd_shuffle_xor": "iron_simd_shuffle_xor",
+    }
+    snippets: ClassVar[dict[str, Snippet]] = _snippets()
+    barrier: ClassVar[str] = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    unroll_pragma: ClassVar[str] = "#pragma unroll"
+    #: Apple GPUs give a threadgroup 32 KiB; Metal has no larger dynamic pool, so both limits are the same
+    max_static_shared: ClassVar[int] = 32 * 1024
+    max_dynamic_shared: ClassVar[int] = 32 * 1024
+
+    def __init__(self, dims: int = 3):
+        self.dims = dims
+        self.thread = _thread_table(dims)  # per instance: the spelling depends on the kernel's dimensionality
+
+    def header(self, title: str) -> str:
+        return f"// {title}\n\n#include <metal_stdlib>\nusing namespace metal;\n"
+
+    def param_decl(self, p: CParam, position: int) -> str:
+        if p.kind == "buffer":
+            return f"{'const ' if p.readonly else ''}device {p.ctype} *{p.name} [[buffer({position})]]"
+        return f"constant {p.ctype}& {p.name} [[buffer({position})]]"
+
+    def signature(self, entry: str, params: list[CParam], features: Features, prefix: str = "kernel void") -> str:
+        decls = [self.param_decl(p, i) for i, p in enumerate(params)]
+        used = set(features.thread_ops) if features is not None else set()
+        if features is not None and any(s.startswith("iron_simd_shuffle_xor:") for s in features.snippets):
+            used.add("simd_lane")
+        for code, (name, attribute) in THREAD_PARAMS.items():
+            if code in used:
+                ctype = "uint3" if code in _AXIS_OPS and self.dims > 1 else "uint"
+                decls.append(f"{ctype} {name} [[{attribute}]]")
+        head = f"{prefix} {entry}("
+        one_line = head + ", ".join(decls) + ")"
+        if len(one_line) <= 120:
+            return one_line
+        return head + "\n" + ",\n".join("    " + d for d in decls) + ")"
+
+    def shared_decl(self, ctype: str, name: str, size: int) -> str:
+        return f"threadgroup {ctype} {name}[{size}];"
+
+    def dynamic_shared_decl(self) -> str:  # unreachable: both limits are 32 KiB, so the printer refuses first
+        raise NotImplementedError("Metal has no dynamic threadgroup memory beyond its 32 KiB")
+
+    def half_literal(self, type: t.ScalarType, bits: int, value: float) -> Expr:
+        return Expr(f"as_type<{self.types[type.name]}>((ushort)0x{bits:04x})")
+
+    def _collect_reserved(self) -> frozenset[str]:
+        # ``iron_simd_shuffle_xor`` is a macro; its helper's name comes from the snippet text
+        return super()._collect_reserved() | {"iron_simd_shuffle_xor_from", "simd_lane_id"}
+
+
+def kernel_dims(kernel: Kernel) -> int:
+    """1 when every thread-index op of ``kernel`` reads axis 0 only, else 3."""
+    for op in kernel.walk():
+        if op.opcode in O.THREAD_AXIS and op.attrs.get("axis", 0) != 0:
+            return 3
+    return 1
+
+
+#: one dialect per dimensionality (the tables are shared; only the thread spellings differ)
+MSL = MslDialect(1)
+MSL_3D = MslDialect(3)
+
+
+def dialect_for(kernel: Kernel) -> MslDialect:
+    return MSL if kernel_dims(kernel) == 1 else MSL_3D
+
+
+
+
+def emit_msl(kernel: Kernel, line_comments: bool = True) -> KernelSource:
+    """MSL for ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``), with its launch ABI: buffer index ``i``
+    is parameter ``i`` of ``KernelSource.params`` (scalars and grid sizes as ``setBytes`` values). No vectorised
+    entry (Metal's compiler vectorises loads itself; a ``float4`` entry is future work)."""
+    return emit_source(kernel, dialect_for(kernel), line_comments, vectorize=False)
+
+
+__all__ = ["MSL", "MSL_3D", "MslDialect", "dialect_for", "emit_msl", "kernel_dims"]

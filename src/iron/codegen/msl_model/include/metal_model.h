@@ -1,0 +1,191 @@
+// metal_model.h -- a model of the parts of Metal (MSL 3.1) that Iron's emitted kernels use, as plain C++17 for clang.
+//
+// Purpose: `clang -fsyntax-only -std=c++17 -I <this folder> -include metal_model.h kernel.metal` type-checks the exact
+// MSL Iron emits (the same bytes `iron build` writes and the Metal runtime would load) on machines without Apple's
+// compiler. It proves the source is well-formed C++ with the types, overloads and conversions declared here; it does
+// NOT prove that Apple's compiler accepts it (this header may be more permissive than Metal, or disagree with it).
+//
+// How Metal maps to C++ here:
+//   - address spaces (device, constant, threadgroup, thread) and `kernel` are empty macros; `[[buffer(0)]]` and the
+//     other Metal attributes are unknown C++ attributes, which clang ignores (compile with -Wno-unknown-attributes);
+//   - half is _Float16 (arithmetic on x86-64 and arm64); bfloat is a 16-bit storage struct with explicit conversions
+//     from/to float rounding to nearest even (Iron computes bf16 math in float, so no operators are needed);
+//   - vector types are clang ext_vector_type vectors (swizzles .x/.xy/... work as in Metal);
+//   - math functions forward to clang builtins; atomics are real (GCC __atomic builtins on the wrapped value);
+//   - threadgroup_barrier, simd_* and simd_active_threads_mask are declared only: what they do depends on which
+//     threads run together, which is the business of an execution driver.
+//
+// For a later CPU driver (issue 6, point 3): define IRON_MSL_MODEL_DRIVER before including this header and provide
+// definitions of the declared collectives (threadgroup_barrier, simd_*) over the driver's own thread context; the
+// kernel's attribute parameters ([[thread_position_in_grid]], ...) are ordinary trailing parameters the driver
+// passes. Threadgroup arrays are function-scope locals in the emitted source; such a driver must run them as shared
+// storage (e.g. one group at a time with `threadgroup` defined as `static`, see docs/backends/metal.md) -- that mode
+// is not implemented here yet, so by default `threadgroup` is empty.
+#ifndef IRON_METAL_MODEL_H
+#define IRON_METAL_MODEL_H
+
+#include <stdint.h>
+
+#define kernel
+#define device
+#define constant
+#ifndef threadgroup
+#define threadgroup
+#endif
+#define thread
+
+#define INFINITY __builtin_inff()
+#define NAN __builtin_nanf("")
+
+namespace metal {
+
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef uint64_t ulong;
+typedef _Float16 half;
+
+// bfloat (MSL 3.1): storage with explicit conversions, rounding to nearest even (NaN stays a quiet NaN).
+struct bfloat {
+    ushort bits;
+    bfloat() = default;
+    explicit bfloat(float f) {
+        const uint u = __builtin_bit_cast(uint, f);
+        if ((u & 0x7fffffffu) > 0x7f800000u) {
+            bits = (ushort)((u >> 16) | 0x40u);
+        } else {
+            bits = (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        }
+    }
+    explicit operator float() const { return __builtin_bit_cast(float, (uint)bits << 16); }
+};
+
+#define IRON_MODEL_VECTORS(T)                                     \
+    typedef T T##2 __attribute__((ext_vector_type(2)));           \
+    typedef T T##3 __attribute__((ext_vector_type(3)));           \
+    typedef T T##4 __attribute__((ext_vector_type(4)));
+IRON_MODEL_VECTORS(float)
+IRON_MODEL_VECTORS(int)
+IRON_MODEL_VECTORS(uint)
+IRON_MODEL_VECTORS(half)
+IRON_MODEL_VECTORS(ushort)
+IRON_MODEL_VECTORS(short)
+#undef IRON_MODEL_VECTORS
+
+// as_type<T>(x): reinterpret the bits (sizes must match, as Metal requires)
+template <typename T, typename U>
+constexpr T as_type(U x) {
+    static_assert(sizeof(T) == sizeof(U), "as_type: the sizes differ");
+    return __builtin_bit_cast(T, x);
+}
+
+// -- math (float; Iron computes f16/bf16 math in float) ------------------------------------------------------------
+inline float exp(float x) { return __builtin_expf(x); }
+inline float exp2(float x) { return __builtin_exp2f(x); }
+inline float log(float x) { return __builtin_logf(x); }
+inline float log2(float x) { return __builtin_log2f(x); }
+inline float sqrt(float x) { return __builtin_sqrtf(x); }
+inline float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+inline float sin(float x) { return __builtin_sinf(x); }
+inline float cos(float x) { return __builtin_cosf(x); }
+inline float tanh(float x) { return __builtin_tanhf(x); }
+inline float floor(float x) { return __builtin_floorf(x); }
+inline float ceil(float x) { return __builtin_ceilf(x); }
+inline float fabs(float x) { return __builtin_fabsf(x); }
+inline float fmin(float a, float b) { return __builtin_fminf(a, b); }
+inline float fmax(float a, float b) { return __builtin_fmaxf(a, b); }
+inline float fmod(float a, float b) { return __builtin_fmodf(a, b); }
+inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+inline float copysign(float a, float b) { return __builtin_copysignf(a, b); }
+inline bool isnan(float x) { return __builtin_isnan(x); }
+inline bool isinf(float x) { return __builtin_isinf(x); }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline uint min(uint a, uint b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline uint max(uint a, uint b) { return a > b ? a : b; }
+inline int abs(int x) { return x < 0 ? -x : x; }
+inline uint clz(uint x) { return x == 0u ? 32u : (uint)__builtin_clz(x); }
+
+// -- synchronisation ------------------------------------------------------------------------------------------------
+enum class mem_flags : uint { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
+inline constexpr mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((uint)a | (uint)b); }
+void threadgroup_barrier(mem_flags flags);
+void simdgroup_barrier(mem_flags flags);
+
+// -- SIMD-groups (32 lanes on Apple GPUs); declared for the types Iron emits ----------------------------------------
+struct simd_vote {
+    typedef ulong vote_t;
+    vote_t v;
+    explicit operator vote_t() const { return v; }
+    bool all() const;
+    bool any() const;
+};
+simd_vote simd_active_threads_mask();
+#define IRON_MODEL_SIMD(T)                          \
+    T simd_sum(T data);                             \
+    T simd_max(T data);                             \
+    T simd_min(T data);                             \
+    T simd_shuffle(T data, ushort lane);            \
+    T simd_shuffle_xor(T data, ushort mask);        \
+    T simd_broadcast(T data, ushort lane);
+IRON_MODEL_SIMD(float)
+IRON_MODEL_SIMD(int)
+IRON_MODEL_SIMD(uint)
+IRON_MODEL_SIMD(half)
+IRON_MODEL_SIMD(ushort)
+#undef IRON_MODEL_SIMD
+
+// -- atomics (relaxed order only, as in Metal) ----------------------------------------------------------------------
+enum memory_order { memory_order_relaxed = __ATOMIC_RELAXED };
+template <typename T>
+struct _atomic {
+    T value;
+};
+typedef _atomic<int> atomic_int;
+typedef _atomic<uint> atomic_uint;
+typedef _atomic<float> atomic_float;
+template <typename T>
+struct iron_model_same {
+    typedef T type;
+};
+
+template <typename T>
+T atomic_load_explicit(_atomic<T>* object, memory_order) {
+    T value;
+    __atomic_load(&object->value, &value, __ATOMIC_RELAXED);
+    return value;
+}
+template <typename T>
+void atomic_store_explicit(_atomic<T>* object, typename iron_model_same<T>::type desired, memory_order) {
+    __atomic_store(&object->value, &desired, __ATOMIC_RELAXED);
+}
+template <typename T>
+bool atomic_compare_exchange_weak_explicit(_atomic<T>* object, T* expected, typename iron_model_same<T>::type desired,
+                                           memory_order, memory_order) {
+    return __atomic_compare_exchange(&object->value, expected, &desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+inline int atomic_fetch_add_explicit(atomic_int* object, int operand, memory_order) {
+    return __atomic_fetch_add(&object->value, operand, __ATOMIC_RELAXED);
+}
+inline uint atomic_fetch_add_explicit(atomic_uint* object, uint operand, memory_order) {
+    return __atomic_fetch_add(&object->value, operand, __ATOMIC_RELAXED);
+}
+inline float atomic_fetch_add_explicit(atomic_float* object, float operand, memory_order) {
+    float old;
+    __atomic_load(&object->value, &old, __ATOMIC_RELAXED);
+    float desired = old + operand;
+    while (!__atomic_compare_exchange(&object->value, &old, &desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        desired = old + operand;
+    }
+    return old;
+}
+inline int atomic_fetch_max_explicit(atomic_int* object, int operand, memory_order) {
+    return __atomic_fetch_max(&object->value, operand, __ATOMIC_RELAXED);
+}
+inline uint atomic_fetch_max_explicit(atomic_uint* object, uint operand, memory_order) {
+    return __atomic_fetch_max(&object->value, operand, __ATOMIC_RELAXED);
+}
+
+}  // namespace metal
+
+#endif  // IRON_METAL_MODEL_H

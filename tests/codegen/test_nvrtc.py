@@ -109,7 +109,7 @@ def test_every_variant_compiles_to_sm90_cubin(kernel, dtype, constexprs):
     except iron.IronError as e:
         if _GUESS not in values:
             raise
-        pytest.skip(f"{kernel.__name__} needs constexpr values in CONSTEXPRS ({Path(__file__).name}): {e.message}")
+        pytest.fail(f"{kernel.__name__} needs constexpr values in CONSTEXPRS ({Path(__file__).name}): {e.message}")
     src = emit_cuda(variant.kernel)
     cubin, log = compile_cuda_log(src, arch="sm_90")
     assert cubin[:4] == b"\x7fELF" and len(cubin) > 1000
@@ -177,8 +177,6 @@ def test_random_kernels_compile():
     sys.path.insert(0, str(here))
     try:
         import passes_kernel_gen as gen
-    except ImportError as e:
-        pytest.skip(f"tests/passes/passes_kernel_gen.py not importable: {e}")
     finally:
         sys.path.remove(str(here))
     from hypothesis import HealthCheck, given, settings

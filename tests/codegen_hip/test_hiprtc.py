@@ -58,7 +58,7 @@ def compiled():
 def test_every_variant_compiles_to_a_code_object(compiled, case, target):
     job = compiled[f"{target}-{case}"]
     if isinstance(job, str):
-        pytest.skip(job)
+        pytest.fail(job)  # a kernel without constexpr values in test_nvrtc.CONSTEXPRS: add them there
     code, log, source = job.result()
     assert code[:4] == b"\x7fELF" and len(code) > 1000
     assert not hiprtc.warnings_in(log), f"hipRTC warnings for {case} on {target}:\n{log}\n{source}"

@@ -19,21 +19,8 @@ from ..codegen import kernels as codegen_kernels
 
 needs_spirv_val = pytest.mark.skipif(shutil.which("spirv-val") is None, reason="spirv-val is not on PATH")
 
-# constexpr values per kernel name, as lists of alternatives (each is its own variant); a kernel not listed here
-# takes the module global of the same name (std kernels define e.g. BLOCK next to the kernel)
-CONSTEXPRS = {
-    "unary_math": [{"OP": op} for op in range(13)],
-    "block_sum": [{"BLOCK": 64}],
-    "simd_exchange": [{"SHIFT": 1, "MASK": 1}, {"SHIFT": 5, "MASK": 16}],
-    "static_dot": [{"K": 3}],
-    "static_alternating": [{"K": 2}],
-    "constexpr_affine": [{"SCALE": 2, "SQUARE": True}, {"SCALE": 0.5, "SQUARE": False}],
-    "ieee_affine": [{"SCALE": 1.0, "BIAS": 0.0}, {"SCALE": 2.0, "BIAS": -0.0}],
-    "softmax": [{"BLOCK": 256}, {"BLOCK": 32}],
-    "warp_tile": [{"BLOCK": 256}],
-    "reverse_tiles": [{"BLOCK": 256, "TILE": 16384}, {"BLOCK": 64, "TILE": 1024}],
-}
-_GUESS = 2
+# constexpr values per kernel: the one table shared by every backend's every-variant test
+from ..codegen.test_nvrtc import _GUESS, CONSTEXPRS  # noqa: E402
 
 
 def _kernels_of(module) -> list[tuple[str, iron.KernelFunction, object]]:
@@ -87,7 +74,7 @@ def variant_kernel(kernel, dtype, constexprs):
     except iron.IronError as e:
         if _GUESS not in values:
             raise
-        pytest.skip(f"{kernel.__name__} needs constexpr values in CONSTEXPRS ({Path(__file__).name}): {e.message}")
+        pytest.fail(f"{kernel.__name__} needs constexpr values in CONSTEXPRS ({Path(__file__).name}): {e.message}")
 
 
 @needs_spirv_val
@@ -108,8 +95,7 @@ def test_every_variant_passes_spirv_val(kernel, dtype, constexprs):
 @needs_spirv_val
 def test_cas_route_for_float_add_validates():
     frontend = _frontend_kernels()
-    if frontend is None:
-        pytest.skip("tests/frontend/kernels.py not importable")
+    assert frontend is not None, "tests/frontend/kernels.py must import"
     ir = frontend.atomic_sum_f32.variant(iron.f32).kernel
     module = emit_spirv(ir, atomic_float_add=False)
     assert validate(module) is None
@@ -141,8 +127,6 @@ def test_random_kernels_validate():
     sys.path.insert(0, str(here))
     try:
         import passes_kernel_gen as gen
-    except ImportError as e:
-        pytest.skip(f"tests/passes/passes_kernel_gen.py not importable: {e}")
     finally:
         sys.path.remove(str(here))
     from hypothesis import HealthCheck, given, settings

@@ -9,7 +9,6 @@ from ..frontend import kernel
 from ..lang import (
     T,
     Tensor,
-    barrier,
     cast,
     constexpr,
     f32,
@@ -18,9 +17,8 @@ from ..lang import (
     shared,
     simd_group,
     simd_lane,
-    simd_size,
-    simd_sum,
 )
+from .reduce import group_sum
 
 #: threads per group (one group per row); a multiple of every SIMD width (8 lavapipe, 32 NVIDIA/Apple, 64 AMD)
 BLOCK = 256
@@ -38,17 +36,9 @@ def gemv(a: Tensor[T], x: Tensor[T], y: Tensor[T], ncols: int, BLOCK: constexpr)
     acc = 0.0
     for c in range(tid, ncols, BLOCK):
         acc += cast(a[base + c], f32) * cast(x[c], f32)
-    acc = simd_sum(acc)
-    if simd_lane() == 0:
-        partial[simd_group()] = acc
-    barrier()
-    if simd_group() == 0:
-        s = 0.0
-        for i in range(simd_lane(), BLOCK // simd_size(), simd_size()):
-            s += partial[i]
-        s = simd_sum(s)
-        if simd_lane() == 0:
-            y[row] = cast(s, T)
+    s = group_sum(acc, partial, BLOCK)
+    if simd_group() == 0 and simd_lane() == 0:
+        y[row] = cast(s, T)
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

@@ -19,9 +19,8 @@ from ..lang import (
     shared,
     simd_group,
     simd_lane,
-    simd_size,
-    simd_sum,
 )
+from .reduce import group_sum
 
 #: threads per group (one group per row); a multiple of every SIMD width (8 lavapipe, 32 NVIDIA/Apple, 64 AMD)
 BLOCK = 256
@@ -43,17 +42,9 @@ def rms_norm(x: Tensor[T], w: Tensor[T], out: Tensor[T], ncols: int, eps: float,
     for c in range(tid, ncols, BLOCK):
         v = cast(x[base + c], f32)
         acc += v * v
-    acc = simd_sum(acc)
-    if simd_lane() == 0:
-        partial[simd_group()] = acc
-    barrier()
-    if simd_group() == 0:
-        s = 0.0
-        for i in range(simd_lane(), BLOCK // simd_size(), simd_size()):
-            s += partial[i]
-        s = simd_sum(s)
-        if simd_lane() == 0:
-            total[0] = s
+    s = group_sum(acc, partial, BLOCK)
+    if simd_group() == 0 and simd_lane() == 0:
+        total[0] = s
     barrier()
     scale = rsqrt(total[0] / cast(ncols, f32) + eps)
     for c in range(tid, ncols, BLOCK):

@@ -43,6 +43,7 @@ CONSTEXPRS = {
     "static_alternating": [{"K": 2}],
     "constexpr_affine": [{"SCALE": 2, "SQUARE": True}, {"SCALE": 0.5, "SQUARE": False}],
     "ieee_affine": [{"SCALE": 1.0, "BIAS": 0.0}, {"SCALE": 2.0, "BIAS": -0.0}],
+    "divide_by_constant": [{"D": 0.0}, {"D": -0.0}],
     "softmax": [{"BLOCK": 256}, {"BLOCK": 32}],
     "warp_tile": [{"BLOCK": 256}],
     "reverse_tiles": [{"BLOCK": 256, "TILE": 16384}, {"BLOCK": 64, "TILE": 1024}],

@@ -168,6 +168,14 @@ def ieee_affine(x: Tensor[T], scaled: Tensor[T], plus: Tensor[T], minus: Tensor[
     minus[i] = v - BIAS
 
 
+@kernel
+def divide_by_constant(x: Tensor[T], out: Tensor[T], D: constexpr):
+    """Division by a compile-time constant, including +0.0 and -0.0: IEEE gives signed infinities and NaN, and a C
+    compiler warns about the literal division by zero unless the emitter spells it another way."""
+    i = program_id(0)
+    out[i] = x[i] / D
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # thread indices
 
@@ -461,6 +469,13 @@ def constexpr_affine(x: Tensor[T], out: Tensor[T], SCALE: constexpr, SQUARE: con
     if SQUARE:
         v = v * v
     out[i] = v
+
+
+@kernel
+def float_rem(x: Tensor[T], y: Tensor[T], out: Tensor[T]):
+    """% on floats is C's fmod: the result has the sign of the dividend; fmod(x, 0) and fmod(inf, y) are NaN."""
+    i = program_id(0)
+    out[i] = x[i] % y[i]
 
 
 @kernel

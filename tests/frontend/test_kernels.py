@@ -355,6 +355,19 @@ def test_ieee_special_values_survive_constant_arithmetic(backend, scale, bias, d
         additive(minus, f64(as_dtype(v - bias, dtype)), "x - BIAS")
 
 
+@pytest.mark.parametrize("divisor", [0.0, -0.0, 4.0])
+def test_division_by_a_constant_zero_is_ieee(backend, divisor, dtype, rng):
+    """x / +0.0 and x / -0.0 give signed infinities (NaN for 0 and NaN) exactly as NumPy does in float64."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0])
+    x = as_dtype(np.concatenate([special, rng.standard_normal(200)]), dtype)
+    out = poisoned(x.size, dtype)
+    iron.kernel(K.divide_by_constant.fn)[x.size](x, out, divisor, backend=backend)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = f64(as_dtype(f64(x) / divisor, dtype))
+    check = assert_exact_but_zero_sign if ignores_signed_zero(backend) else assert_exact
+    check(out, want, f"x / {divisor}")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # thread indices
 
@@ -718,6 +731,32 @@ def _wrap_i32(v: np.ndarray) -> np.ndarray:
     return (v.astype(np.int64) + 2**31) % 2**32 - 2**31
 
 
+def test_float_rem_is_c_fmod(backend, dtype, rng):
+    """Special values (zeros of both signs, infinities, NaN) exactly as C fmod on every backend; ordinary values
+    exactly too (fmod is exact), except on Vulkan, whose OpFRem is specified only to the precision of
+    x - y * trunc(x / y): there the error may reach 2 ulp of x in f32 before the result is rounded to the dtype."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.5, -7.25])
+    sx, sy = np.repeat(special, special.size), np.tile(special, special.size)
+    x = as_dtype(np.concatenate([sx, rng.standard_normal(500) * 10]), dtype)
+    y = as_dtype(np.concatenate([sy, rng.standard_normal(500)]), dtype)
+    out = poisoned(x.size, dtype)
+    K.float_rem[x.size](x, y, out, backend=backend)
+    with np.errstate(invalid="ignore"):
+        want = f64(as_dtype(np.fmod(f64(x), f64(y)), dtype))
+    ns = sx.size
+    assert_exact(out[:ns], want[:ns], "fmod of special values")
+    if backend != "vulkan":
+        assert_exact(out[ns:], want[ns:], "fmod")
+        return
+    got, w = f64(out[ns:]), want[ns:]
+    allowed = 2 * np.spacing(np.abs(f64(x[ns:])).astype(np.float32)).astype(np.float64)
+    allowed += np.spacing(np.abs(w).astype(DTYPES[dtype])).astype(np.float64) if dtype != "bf16" else \
+        np.abs(w) * 2.0**-8
+    err = np.abs(got - w)
+    worst = int(np.argmax(err - allowed))
+    assert (err <= allowed).all(), f"fmod({x[ns + worst]}, {y[ns + worst]}) = {got[worst]}, want {w[worst]}"
+
+
 def test_int_arith_i32_truncates_toward_zero(backend, rng):
     """`//` and `%` on ints follow C (and CUDA, Triton): the quotient truncates toward zero and the remainder takes
     the dividend's sign. Python's floor semantics would give -4 and 1 for -7 // 2 and -7 % 2; Iron gives -3 and -1."""
@@ -856,6 +895,7 @@ def test_every_kernel_compiles_for_every_dtype():
         "static_alternating": {"K": 2},
         "constexpr_affine": {"SCALE": 2, "SQUARE": True},
         "ieee_affine": {"SCALE": 1.0, "BIAS": 0.0},
+        "divide_by_constant": {"D": 0.0},
         "reverse_tiles": {"BLOCK": 256, "TILE": 16384},
     }
     kernels = {n: k for n, k in vars(K).items() if isinstance(k, iron.KernelFunction)}

@@ -20,6 +20,7 @@ Output is a pure function of the IR: names are handed out in program order and n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -497,6 +498,12 @@ class _Printer:
         if code in O.BINARY_ARITH:
             if rt.is_float:
                 a, b = self._f32(xs[0]), self._f32(xs[1])
+                c = _const_value(xs[1])
+                if code == "div" and c is not None and float(c) == 0.0:
+                    # x / ±0 is exactly x * ±inf in IEEE (NaN for 0 and NaN, signed inf otherwise); C compilers
+                    # warn on a literal division by zero, so the product is what gets printed
+                    inf = self._literal(math.copysign(math.inf, float(c)), t.f32)
+                    return self._rounded(E.binary("*", a, inf), rt)
                 e = E.binary(_ARITH_OPS[code], a, b) if code in _ARITH_OPS else E.call(self._math(op), a, b)
                 return self._rounded(e, rt)
             a, b = self.expr(xs[0]), self.expr(xs[1])

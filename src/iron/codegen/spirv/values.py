@@ -7,6 +7,8 @@ its f32 result once (``round_to``), as the interpreter does for ``native_half`` 
 
 from __future__ import annotations
 
+import math
+
 from ...errors import CompileError
 from ...ir import types as t
 from ...ir.core import Op
@@ -85,6 +87,13 @@ class ValueOps:
         ty = self.reg_type(rt)
         st = op.operands[0].type if op.operands else rt
         if code in ("add", "sub", "mul", "div", "rem", "min", "max") and rt.is_float:
+            c = _const_of(op.operands[1])
+            if code == "div" and c is not None and float(c) == 0.0:
+                # OpFDiv by zero is undefined in SPIR-V (Mesa drops the store); x * +-inf is exactly IEEE's x / +-0
+                inf = self.f32c(math.copysign(math.inf, float(c)))
+                return self.rounded(self.inst("OpFMul", ty, xs[0], inf), rt)
+            if code == "rem":
+                return self.rounded(self.fmod(xs[0], xs[1], c), rt)
             if code in _FLOAT_BINARY:
                 return self.rounded(self.inst(_FLOAT_BINARY[code], ty, *xs), rt)
             # NMin/NMax return the non-NaN operand, like C fminf/fmaxf
@@ -127,6 +136,24 @@ class ValueOps:
         if code == "cast":
             return self.convert(xs[0], st, rt, op)
         raise CompileError(f"unsupported op '{code}' on backend spirv", op.loc)
+
+    def fmod(self, x: int, y: int, y_const: bool | int | float | None) -> int:
+        """C ``fmod`` on f32 registers. OpFRem's precision is that of x - y * trunc(x / y) (Vulkan spec) and it is
+        undefined for y = 0; the special values are made C's here: NaN for y = 0, infinite x or a NaN, x itself for
+        an infinite y and finite x, and a zero result carries the sign of x."""
+        b = self.b
+        f32, u32, boolean = b.type_float(32), b.type_int(32, False), b.type_bool()
+        nan = self.f32c(math.nan)
+        if y_const is not None and float(y_const) == 0.0:
+            return nan
+        r = self.inst("OpFRem", f32, x, y)
+        sign = self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, x), b.const_uint(0x80000000))
+        zero = self.inst("OpFOrdEqual", boolean, r, self.f32c(0.0))
+        r = self.inst("OpSelect", f32, zero, self.inst("OpBitcast", f32, sign), r)
+        r = self.inst("OpSelect", f32, self.inst("OpIsInf", boolean, y), x, r)
+        undefined = self.inst("OpLogicalOr", boolean, self.inst("OpFOrdEqual", boolean, y, self.f32c(0.0)),
+                              self.inst("OpIsInf", boolean, x))
+        return self.inst("OpSelect", f32, undefined, nan, r)
 
     def compare(self, code: str, st: t.ScalarType, a: int, b: int) -> int:
         bool_t = self.b.type_bool()
@@ -200,3 +227,8 @@ class ValueOps:
         out = self.inst("OpSelect", f32, big, sign, mid)
         out = self.inst("OpSelect", f32, self.inst("OpFOrdLessThan", bool_t, ax, self.f32c(1.0)), small, out)
         return self.inst("OpSelect", f32, self.inst("OpIsNan", bool_t, x), x, out)
+
+
+def _const_of(v) -> bool | int | float | None:
+    owner = v.owner
+    return owner.attrs["value"] if isinstance(owner, Op) and owner.opcode == "const" else None

@@ -9,6 +9,7 @@ Regenerate the golden files after an intended change with
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +126,50 @@ def test_numpy_is_the_only_array_type():
     assert backend.check_array("x", np.zeros(4, np.float32), lambda: None) is not None
     with pytest.raises(LaunchError, match="takes NumPy arrays"):
         backend.check_array("x", [1.0], lambda: None)
+
+
+@pytest.mark.parametrize("target,words", [
+    ("sm_90", "bad AMD target 'sm_90'"),
+    ("gfx9999", "unknown AMD processor 'gfx9999'"),
+    ("gfx1030:xnack-", "gfx1030 has no xnack setting"),
+    ("gfx90a:fast+", "unknown feature 'fast'"),
+    ("gfx90a:xnack+:xnack-", "set twice"),
+])
+def test_bad_targets_are_refused_before_hiprtc_sees_them(target, words):
+    """ROCm 5.2's hipRTC aborts the process on a processor or feature it does not know; Iron refuses them first."""
+    with pytest.raises(CompileError, match=re.escape(words)):
+        hiprtc.check_target(target)
+    with pytest.raises((CompileError, LaunchError), match="AMD"):
+        HipBackend().compile(iron_exp.variant(iron.f32), target=target)
+
+
+def test_known_targets_pass_the_check():
+    for target in ("gfx90a", "gfx1030", "gfx906:sramecc-:xnack+", "gfx90a:xnack-"):
+        assert hiprtc.check_target(target) == target
+    assert {"gfx90a", "gfx1030", "gfx942", "gfx1100"} <= hiprtc.AMD_PROCESSORS
+
+
+def _rocm_version() -> int | None:
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libamdhip64.so")
+    except OSError:
+        return None
+    v = ctypes.c_int()
+    return v.value if lib.hipRuntimeGetVersion(ctypes.byref(v)) == 0 else None
+
+
+@needs_hiprtc
+def test_a_processor_newer_than_hiprtc_is_an_error_not_a_crash():
+    """gfx942 (MI300) came after ROCm 5.2, whose hipRTC aborts on it: the check compiles once in a child process,
+    so this process survives and says why. A newer hipRTC compiles it."""
+    try:
+        code = hiprtc.compile_hip(hiprtc._PROBE_SOURCE, target="gfx942", name="iron_probe")
+    except CompileError as e:
+        assert "cannot compile for gfx942" in e.message and "child process" in e.message
+        assert "newer than this ROCm" in (e.hint or "")
+    else:
+        assert code[:4] == b"\x7fELF" and b"gfx942" in code
+        version = _rocm_version()
+        assert version is None or version >= 50300000, "ROCm 5.2's hipRTC cannot know gfx942"

@@ -21,8 +21,8 @@ def rng() -> np.random.Generator:
 
 def _test_backends() -> list[str]:
     """Backends the conformance suite runs on: ``IRON_TEST_BACKENDS`` (comma-separated), by default every backend,
-    each skipping where it cannot run (CI: the interpreter and Vulkan on lavapipe; a GPU machine adds CUDA)."""
-    names = os.environ.get("IRON_TEST_BACKENDS", "cpu,vulkan,cuda")
+    each skipping where it cannot run (CI: the interpreter, Vulkan on lavapipe and the CPU model of Metal; a GPU machine adds CUDA)."""
+    names = os.environ.get("IRON_TEST_BACKENDS", "cpu,vulkan,msl-cpu,cuda")
     return [n.strip() for n in names.split(",") if n.strip()]
 
 
@@ -39,7 +39,7 @@ def backend(request) -> str:
 
 
 #: SIMD width of each backend's device where it is fixed (the interpreter's is configurable)
-NATIVE_SIMD_WIDTH = {"cuda": 32, "hip-on-cuda": 32, "msl-cpu": 32}
+NATIVE_SIMD_WIDTH = {"cuda": 32, "hip-on-cuda": 32}
 
 
 def native_simd_width(backend: str) -> int | None:

@@ -63,8 +63,13 @@ def test_scalars_and_grid_sizes_are_constant_references_at_their_own_buffer_inde
 
 
 def test_shared_memory_barrier_simd_and_atomics_spelling():
-    text = emit_msl(K.warp_tile.variant(iron.f32, (256,)).kernel).source
-    assert "threadgroup float tile[256];" in text
+    src = emit_msl(K.warp_tile.variant(iron.f32, (256,)).kernel)
+    text = src.source
+    # threadgroup arrays are parameters the host sizes, in declaration order, before the attribute parameters
+    assert "threadgroup float *tile [[threadgroup(0)]],\n    threadgroup uint *count [[threadgroup(1)]]," in text
+    assert src.threadgroup == (("tile", 256 * 4), ("count", 4))
+    assert [a[2] for a in src.attributes] == ["thread_position_in_grid", "thread_position_in_threadgroup",
+                                             "thread_index_in_simdgroup", "threads_per_simdgroup"]
     assert "threadgroup_barrier(mem_flags::mem_threadgroup);" in text
     for fn in ("simd_sum(v)", "simd_max(v)", "simd_shuffle(v, ", "simd_shuffle_xor(v, "):
         assert fn in text

@@ -19,8 +19,10 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "vulkan": ("iron.runtime.vulkan", "VulkanBackend", "any Vulkan 1.1+ device, SPIR-V built from the IR"),
     "hip": ("iron.runtime.hip", "HipBackend", "AMD GPUs through hipRTC (compile only so far)"),
     "metal": ("iron.runtime.metal", "MetalBackend", "Apple GPUs via Metal (MSL source; macOS runtime not yet written)"),
+    "msl-cpu": ("iron.runtime.msl_cpu", "MslCpuBackend",
+                "the MSL run on the CPU by a C++ model of Metal (clang; threadgroups as concurrent threads)"),
 }
-PLANNED = {"msl-cpu": "issue #6"}
+PLANNED: dict[str, str] = {}
 #: order in which "the best backend present" is chosen
 PREFERENCE = ("cuda", "vulkan", "cpu")
 _PROBES: dict[str, str | None] = {}
@@ -87,6 +89,10 @@ def unavailable_reason(name: str) -> str | None:
             from .metal import probe as metal_probe
 
             _PROBES[name] = metal_probe()
+        elif name == "msl-cpu":
+            from .msl_cpu import probe as msl_cpu_probe
+
+            _PROBES[name] = msl_cpu_probe()
         elif name in PLANNED:
             _PROBES[name] = f"not implemented yet ({PLANNED[name]})"
         else:

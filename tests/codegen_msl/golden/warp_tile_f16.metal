@@ -41,6 +41,8 @@ kernel void warp_tile(
     constant int& iron_n0 [[buffer(3)]],
     constant int& iron_n1 [[buffer(4)]],
     constant int& iron_n2 [[buffer(5)]],
+    threadgroup half *tile [[threadgroup(0)]],
+    threadgroup uint *count [[threadgroup(1)]],
     uint tid [[thread_position_in_grid]],
     uint lid [[thread_position_in_threadgroup]],
     uint simd_lane_id [[thread_index_in_simdgroup]],
@@ -52,9 +54,7 @@ kernel void warp_tile(
         return;
     }
     // line 62: tile = shared(T, BLOCK)
-    threadgroup half tile[256];
     // line 63: count = shared(u32, 1)
-    threadgroup uint count[1];
     // line 61: tid = local_id(0)
     const int tid_ = (int)lid;
     // line 64: if tid == 0:

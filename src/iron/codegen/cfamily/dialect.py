@@ -116,6 +116,8 @@ class Features:
 
     snippets: set[str] = field(default_factory=set)
     thread_ops: set[str] = field(default_factory=set)
+    #: shared arrays passed as kernel parameters (dialects with ``shared_as_params``): (ctype, name, bytes), in order
+    shared_params: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 class CDialect:
@@ -165,6 +167,14 @@ class CDialect:
 
     def shared_decl(self, ctype: str, name: str, size: int) -> str:
         return f"{ctype} {name}[{size}];"
+
+    def attribute_params(self, features: Features) -> list[tuple[str, str, str]]:
+        """Parameters after the kernel's own that the hardware fills in (Metal's thread-position attributes):
+        (ctype, name, attribute) in order; none in CUDA/HIP, whose thread indices are builtin variables."""
+        return []
+
+    #: shared arrays are kernel parameters the host sizes (Metal's ``[[threadgroup(i)]]``) instead of declarations
+    shared_as_params: ClassVar[bool] = False
 
     #: bytes of group-shared memory in one kernel when arrays come from the dynamic buffer (0: no dynamic buffer)
     max_dynamic_shared: ClassVar[int] = 0

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Kernel
@@ -82,15 +84,38 @@ def _thread_table(dims: int) -> dict[str, Template]:
     return table
 
 
-_ERF = Snippet("""\
-// erf: the Metal standard library has none. Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7), odd in x.
-static inline float iron_erf(float x) {
-    const float z = fabs(x);
-    const float k = 1.0f / (1.0f + 0.3275911f * z);
-    const float p = k * (0.254829592f + k * (-0.284496736f + k * (1.421413741f + k * (-1.453152027f +
-        k * 1.061405429f))));
-    return copysign(1.0f - p * exp(-z * z), x);
-}""")
+def _erf_snippet() -> Snippet:
+    """erf in f32 with the SPIR-V backend's algorithm and coefficients (``iron.codegen.spirv.erf``): a few ulp."""
+    from ..spirv.erf import MID_CENTER, MID_HALF_WIDTH, coefficients
+
+    p, q = coefficients()
+
+    def horner(coefs: tuple[float, ...], var: str) -> str:
+        text = _f32_literal(coefs[0])
+        for c in coefs[1:]:
+            text = f"fma({text}, {var}, {_f32_literal(c)})"
+        return text
+
+    return Snippet(f"""\
+// erf: the Metal standard library has none. x * P(x^2) below 1, 1 - exp(-x^2) * Q(t) up to 4, +-1 beyond
+// (polynomials fitted to float64 erf; the same algorithm as the SPIR-V backend's).
+static inline float iron_erf(float x) {{
+    const float ax = fabs(x);
+    const float u = x * x;
+    const float small = x * {horner(p, "u")};
+    const float c = fmin(fmax(ax, 1.0f), 4.0f);
+    const float t = (c - {_f32_literal(MID_CENTER)}) * {_f32_literal(1.0 / MID_HALF_WIDTH)};
+    const float mid = copysign(1.0f - exp(-(c * c)) * {horner(q, "t")}, x);
+    return isnan(x) ? x : ax < 1.0f ? small : ax >= 4.0f ? copysign(1.0f, x) : mid;
+}}""")
+
+
+def _f32_literal(v: float) -> str:
+    text = repr(float(np.float32(v)))
+    return text + "f" if ("." in text or "e" in text) else text + ".0f"
+
+
+_ERF = _erf_snippet()
 
 _F32_TO_INT = Snippet("""\
 // float -> int with Iron's cast semantics: truncate, saturate to the range, NaN -> 0 (spelled out rather than left
@@ -266,23 +291,29 @@ class MslDialect(CDialect):
             return f"{'const ' if p.readonly else ''}device {p.ctype} *{p.name} [[buffer({position})]]"
         return f"constant {p.ctype}& {p.name} [[buffer({position})]]"
 
-    def signature(self, entry: str, params: list[CParam], features: Features, prefix: str = "kernel void") -> str:
-        decls = [self.param_decl(p, i) for i, p in enumerate(params)]
+    def attribute_params(self, features: Features) -> list[tuple[str, str, str]]:
         used = set(features.thread_ops) if features is not None else set()
         if features is not None and any(s.startswith("iron_simd_shuffle_xor:") for s in features.snippets):
             used.add("simd_lane")
-        for code, (name, attribute) in THREAD_PARAMS.items():
-            if code in used:
-                ctype = "uint3" if code in _AXIS_OPS and self.dims > 1 else "uint"
-                decls.append(f"{ctype} {name} [[{attribute}]]")
+        return [("uint3" if code in _AXIS_OPS and self.dims > 1 else "uint", name, attribute)
+                for code, (name, attribute) in THREAD_PARAMS.items() if code in used]
+
+    def signature(self, entry: str, params: list[CParam], features: Features, prefix: str = "kernel void") -> str:
+        decls = [self.param_decl(p, i) for i, p in enumerate(params)]
+        if features is not None:
+            decls += [f"threadgroup {ctype} *{name} [[threadgroup({i})]]"
+                      for i, (ctype, name, _) in enumerate(features.shared_params)]
+        decls += [f"{ctype} {name} [[{attribute}]]" for ctype, name, attribute in self.attribute_params(features)]
         head = f"{prefix} {entry}("
         one_line = head + ", ".join(decls) + ")"
         if len(one_line) <= 120:
             return one_line
         return head + "\n" + ",\n".join("    " + d for d in decls) + ")"
 
-    def shared_decl(self, ctype: str, name: str, size: int) -> str:
-        return f"threadgroup {ctype} {name}[{size}];"
+    #: threadgroup arrays are ``threadgroup T *name [[threadgroup(i)]]`` parameters sized by the host
+    #: (``setThreadgroupMemoryLength:atIndex:``): one spelling for the runtime, ``iron build`` hosts and the CPU model
+    #: of Metal (whose driver gives each threadgroup its own storage)
+    shared_as_params: ClassVar[bool] = True
 
     def dynamic_shared_decl(self) -> str:  # unreachable: both limits are 32 KiB, so the printer refuses first
         raise NotImplementedError("Metal has no dynamic threadgroup memory beyond its 32 KiB")

@@ -74,6 +74,11 @@ class KernelSource:
     #: arrays exceed the dialect's static limit: they are then carved out of one dynamic buffer, which the launcher
     #: sizes (and, on CUDA, opts the kernel in to beyond 48 KiB).
     dynamic_shared_bytes: int = 0
+    #: shared arrays passed as parameters (Metal ``[[threadgroup(i)]]``): (name, bytes) for threadgroup index i,
+    #: which the host sizes (``setThreadgroupMemoryLength:atIndex:``, rounded up to 16 bytes)
+    threadgroup: tuple[tuple[str, int], ...] = ()
+    #: parameters the hardware fills in after the kernel's own (Metal attributes): (ctype, name, attribute)
+    attributes: tuple[tuple[str, str, str], ...] = ()
 
     def __str__(self) -> str:
         return self.source
@@ -140,7 +145,9 @@ class _Printer:
         prelude = self.d.prelude(self.features.snippets)
         text = header + "\n" + prelude + kernel_text + vector_text
         return KernelSource(self.d.name, self.k.name, entry, text, tuple(params), self.shared_bytes,
-                            tuple(sorted(self.features.snippets)), vector, self.dynamic_shared)
+                            tuple(sorted(self.features.snippets)), vector, self.dynamic_shared,
+                            tuple((name, size) for _, name, size in self.features.shared_params),
+                            tuple(self.d.attribute_params(self.features)))
 
     def _vectorised(self, entry: str, params: list[CParam], lanes: LanePlan) -> tuple[VectorEntry | None, str]:
         """The element function and the vector entry (``vectorize.py``), or (None, "") if the dialect has none."""
@@ -287,6 +294,9 @@ class _Printer:
         self.shared_bytes += elem.itemsize * size
         name = self.names.bind(op.result.uid, op.result.name or "shared")
         self.buffers[op.result.uid] = name
+        if self.d.shared_as_params and not self.dynamic_shared:
+            self.features.shared_params.append((self._ctype(elem), name, elem.itemsize * size))
+            return
         if not self.dynamic_shared:
             out.append(pad + self.d.shared_decl(self._ctype(elem), name, size))
             return

@@ -28,9 +28,11 @@
 
 #define kernel
 #define device
-#define constant
+#define constant const  // Metal's constant address space is read-only
+// threadgroup is `volatile`: a qualifier wherever MSL puts the address space (declarations, casts, parameters),
+// and -- as C++ reads keywords inside [[...]] as identifiers -- an ignored attribute in [[threadgroup(i)]]
 #ifndef threadgroup
-#define threadgroup
+#define threadgroup volatile
 #endif
 #define thread
 
@@ -45,6 +47,14 @@ typedef unsigned int uint;
 typedef uint64_t ulong;
 typedef _Float16 half;
 
+struct bfloat;
+template <typename U>
+struct iron_model_is_bfloat {};
+template <>
+struct iron_model_is_bfloat<bfloat> {
+    typedef void type;
+};
+
 // bfloat (MSL 3.1): storage with explicit conversions, rounding to nearest even (NaN stays a quiet NaN).
 struct bfloat {
     ushort bits;
@@ -58,7 +68,19 @@ struct bfloat {
         }
     }
     explicit operator float() const { return __builtin_bit_cast(float, (uint)bits << 16); }
+    // threadgroup (volatile) storage; the assignments are templates so that bfloat stays trivially copyable
+    explicit operator float() const volatile { return __builtin_bit_cast(float, (uint)bits << 16); }
+    template <typename U, typename = typename iron_model_is_bfloat<U>::type>
+    bfloat& operator=(const volatile U& other) {
+        bits = other.bits;
+        return *this;
+    }
+    template <typename U, typename = typename iron_model_is_bfloat<U>::type>
+    void operator=(const volatile U& other) volatile {
+        bits = other.bits;
+    }
 };
+static_assert(__is_trivially_copyable(bfloat), "bfloat must stay trivially copyable (as_type)");
 
 #define IRON_MODEL_VECTORS(T)                                     \
     typedef T T##2 __attribute__((ext_vector_type(2)));           \
@@ -184,6 +206,30 @@ inline int atomic_fetch_max_explicit(atomic_int* object, int operand, memory_ord
 }
 inline uint atomic_fetch_max_explicit(atomic_uint* object, uint operand, memory_order) {
     return __atomic_fetch_max(&object->value, operand, __ATOMIC_RELAXED);
+}
+
+// the same operations on threadgroup (volatile in this model) atomics
+template <typename T>
+T atomic_load_explicit(volatile _atomic<T>* object, memory_order order) {
+    return atomic_load_explicit(const_cast<_atomic<T>*>(object), order);
+}
+template <typename T>
+void atomic_store_explicit(volatile _atomic<T>* object, typename iron_model_same<T>::type desired, memory_order order) {
+    atomic_store_explicit(const_cast<_atomic<T>*>(object), desired, order);
+}
+template <typename T>
+bool atomic_compare_exchange_weak_explicit(volatile _atomic<T>* object, T* expected,
+                                           typename iron_model_same<T>::type desired, memory_order success,
+                                           memory_order failure) {
+    return atomic_compare_exchange_weak_explicit(const_cast<_atomic<T>*>(object), expected, desired, success, failure);
+}
+template <typename T>
+T atomic_fetch_add_explicit(volatile _atomic<T>* object, typename iron_model_same<T>::type operand, memory_order order) {
+    return atomic_fetch_add_explicit(const_cast<_atomic<T>*>(object), operand, order);
+}
+template <typename T>
+T atomic_fetch_max_explicit(volatile _atomic<T>* object, typename iron_model_same<T>::type operand, memory_order order) {
+    return atomic_fetch_max_explicit(const_cast<_atomic<T>*>(object), operand, order);
 }
 
 }  // namespace metal

@@ -1,0 +1,269 @@
+"""``backend="msl-cpu"``: Iron's MSL executed on the CPU through a C++ model of Metal (issue 6, point 3).
+
+The MSL is the exact text the Metal backend loads and ``iron build --backend metal`` writes (``emit_msl``). It is
+compiled unchanged by clang (Debian ``clang++-16``) against ``msl_model/include/metal_model.h`` and the execution
+driver ``metal_driver.h``, with a small generated trampoline that unpacks the launch's arguments, into a shared
+library loaded with ctypes. The driver runs every threadgroup of a kernel with collectives as truly concurrent OS
+threads (barriers and SIMD exchanges really synchronise), SIMD-groups of 32 lanes (``IRON_MSL_CPU_SIMD_WIDTH``: 8,
+16, 32 or 64); kernels without collectives run their threads one after another, threadgroups spread over a few
+OS threads. Libraries are cached on disk (keyed by source, trampoline, headers, compiler and flags).
+
+What this proves and what it cannot: see docs/backends/metal.md. In short, it executes the MSL's semantics (types,
+conversions, control flow, our own emitter's bugs); it does not prove that Apple's compiler accepts the source, and
+says nothing about speed. Buffer accesses are not bounds-checked here (use ``backend="cpu"`` for that).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CompileError, ExecutionError, LaunchError
+from . import Backend
+from .cache import cache_dir, cache_key
+
+#: clang flags: IEEE float semantics (no contraction into FMA, no fast math), C++17 as the model needs
+FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-ffp-contract=off",
+         "-fno-strict-aliasing", "-Wno-unknown-attributes", "-w")
+_SCALAR_CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "f32": ctypes.c_float, "bool": ctypes.c_bool}
+#: Metal attribute -> the driver's field (``iron_model::Ids``)
+_ATTRIBUTE_FIELDS = {
+    "thread_position_in_grid": "thread_position_in_grid",
+    "thread_position_in_threadgroup": "thread_position_in_threadgroup",
+    "threadgroup_position_in_grid": "threadgroup_position_in_grid",
+    "threads_per_threadgroup": "threads_per_threadgroup",
+    "threadgroups_per_grid": "threadgroups_per_grid",
+    "thread_index_in_simdgroup": "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup": "simdgroup_index_in_threadgroup",
+    "threads_per_simdgroup": "threads_per_simdgroup",
+}
+_LOCK = threading.Lock()
+
+
+def find_clangxx() -> str | None:
+    """The C++ compiler driver: ``IRON_CLANGXX``, else clang++-16 / clang++ (found next to the model's clang)."""
+    import shutil
+
+    override = os.environ.get("IRON_CLANGXX")
+    if override:
+        return shutil.which(override)
+    for name in ("clang++-16", "clang++"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@lru_cache(maxsize=1)
+def _clang_version(clang: str) -> str:
+    try:
+        return subprocess.run([clang, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def probe() -> str | None:
+    """None when msl-cpu can run kernels here, else why not."""
+    if find_clangxx() is None:
+        return "no clang++ (install Debian's clang-16, or set IRON_CLANGXX)"
+    return None
+
+
+def simd_width() -> int:
+    w = int(os.environ.get("IRON_MSL_CPU_SIMD_WIDTH", "32"))
+    if w not in (8, 16, 32, 64):
+        raise LaunchError(f"IRON_MSL_CPU_SIMD_WIDTH must be 8, 16, 32 or 64, got {w}")
+    return w
+
+
+def trampoline(src) -> str:
+    """C++ that calls the kernel ``src`` (a ``KernelSource`` of the MSL dialect) for one thread: parameter i of
+    ``src.params`` is ``args[i]`` (a buffer's data pointer, or a pointer to a scalar / grid size), threadgroup array
+    i is ``groupmem[i]``, the attribute parameters come from the driver's ``Ids``."""
+    parts = []
+    for i, p in enumerate(src.params):
+        if p.kind == "buffer":
+            parts.append(f"static_cast<{p.ctype}*>(args[{i}])")
+        else:
+            parts.append(f"*static_cast<const {p.ctype}*>(args[{i}])")
+    parts += [f"static_cast<threadgroup {_tg_ctype(src, name)}*>(groupmem[{i}])"
+              for i, (name, _) in enumerate(src.threadgroup)]
+    for ctype, _, attribute in src.attributes:
+        field = _ATTRIBUTE_FIELDS[attribute]
+        axis3 = field not in ("thread_index_in_simdgroup", "simdgroup_index_in_threadgroup", "threads_per_simdgroup")
+        parts.append(f"ids.{field}" + (".x" if axis3 and ctype == "uint" else ""))
+    call = f"{src.entry}(" + ", ".join(parts) + ");"
+    return ("static void iron_invoke(void* const* args, void* const* groupmem, const iron_model::Ids& ids) {\n"
+            "    (void)args;\n    (void)groupmem;\n    (void)ids;\n"
+            f"    {call}\n}}\n\nIRON_MODEL_ENTRY(iron_invoke)\n")
+
+
+def _tg_ctype(src, name: str) -> str:
+    import re
+
+    m = re.search(r"threadgroup (\w+) \*" + re.escape(name) + r" \[\[threadgroup\(", src.source)
+    if m is None:
+        raise CompileError(f"msl-cpu: threadgroup parameter {name} not found in the MSL of {src.kernel}")
+    return m.group(1)
+
+
+def _headers_digest() -> str:
+    from ..codegen.msl_model import INCLUDE_DIR
+
+    h = hashlib.sha256()
+    for path in sorted(INCLUDE_DIR.iterdir()):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+class Library:
+    """One compiled kernel: the shared library and the MSL text it was built from (byte for byte)."""
+
+    def __init__(self, path: Path, msl: str):
+        self.path = path
+        self.msl = msl
+        self.dll = ctypes.CDLL(str(path))
+        fn = self.dll.iron_model_launch
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint), ctypes.c_uint,
+                       ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint), ctypes.c_uint, ctypes.c_int,
+                       ctypes.c_uint, ctypes.c_char_p, ctypes.c_uint]
+        self.launch = fn
+
+
+def build_library(src, folder: Path | None = None) -> Path:
+    """Compile the MSL of ``src`` (a ``KernelSource``) with the model into a shared library; returns its path
+    (cached on disk). The folder beside it keeps ``kernel.metal`` -- the exact bytes compiled."""
+    from ..codegen.msl_model import INCLUDE_DIR
+
+    clang = find_clangxx()
+    if clang is None:
+        raise LaunchError(f"backend 'msl-cpu' is not available: {probe()}")
+    tramp = trampoline(src)
+    key = cache_key("msl-cpu", src.source, tramp, _headers_digest(), FLAGS, _clang_version(clang))
+    use_cache = os.environ.get("IRON_CACHE", "1") != "0" and folder is None
+    root = folder or (cache_dir() / "msl-cpu" if use_cache else Path(tempfile.mkdtemp(prefix="iron-msl-cpu-")))
+    out = root / key[:32]
+    lib = out / "kernel.so"
+    if lib.exists():
+        return lib
+    with _LOCK:
+        root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        (work / "kernel.metal").write_text(src.source)
+        (work / "launch.cpp").write_text('#include "metal_driver.h"\n#include "kernel.metal"\n\n' + tramp)
+        cmd = [clang, *FLAGS, "-I", str(INCLUDE_DIR), "-o", str(work / "kernel.so"), str(work / "launch.cpp")]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(f"clang could not compile the MSL of kernel '{src.kernel}' against the CPU model of "
+                               f"Metal:\n{proc.stderr.strip()}",
+                               hint="this is a bug in Iron's MSL emitter or the model; `iron inspect --backend "
+                                    "metal` shows the source")
+        try:
+            os.replace(work, out)
+        except OSError:  # another process got there first
+            pass
+    return lib
+
+
+class MslCpuBackend(Backend):
+    name = "msl-cpu"
+
+    def __init__(self) -> None:
+        self._libraries: dict[int, Library] = {}
+
+    def info(self) -> dict[str, Any]:
+        clang = find_clangxx()
+        if clang is None:
+            raise LaunchError(f"the msl-cpu backend is not available: {probe()}")
+        return {"name": "CPU model of Metal (MSL compiled by clang, threadgroups as concurrent threads)",
+                "compiler": _clang_version(clang).splitlines()[0], "simd_width": simd_width(),
+                "workers": _workers(), "verified": "models Metal's semantics; not Apple's compiler or GPU"}
+
+    def simd_width(self) -> int:
+        """The SIMD-group width kernels see (32 as on Apple GPUs; ``IRON_MSL_CPU_SIMD_WIDTH`` changes it)."""
+        return simd_width()
+
+    def emitted(self, variant):
+        from ..codegen import emit_msl
+
+        src = variant.artifacts.get("msl")
+        if src is None:
+            src = variant.artifacts["msl"] = emit_msl(variant.kernel)
+        return src
+
+    def source(self, variant) -> str:
+        return self.emitted(variant).source
+
+    def library(self, variant) -> Library:
+        lib = self._libraries.get(id(variant))
+        if lib is None or variant.artifacts.get("msl-cpu") is not lib:
+            src = self.emitted(variant)
+            lib = Library(build_library(src), src.source)
+            variant.artifacts["msl-cpu"] = lib
+            self._libraries[id(variant)] = lib
+        return lib
+
+    def compile(self, variant, target: str | None = None) -> bytes:
+        """The shared library (bytes) that runs this variant on the CPU model of Metal."""
+        return self.library(variant).path.read_bytes()
+
+    def check_array(self, param: str, value: Any, where) -> np.ndarray:
+        if not isinstance(value, np.ndarray):
+            raise LaunchError(f"argument '{param}' is a {type(value).__module__}.{type(value).__name__}; the msl-cpu "
+                              "backend takes NumPy arrays", where(), "convert with .cpu().numpy() or np.asarray")
+        if not value.flags.c_contiguous:
+            raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),
+                              f"pass np.ascontiguousarray({param})")
+        return value.reshape(-1)
+
+    def launch(self, variant, arrays, scalars, grid, group) -> None:
+        from ..frontend.analysis import COLLECTIVE_OPS
+
+        k = variant.kernel
+        for p in k.params:
+            if p.kind == "buffer" and not p.readonly and not arrays[p.name].flags.writeable:
+                raise LaunchError(f"argument '{p.name}' is read-only but {k.name} writes to it")
+        if any(g == 0 for g in grid):
+            return
+        lib = self.library(variant)
+        src = self.emitted(variant)
+        by_source = {p.name: p for p in k.params}
+        keep: list[Any] = []
+        args = (ctypes.c_void_p * max(len(src.params), 1))()
+        for i, p in enumerate(src.params):
+            if p.kind == "buffer":
+                arr = arrays[p.source]
+                args[i] = arr.ctypes.data
+                keep.append(arr)
+                continue
+            if p.kind == "grid":
+                box: Any = ctypes.c_int32(grid[p.axis])
+            else:
+                st = by_source[p.source].value.type
+                box = _SCALAR_CTYPES[st.name](scalars[p.source])
+            keep.append(box)
+            args[i] = ctypes.addressof(box)
+        tg = (ctypes.c_uint * max(len(src.threadgroup), 1))(*[size for _, size in src.threadgroup])
+        groups = (ctypes.c_uint * 3)(*[-(-n // g) for n, g in zip(grid, group)])
+        dims = (ctypes.c_uint * 3)(*group)
+        concurrent = any(op.opcode in COLLECTIVE_OPS for op in k.walk())
+        error = ctypes.create_string_buffer(1024)
+        rc = lib.launch(args, tg, len(src.threadgroup), groups, dims, simd_width(), int(concurrent), _workers(),
+                        error, len(error))
+        if rc != 0:
+            raise ExecutionError(f"kernel {k.name} failed on msl-cpu: {error.value.decode(errors='replace')}",
+                                 k.loc)
+
+
+def _workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))

@@ -1,0 +1,66 @@
+"""The CPU model of Metal (``backend="msl-cpu"``): what it compiles is the MSL Iron emits, byte for byte; its
+threadgroups synchronise for real; it reports what it cannot run. The conformance suite (tests/frontend) runs every
+test kernel on it as well."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import iron
+from iron.runtime import get_backend, unavailable_reason
+
+from . import msl_cpu_kernels as MK
+
+pytestmark = pytest.mark.skipif(unavailable_reason("msl-cpu") is not None,
+                                reason=f"msl-cpu unavailable: {unavailable_reason('msl-cpu')}")
+
+
+def test_the_library_is_built_from_the_exact_msl(rng):
+    x = rng.standard_normal(320).astype(np.float32)
+    MK.divergent_simd_sum[320, 64](x, np.full_like(x, np.nan), 16, backend="msl-cpu")
+    variant = MK.divergent_simd_sum.variant(None, (16,))
+    lib = variant.artifacts["msl-cpu"]
+    compiled = (lib.path.parent / "kernel.metal").read_bytes()
+    assert compiled == MK.divergent_simd_sum.source("metal", HALF=16).encode()
+    assert compiled == lib.msl.encode()
+
+
+@pytest.mark.parametrize("half", [16, 5])
+def test_simd_sum_in_a_divergent_branch_sums_the_active_lanes(half, rng):
+    n, width = 256, get_backend("msl-cpu").simd_width()
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    MK.divergent_simd_sum[n, 128](x, out, half, backend="msl-cpu")
+    lanes = x.astype(np.float64).reshape(-1, width)
+    want = lanes.copy()
+    want[:, :half] = lanes[:, :half].sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(out.reshape(-1, width), want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_skipped_barrier_is_an_error_not_a_hang(rng):
+    x = rng.standard_normal(128).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    with pytest.raises(iron.ExecutionError, match=r"divergent barrier: .*not reached by every thread.*threadgroup 0"):
+        MK.skipped_barrier[128, 64](x, out, backend="msl-cpu")
+
+
+def test_arrays_other_than_numpy_are_refused_naming_the_argument():
+    out = np.zeros(64, np.float32)
+    with pytest.raises(iron.LaunchError, match=r"argument 'x' must be an array"):
+        MK.skipped_barrier[64, 64]([0.0] * 64, out, backend="msl-cpu")
+    with pytest.raises(iron.LaunchError, match=r"argument 'x' is not C-contiguous"):
+        MK.skipped_barrier[64, 64](np.zeros(128, np.float32)[::2], out, backend="msl-cpu")
+
+
+def test_without_clang_the_reason_is_given(monkeypatch):
+    from iron.runtime import msl_cpu
+
+    monkeypatch.setenv("IRON_CLANGXX", "no-such-clang++")
+    assert msl_cpu.probe() == "no clang++ (install Debian's clang-16, or set IRON_CLANGXX)"
+
+
+def test_simd_width_setting_is_checked(monkeypatch):
+    monkeypatch.setenv("IRON_MSL_CPU_SIMD_WIDTH", "12")
+    with pytest.raises(iron.LaunchError, match="IRON_MSL_CPU_SIMD_WIDTH must be 8, 16, 32 or 64, got 12"):
+        get_backend("msl-cpu").simd_width()

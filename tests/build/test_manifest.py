@@ -35,7 +35,8 @@ def test_manifest_describes_buffers_scalars_and_constexprs(tmp_path):
     assert r.exit_code == 0, r.output
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     files = _by_file(manifest)
-    assert sorted(files) == ["axpy_acc_f16.cu", "axpy_acc_f16.spv", "axpy_acc_f32.cu", "axpy_acc_f32.spv"]
+    assert sorted(files) == sorted(f"axpy_acc_{dt}{suffix}" for dt in ("f16", "f32")
+                                   for suffix in (".cu", ".spv", "_wave32.hip", "_wave64.hip"))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, "manifest.json", "manifest.txt"])
     assert manifest["format"] == 1 and manifest["iron_version"]
 
@@ -70,7 +71,7 @@ def test_manifest_describes_buffers_scalars_and_constexprs(tmp_path):
 
     text = (tmp_path / "manifest.txt").read_text()
     assert "artifact axpy_acc_f32.spv\n" in text and "arg acc buffer f32 readwrite binding 1\n" in text
-    assert "push n 4 i32\n" in text and "constexpr SCALE 2\n" in text and text.count("\nend\n") == 4
+    assert "push n 4 i32\n" in text and "constexpr SCALE 2\n" in text and text.count("\nend\n") == 8
 
 
 def test_constexpr_defaults_to_the_module_global(tmp_path):
@@ -99,7 +100,7 @@ def test_std_build_covers_every_std_kernel_and_dtype(tmp_path):
     for target in targets:
         for dtype in target.dtypes(None):
             stem = target.name if dtype is None else f"{target.name}_{dtype}"
-            for suffix in (".cu", ".spv"):
+            for suffix in (".cu", ".spv", "_wave64.hip", "_wave32.hip"):
                 assert f"{stem}{suffix}" in files
 
 

@@ -1,5 +1,8 @@
 """Ahead-of-time builds: write each variant's artifacts and the manifest that tells a host how to launch them.
 
+Files are ``<kernel>_<dtype><suffix>``: ``.cu`` (CUDA source), ``.spv`` (SPIR-V), ``_wave64.hip`` / ``_wave32.hip``
+(HIP source per wavefront size) and ``_<gfx target>.hsaco`` (AMD code objects, one per ``--target``).
+
 ``manifest.json`` is the full description (sorted keys, so two builds of the same sources are byte-identical);
 ``manifest.txt`` carries the same facts in a line format a C host reads with ``sscanf`` (see
 examples/vulkan_host/README.md).
@@ -19,7 +22,7 @@ from ..errors import IronError
 from ..frontend.kernel import Variant
 from ..ir import types as t
 from .targets import BuildTarget
-from .writers import PLANNED, WRITERS, Emitted
+from .writers import PLANNED, TARGETED, WRITERS, Emitted, emit_artifacts
 
 MANIFEST_FORMAT = 1
 
@@ -91,13 +94,43 @@ def check_backends(backends: Iterable[str]) -> list[str]:
     return [b for b in WRITERS if b in wanted]
 
 
+def check_targets(backends: Sequence[str], targets: Iterable[str]) -> list[str]:
+    """The ``--target`` list, deduplicated, each checked for the backend it is for (AMD processors for hip); a
+    target that cannot be built is an error naming the flag, raised before anything is written."""
+    wanted = list(dict.fromkeys(targets))
+    if not wanted:
+        return []
+    users = [b for b in backends if b in TARGETED]
+    if not users:
+        raise IronError(f"--target {','.join(wanted)}: none of the backends being built ({', '.join(backends)}) takes "
+                        f"targets; --target names {TARGETED['hip']} for --backend hip")
+    from ..codegen import hiprtc
+    from ..errors import CompileError
+
+    for target in wanted:
+        try:
+            hiprtc.check_target(target)
+        except CompileError as e:
+            guide = ""
+            if target.split(":")[0] not in hiprtc.AMD_PROCESSORS:
+                guide = f"; --target names {TARGETED['hip']} for --backend hip, e.g. --target gfx90a,gfx1030"
+            raise IronError(f"--target {target}: {e.message}{guide}", hint=e.hint) from None
+        if ":" in target:
+            raise IronError(f"--target {target}: iron build compiles for a processor without feature settings "
+                            f"(--target {target.split(':')[0]}): such a code object loads whatever the GPU's xnack and "
+                            "sramecc modes are")
+    return wanted
+
+
 def build(targets: Sequence[BuildTarget], out_dir: str | os.PathLike, backends: Iterable[str] = tuple(WRITERS),
-          dtypes: Iterable[str] | None = None) -> dict[str, Any]:
+          dtypes: Iterable[str] | None = None, compile_targets: Iterable[str] = ()) -> dict[str, Any]:
     """Compile every target's variants for ``backends`` into ``out_dir``; write manifest.json and manifest.txt.
 
-    ``dtypes`` narrows the variants of ``Tensor[T]`` kernels (default: all). Returns the manifest (as written).
+    ``dtypes`` narrows the variants of ``Tensor[T]`` kernels (default: all). ``compile_targets`` (``--target``):
+    AMD processors to compile HIP code objects for. Returns the manifest (as written).
     """
     backends = check_backends(backends)
+    compile_targets = check_targets(backends, compile_targets)
     if dtypes is not None:
         dtypes = list(dtypes)
         unknown = [d for d in dtypes if d not in t.SCALAR_TYPES]
@@ -119,17 +152,18 @@ def build(targets: Sequence[BuildTarget], out_dir: str | os.PathLike, backends: 
             variant = target.kernel.variant(dt, tuple(v for _, v in target.constexprs))
             stem = target.name if dt is None else f"{target.name}_{dt}"
             for backend in backends:
-                emitted = WRITERS[backend](variant)
-                path = out / f"{stem}{emitted.suffix}"
-                _write_atomic(path, emitted.data)
-                artifacts.append({
-                    "kernel": target.name, "module": target.kernel.fn.__module__, "backend": backend,
-                    "file": path.name, "sha256": hashlib.sha256(emitted.data).hexdigest(), "bytes": len(emitted.data),
-                    "dtype": None if dt is None else str(dt), "constexprs": constexprs, "entry": emitted.entry,
-                    "args": _args(variant, emitted), "collectives": variant.collectives,
-                    "shared_bytes": {"static": emitted.shared_static, "dynamic": emitted.shared_dynamic},
-                    "source_hash": shash, **emitted.details,
-                })
+                for emitted in emit_artifacts(backend, variant, compile_targets if backend in TARGETED else ()):
+                    path = out / f"{stem}{emitted.suffix}"
+                    _write_atomic(path, emitted.data)
+                    artifacts.append({
+                        "kernel": target.name, "module": target.kernel.fn.__module__, "backend": backend,
+                        "file": path.name, "sha256": hashlib.sha256(emitted.data).hexdigest(),
+                        "bytes": len(emitted.data), "dtype": None if dt is None else str(dt),
+                        "constexprs": constexprs, "entry": emitted.entry, "args": _args(variant, emitted),
+                        "collectives": variant.collectives,
+                        "shared_bytes": {"static": emitted.shared_static, "dynamic": emitted.shared_dynamic},
+                        "source_hash": shash, **emitted.details,
+                    })
     artifacts.sort(key=lambda a: a["file"])
     manifest = {"format": MANIFEST_FORMAT, "iron_version": iron_version(), "artifacts": artifacts}
     _write_atomic(out / "manifest.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
@@ -163,11 +197,19 @@ def manifest_text(manifest: dict[str, Any]) -> str:
             lines += [f"push {p['name']} {p['offset']} {p['dtype']}" for p in vk["push"]]
             lines.append("spec_ids " + " ".join(map(str, vk["group_size_spec_ids"])))
             lines += [f"feature {f}" for f in vk["features"]]
-        if "cuda" in a:
-            cu = a["cuda"]
-            lines += [f"param {p['name']} {p['kind']} {p['dtype']}" for p in cu["params"]]
-            if cu["vector"] is not None:
-                lines.append(f"vector {cu['vector']['entry']} {cu['vector']['width']}")
+        for key in ("cuda", "hip"):
+            if key not in a:
+                continue
+            c = a[key]
+            if key == "hip":
+                lines.append(f"wavefront {c['wavefront']}")
+                if "target" in c:
+                    lines.append(f"target {c['target']}")
+                if c.get("targets"):
+                    lines.append("targets " + " ".join(c["targets"]))
+            lines += [f"param {p['name']} {p['kind']} {p['dtype']}" for p in c["params"]]
+            if c["vector"] is not None:
+                lines.append(f"vector {c['vector']['entry']} {c['vector']['width']}")
         lines.append("end")
     return "\n".join(lines) + "\n"
 

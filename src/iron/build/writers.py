@@ -1,11 +1,13 @@
-"""One writer per backend: a compiled variant -> the artifact's bytes plus that backend's launch facts.
+"""One writer per backend: a compiled variant -> the artifacts' bytes plus that backend's launch facts.
 
-A backend is one entry in ``WRITERS``; the ``.metal`` and ``.hip`` writers join the table when their emitters land.
+A backend is one entry in ``WRITERS``; the ``.metal`` writer joins the table when its emitter lands. A writer
+returns one ``Emitted`` (or a list: HIP writes a source per wavefront size and a code object per AMD target). The
+writers of ``TARGETED`` backends also take the build's ``--target`` list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,18 +31,53 @@ class Emitted:
     arg_details: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def _c_params(src) -> list[dict[str, Any]]:
+    """The emitted kernel's parameters in order (a C-family ``KernelSource``): what a host passes, and as what."""
+    return [{"name": p.name, "kind": p.kind, "ctype": p.ctype, "dtype": str(p.dtype), "source": p.source,
+             **({"axis": p.axis} if p.kind == "grid" else {})} for p in src.params]
+
+
+def _vector(src) -> dict[str, Any] | None:
+    return None if src.vector is None else {"entry": src.vector.entry, "width": src.vector.width,
+                                            "buffers": list(src.vector.buffers)}
+
+
+def _static_shared(src) -> int:
+    # shared_bytes counts the dynamic buffer too when the arrays were moved there
+    return max(src.shared_bytes - src.dynamic_shared_bytes, 0)
+
+
 def write_cuda(variant: Variant) -> Emitted:
     from ..codegen import emit_cuda
 
     src = emit_cuda(variant.kernel)
-    params = [{"name": p.name, "kind": p.kind, "ctype": p.ctype, "dtype": str(p.dtype), "source": p.source,
-               **({"axis": p.axis} if p.kind == "grid" else {})} for p in src.params]
-    vector = None if src.vector is None else {"entry": src.vector.entry, "width": src.vector.width,
-                                              "buffers": list(src.vector.buffers)}
-    # shared_bytes counts the dynamic buffer too when the arrays were moved there
-    static = max(src.shared_bytes - src.dynamic_shared_bytes, 0)
-    return Emitted(".cu", src.source.encode(), src.entry, static, src.dynamic_shared_bytes,
-                   {"cuda": {"params": params, "vector": vector}})
+    return Emitted(".cu", src.source.encode(), src.entry, _static_shared(src), src.dynamic_shared_bytes,
+                   {"cuda": {"params": _c_params(src), "vector": _vector(src)}})
+
+
+def write_hip(variant: Variant, targets: Sequence[str] = ()) -> list[Emitted]:
+    """``_wave64.hip`` / ``_wave32.hip``: the HIP source for each wavefront size the ``targets`` need (both when
+    there are none: the source depends on the wavefront only), and ``_<target>.hsaco``: the code object hipRTC
+    compiles for each AMD target, through the runtime's own compile (and disk cache)."""
+    from ..codegen.cfamily.hip import emit_hip, wavefront_of
+    from ..runtime import get_backend
+
+    wave_of = {t: wavefront_of(t) for t in targets}
+    out = []
+    for wave in sorted(set(wave_of.values())) if targets else (32, 64):
+        src = emit_hip(variant.kernel, wave)
+        facts = {"wavefront": wave, "targets": [t for t in targets if wave_of[t] == wave], "params": _c_params(src),
+                 "vector": _vector(src)}
+        out.append(Emitted(f"_wave{wave}.hip", src.source.encode(), src.entry, _static_shared(src),
+                           src.dynamic_shared_bytes, {"hip": facts}))
+    backend = get_backend("hip")
+    for target in targets:
+        src = emit_hip(variant.kernel, wave_of[target])
+        code = backend.compile(variant, target)
+        facts = {"wavefront": wave_of[target], "target": target, "params": _c_params(src), "vector": _vector(src)}
+        out.append(Emitted(f"_{target}.hsaco", code, src.entry, _static_shared(src), src.dynamic_shared_bytes,
+                           {"hip": facts}))
+    return out
 
 
 def write_spirv(variant: Variant) -> Emitted:
@@ -57,10 +94,21 @@ def write_spirv(variant: Variant) -> Emitted:
 
 
 #: backend name (as ``iron device`` and ``backend=`` spell it) -> writer
-WRITERS: dict[str, Callable[[Variant], Emitted]] = {
+WRITERS: dict[str, Callable[..., Emitted | list[Emitted]]] = {
     "cuda": write_cuda,
     "vulkan": write_spirv,
+    "hip": write_hip,
 }
 
+#: backends whose writer takes the ``--target`` list (``writer(variant, targets)``), with what a target names there
+TARGETED: dict[str, str] = {"hip": "AMD processors (gfxNNN)"}
+
 #: backends whose emitter is still to come, with the artifact they will write
-PLANNED: dict[str, str] = {"metal": ".metal", "hip": ".hip"}
+PLANNED: dict[str, str] = {"metal": ".metal"}
+
+
+def emit_artifacts(backend: str, variant: Variant, targets: Sequence[str] = ()) -> list[Emitted]:
+    """Every artifact ``backend`` writes for ``variant`` (``targets``: the build's ``--target`` list)."""
+    writer = WRITERS[backend]
+    produced = writer(variant, tuple(targets)) if backend in TARGETED else writer(variant)
+    return [produced] if isinstance(produced, Emitted) else list(produced)

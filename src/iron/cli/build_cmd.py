@@ -1,4 +1,5 @@
-"""``iron build``: ahead-of-time artifacts (``.cu``, ``.spv``) and their manifest, for hosts that are not Python."""
+"""``iron build``: ahead-of-time artifacts (``.cu``, ``.spv``, ``.hip``, ``.hsaco``) and their manifest, for hosts
+that are not Python."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
-@click.command()
+@click.command(short_help="Write .cu/.spv/.hip/.hsaco artifacts and a manifest for C hosts.")
 @click.argument("kernel_specs", nargs=-1, metavar="[MODULE:KERNEL]...")
 @click.option("--backend", "backends", multiple=True, metavar="B[,B...]",
-              help="Backends to write artifacts for: cuda (.cu), vulkan (.spv); comma-separated or repeated "
-                   "(default: all of them).")
+              help="Backends to write artifacts for: cuda (.cu), vulkan (.spv), hip (_wave64.hip, _wave32.hip); "
+                   "comma-separated or repeated (default: all of them).")
+@click.option("--target", "compile_targets", multiple=True, metavar="T[,T...]",
+              help="AMD processors to compile HIP code objects for, one _<T>.hsaco each (needs hipRTC, no GPU), e.g. "
+                   "gfx90a,gfx1030; the HIP sources are then those of these targets' wavefront sizes.")
 @click.option("--dtype", "dtypes", multiple=True, metavar="D[,D...]",
               help="Only these variants of Tensor[T] kernels: f32, f16, bf16 (default: every dtype).")
 @click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",
@@ -25,10 +29,12 @@ def _split(values: tuple[str, ...]) -> list[str]:
               help="Folder for the artifacts and manifest.json / manifest.txt.")
 @module_option
 def build(kernel_specs: tuple[str, ...], backends: tuple[str, ...], dtypes: tuple[str, ...],
-          defines: tuple[str, ...], out_dir: str, modules: tuple[str, ...] = ()) -> None:
-    """Write ahead-of-time artifacts for kernels: <kernel>_<dtype>.cu and .spv per variant, plus manifest.json
-    (entry points, argument bindings, push-constant layout, shared memory, constexprs, hashes) and manifest.txt
-    (the same facts, one `key value` per line, for C hosts).
+          defines: tuple[str, ...], out_dir: str, modules: tuple[str, ...] = (),
+          compile_targets: tuple[str, ...] = ()) -> None:
+    """Write ahead-of-time artifacts for kernels: <kernel>_<dtype>.cu, .spv, _wave64.hip and _wave32.hip per
+    variant (and _<target>.hsaco per --target), plus manifest.json (entry points, argument bindings, push-constant
+    layout, C parameters, wavefront sizes, shared memory, constexprs, hashes) and manifest.txt (the same facts, one
+    `key value` per line, for C hosts).
 
     With no MODULE:KERNEL, builds every kernel of the standard library (iron.std) and of the modules named by
     --module / IRON_KERNEL_PATH.
@@ -54,7 +60,8 @@ def build(kernel_specs: tuple[str, ...], backends: tuple[str, ...], dtypes: tupl
         targets = std_targets()
         # user modules from --module / IRON_KERNEL_PATH build beside the standard library
         targets += [target_for(k) for m in discover(modules) for k in kernels_of(m)]
-    manifest = run_build(targets, out_dir, backends=_split(backends) or list(WRITERS), dtypes=_split(dtypes) or None)
+    manifest = run_build(targets, out_dir, backends=_split(backends) or list(WRITERS), dtypes=_split(dtypes) or None,
+                         compile_targets=_split(compile_targets))
     for a in manifest["artifacts"]:
-        click.echo(f"{a['file']:<32} {a['backend']:<7} {a['bytes']:>8} bytes  entry {a['entry']}")
+        click.echo(f"{a['file']:<36} {a['backend']:<7} {a['bytes']:>8} bytes  entry {a['entry']}")
     click.echo(f"{len(manifest['artifacts'])} artifacts and manifest.json, manifest.txt in {out_dir}")

@@ -195,8 +195,22 @@ def device() -> None:
             from ..runtime.cpu import simd_width
 
             detail = f"NumPy interpreter, SIMD width {simd_width()} (IRON_CPU_SIMD_WIDTH)"
+        elif reason is None and hasattr(get_backend(name), "info"):
+            try:
+                info = get_backend(name).info()
+                detail = "; ".join(f"{k}: {_shown(v)}" for k, v in info.items())
+            except Exception as e:  # noqa: BLE001 - a device query that fails is shown, not raised
+                detail = f"device query failed: {e}"
+        if name == "metal" and "verified" not in detail:
+            detail = (detail + "; " if detail else "") + "not verified on Apple hardware by this project's CI"
         table.add_row(name, "[green]available" if reason is None else f"[red]unavailable[/]: {reason}", detail)
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _shown(value) -> str:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 from .build_cmd import build  # noqa: E402 - the command lives in its own module

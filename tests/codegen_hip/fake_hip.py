@@ -76,6 +76,8 @@ class FakeHip:
     fail: dict[str, int] = field(default_factory=dict)
     #: entry name -> the Variant the fake runs in the interpreter when it is launched
     kernels: dict[str, Any] = field(default_factory=dict)
+    #: code object -> its Variant (checked before ``kernels``: variants of one kernel share the entry name)
+    programs: dict[bytes, Any] = field(default_factory=dict)
     #: called with each Launch during hipModuleLaunchKernel, while the argument array is alive; returns its decoding
     on_launch: Callable[[Launch], dict[str, Any]] | None = None
     calls: list[tuple[str, tuple]] = field(default_factory=list)
@@ -201,12 +203,12 @@ class FakeHip:
             return err
         if address(f) not in self.functions or address(extra) != 0:
             return 400 if address(f) not in self.functions else 1
-        entry = self.functions[address(f)][1]
+        module, entry = self.functions[address(f)]
         launch = Launch(address(f), entry, (gx, gy, gz), (bx, by, bz), shared, address(stream), address(argv))
         self.launches.append(launch)
         if self.on_launch is not None:
             launch.args = self.on_launch(launch)
-        variant = self.kernels.get(entry)
+        variant = self.programs.get(self.loaded[module]) or self.kernels.get(entry)
         if variant is not None:
             return self._run(variant, launch)
         return 0

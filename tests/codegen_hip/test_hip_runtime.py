@@ -155,8 +155,10 @@ def test_iron_device_says_why_or_that_hip_is_available(install):
     assert r.exit_code == 0 and "unavailable" in row and "no AMD GPU (hipGetDeviceCount found none)" in row
     install()
     r = CliRunner().invoke(cli, ["device"])
-    row = next(line for line in r.output.splitlines() if line.startswith("│ hip"))
-    assert "available" in row and "unavailable" not in row
+    hip_rows = r.output.split("│ hip", 1)[1].split("│ metal", 1)[0]
+    assert "available" in hip_rows and "unavailable" not in hip_rows
+    text = " ".join(hip_rows.replace("│", " ").split())
+    assert "Fake AMD Instinct" in text and "gfx90a" in text and "verified: no" in text
 
 
 def test_device_arch_and_wavefront_come_from_the_properties(install, monkeypatch):

@@ -21,7 +21,8 @@ def rng() -> np.random.Generator:
 
 def _test_backends() -> list[str]:
     """Backends the conformance suite runs on: ``IRON_TEST_BACKENDS`` (comma-separated), by default every backend,
-    each skipping where it cannot run (CI: the interpreter, Vulkan on lavapipe and the CPU model of Metal; a GPU machine adds CUDA)."""
+    each skipping where it cannot run (CI: the interpreter, Vulkan on lavapipe and the CPU model of Metal; a GPU
+    machine adds CUDA)."""
     names = os.environ.get("IRON_TEST_BACKENDS", "cpu,vulkan,msl-cpu,cuda")
     return [n.strip() for n in names.split(",") if n.strip()]
 

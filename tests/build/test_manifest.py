@@ -36,7 +36,7 @@ def test_manifest_describes_buffers_scalars_and_constexprs(tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     files = _by_file(manifest)
     assert sorted(files) == sorted(f"axpy_acc_{dt}{suffix}" for dt in ("f16", "f32")
-                                   for suffix in (".cu", ".spv", "_wave32.hip", "_wave64.hip"))
+                                   for suffix in (".cu", ".metal", ".spv", "_wave32.hip", "_wave64.hip"))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, "manifest.json", "manifest.txt"])
     assert manifest["format"] == 1 and manifest["iron_version"]
 
@@ -71,7 +71,7 @@ def test_manifest_describes_buffers_scalars_and_constexprs(tmp_path):
 
     text = (tmp_path / "manifest.txt").read_text()
     assert "artifact axpy_acc_f32.spv\n" in text and "arg acc buffer f32 readwrite binding 1\n" in text
-    assert "push n 4 i32\n" in text and "constexpr SCALE 2\n" in text and text.count("\nend\n") == 8
+    assert "push n 4 i32\n" in text and "constexpr SCALE 2\n" in text and text.count("\nend\n") == 10
 
 
 def test_constexpr_defaults_to_the_module_global(tmp_path):
@@ -100,7 +100,7 @@ def test_std_build_covers_every_std_kernel_and_dtype(tmp_path):
     for target in targets:
         for dtype in target.dtypes(None):
             stem = target.name if dtype is None else f"{target.name}_{dtype}"
-            for suffix in (".cu", ".spv", "_wave64.hip", "_wave32.hip"):
+            for suffix in (".cu", ".spv", "_wave64.hip", "_wave32.hip", ".metal"):
                 assert f"{stem}{suffix}" in files
 
 
@@ -123,10 +123,11 @@ def test_backend_selection_and_errors(tmp_path):
     r = _invoke(KSPEC, "-D", "SCALE=1", "--backend", "vulkan", "--dtype", "f32", "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".spv", ".txt"]
-    assert "metal" not in WRITERS
-    for backend, words in (("metal", ".metal"), ("nope", "unknown backend")):
-        r = _invoke(KSPEC, "-D", "SCALE=1", "--backend", backend, "--out", str(tmp_path))
-        assert isinstance(r.exception, IronError) and words in str(r.exception)
+    assert set(WRITERS) == {"cuda", "vulkan", "hip", "metal"}
+    r = _invoke(KSPEC, "-D", "SCALE=1", "--backend", "nope", "--out", str(tmp_path))
+    assert isinstance(r.exception, IronError) and "unknown backend" in str(r.exception)
+    r = _invoke(KSPEC, "-D", "SCALE=1", "--backend", "vulkan", "--metallib", "--out", str(tmp_path))
+    assert isinstance(r.exception, IronError) and "add --backend metal" in str(r.exception)
     r = _invoke(KSPEC, "--out", str(tmp_path))  # SCALE is a module global here, so this works ...
     assert r.exit_code == 0
     r = _invoke(KSPEC, "-D", "BLOCK=1", "--out", str(tmp_path))  # ... but a -D no kernel has is a mistake

@@ -1,7 +1,8 @@
 """Ahead-of-time builds: write each variant's artifacts and the manifest that tells a host how to launch them.
 
 Files are ``<kernel>_<dtype><suffix>``: ``.cu`` (CUDA source), ``.spv`` (SPIR-V), ``_wave64.hip`` / ``_wave32.hip``
-(HIP source per wavefront size) and ``_<gfx target>.hsaco`` (AMD code objects, one per ``--target``).
+(HIP source per wavefront size), ``_<gfx target>.hsaco`` (AMD code objects, one per ``--target``), ``.metal`` (MSL)
+and, with ``--metallib``, ``.metallib`` (macOS).
 
 ``manifest.json`` is the full description (sorted keys, so two builds of the same sources are byte-identical);
 ``manifest.txt`` carries the same facts in a line format a C host reads with ``sscanf`` (see
@@ -123,7 +124,8 @@ def check_targets(backends: Sequence[str], targets: Iterable[str]) -> list[str]:
 
 
 def build(targets: Sequence[BuildTarget], out_dir: str | os.PathLike, backends: Iterable[str] = tuple(WRITERS),
-          dtypes: Iterable[str] | None = None, compile_targets: Iterable[str] = ()) -> dict[str, Any]:
+          dtypes: Iterable[str] | None = None, compile_targets: Iterable[str] = (), metallib: bool = False
+          ) -> dict[str, Any]:
     """Compile every target's variants for ``backends`` into ``out_dir``; write manifest.json and manifest.txt.
 
     ``dtypes`` narrows the variants of ``Tensor[T]`` kernels (default: all). ``compile_targets`` (``--target``):
@@ -131,6 +133,9 @@ def build(targets: Sequence[BuildTarget], out_dir: str | os.PathLike, backends: 
     """
     backends = check_backends(backends)
     compile_targets = check_targets(backends, compile_targets)
+    if metallib and "metal" not in backends:
+        raise IronError(f"--metallib compiles the Metal sources, but the backends being built are "
+                        f"{', '.join(backends)}; add --backend metal")
     if dtypes is not None:
         dtypes = list(dtypes)
         unknown = [d for d in dtypes if d not in t.SCALAR_TYPES]
@@ -152,7 +157,8 @@ def build(targets: Sequence[BuildTarget], out_dir: str | os.PathLike, backends: 
             variant = target.kernel.variant(dt, tuple(v for _, v in target.constexprs))
             stem = target.name if dt is None else f"{target.name}_{dt}"
             for backend in backends:
-                for emitted in emit_artifacts(backend, variant, compile_targets if backend in TARGETED else ()):
+                for emitted in emit_artifacts(backend, variant, compile_targets if backend in TARGETED else (),
+                                              metallib):
                     path = out / f"{stem}{emitted.suffix}"
                     _write_atomic(path, emitted.data)
                     artifacts.append({
@@ -210,6 +216,11 @@ def manifest_text(manifest: dict[str, Any]) -> str:
             lines += [f"param {p['name']} {p['kind']} {p['dtype']}" for p in c["params"]]
             if c["vector"] is not None:
                 lines.append(f"vector {c['vector']['entry']} {c['vector']['width']}")
+        if "metal" in a:  # param i at [[buffer(i)]]; threadgroup INDEX NAME LENGTH for setThreadgroupMemoryLength
+            m = a["metal"]
+            lines += [f"param {p['name']} {p['kind']} {p['dtype']}" for p in m["params"]]
+            lines += [f"threadgroup {g['index']} {g['name']} {g['length']}" for g in m["threadgroup"]]
+            lines.append(f"dispatch {m['dispatch']}")
         lines.append("end")
     return "\n".join(lines) + "\n"
 

@@ -1,7 +1,7 @@
 """One writer per backend: a compiled variant -> the artifacts' bytes plus that backend's launch facts.
 
-A backend is one entry in ``WRITERS``; the ``.metal`` writer joins the table when its emitter lands. A writer
-returns one ``Emitted`` (or a list: HIP writes a source per wavefront size and a code object per AMD target). The
+A backend is one entry in ``WRITERS``. A writer returns one ``Emitted`` (or a list: HIP writes a source per wavefront
+size and a code object per AMD target; Metal its source and, with ``--metallib``, the compiled library). The
 writers of ``TARGETED`` backends also take the build's ``--target`` list.
 """
 
@@ -80,6 +80,56 @@ def write_hip(variant: Variant, targets: Sequence[str] = ()) -> list[Emitted]:
     return out
 
 
+def write_metal(variant: Variant, metallib: bool = False) -> list[Emitted]:
+    """``.metal``: the MSL -- the bytes the Metal runtime loads and the msl-cpu model compiles -- with its binding
+    facts; with ``metallib``, also ``.metallib`` compiled by Apple's toolchain (``xcrun metal`` + ``metallib``,
+    macOS only)."""
+    from ..codegen import emit_msl
+
+    src = emit_msl(variant.kernel)
+    facts = {"params": _c_params(src),
+             "threadgroup": [{"index": j, "name": name, "bytes": size, "length": -(-size // 16) * 16}
+                             for j, (name, size) in enumerate(src.threadgroup)],
+             "attributes": [{"name": name, "ctype": ctype, "attribute": attr} for ctype, name, attr in src.attributes],
+             "dispatch": "dispatchThreadgroups", "language_version": "3.1", "math_mode": "safe"}
+    # threadgroup arrays are parameters: their bytes are set by the host, so none are static in the function
+    out = [Emitted(".metal", src.source.encode(), src.entry, 0, src.shared_bytes, {"metal": facts})]
+    if metallib:
+        out.append(Emitted(".metallib", compile_metallib(src.source, src.kernel), src.entry, 0, src.shared_bytes,
+                           {"metal": facts}))
+    return out
+
+
+def compile_metallib(source: str, name: str) -> bytes:
+    """MSL -> .metallib with Apple's command-line tools (``xcrun -sdk macosx metal`` then ``metallib``), with
+    fast math off and MSL 3.1 as the runtime compiles it; an IronError off macOS or without the tools."""
+    import platform
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from ..errors import IronError
+
+    xcrun = shutil.which("xcrun")
+    if xcrun is None:
+        where = "macOS with Xcode's command-line tools" if platform.system() == "Darwin" else \
+            f"macOS (this is {platform.system() or 'an unknown system'})"
+        raise IronError(f"--metallib needs Apple's Metal compiler (xcrun metal), which needs {where}; the .metal "
+                        "sources are written without it")
+    with tempfile.TemporaryDirectory(prefix="iron-metallib-") as tmp:
+        metal, air, lib = (Path(tmp) / f"{name}{ext}" for ext in (".metal", ".air", ".metallib"))
+        metal.write_text(source)
+        steps = ([xcrun, "-sdk", "macosx", "metal", "-std=metal3.1", "-fno-fast-math", "-c", str(metal), "-o",
+                  str(air)],
+                 [xcrun, "-sdk", "macosx", "metallib", str(air), "-o", str(lib)])
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise IronError(f"{' '.join(cmd[1:4])} failed on kernel {name}:\n{proc.stderr.strip()}")
+        return lib.read_bytes()
+
+
 def write_spirv(variant: Variant) -> Emitted:
     from ..codegen.spirv import emit_spirv
 
@@ -98,17 +148,25 @@ WRITERS: dict[str, Callable[..., Emitted | list[Emitted]]] = {
     "cuda": write_cuda,
     "vulkan": write_spirv,
     "hip": write_hip,
+    "metal": write_metal,
 }
 
 #: backends whose writer takes the ``--target`` list (``writer(variant, targets)``), with what a target names there
 TARGETED: dict[str, str] = {"hip": "AMD processors (gfxNNN)"}
 
 #: backends whose emitter is still to come, with the artifact they will write
-PLANNED: dict[str, str] = {"metal": ".metal"}
+PLANNED: dict[str, str] = {}
 
 
-def emit_artifacts(backend: str, variant: Variant, targets: Sequence[str] = ()) -> list[Emitted]:
-    """Every artifact ``backend`` writes for ``variant`` (``targets``: the build's ``--target`` list)."""
+def emit_artifacts(backend: str, variant: Variant, targets: Sequence[str] = (), metallib: bool = False
+                   ) -> list[Emitted]:
+    """Every artifact ``backend`` writes for ``variant`` (``targets``: the build's ``--target`` list; ``metallib``:
+    also compile the Metal library)."""
     writer = WRITERS[backend]
-    produced = writer(variant, tuple(targets)) if backend in TARGETED else writer(variant)
+    if backend in TARGETED:
+        produced = writer(variant, tuple(targets))
+    elif backend == "metal":
+        produced = writer(variant, metallib)
+    else:
+        produced = writer(variant)
     return [produced] if isinstance(produced, Emitted) else list(produced)

@@ -17,8 +17,8 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "cpu": ("iron.runtime.cpu", "CpuBackend", "NumPy interpreter of the IR (always present)"),
     "cuda": ("iron.runtime.cuda", "CudaBackend", "NVIDIA GPUs through cuda.core + NVRTC"),
     "vulkan": ("iron.runtime.vulkan", "VulkanBackend", "any Vulkan 1.1+ device, SPIR-V built from the IR"),
-    "hip": ("iron.runtime.hip", "HipBackend", "AMD GPUs through hipRTC (compile only so far)"),
-    "metal": ("iron.runtime.metal", "MetalBackend", "Apple GPUs via Metal (MSL source; macOS runtime not yet written)"),
+    "hip": ("iron.runtime.hip", "HipBackend", "AMD GPUs through hipRTC + libamdhip64 (not verified on AMD hardware)"),
+    "metal": ("iron.runtime.metal", "MetalBackend", "Apple GPUs via Metal + PyObjC (not verified on Apple hardware)"),
     "msl-cpu": ("iron.runtime.msl_cpu", "MslCpuBackend",
                 "the MSL run on the CPU by a C++ model of Metal (clang; threadgroups as concurrent threads)"),
 }

@@ -113,7 +113,7 @@ def test_cuda_output_is_unchanged_by_the_msl_dialect():
 def test_metal_backend_off_macos():
     from iron.runtime.metal import MetalBackend, probe
 
-    assert probe().startswith("macOS only")
+    assert probe().startswith("backend 'metal' is macOS only")
     be = MetalBackend()
     variant = iron_exp.variant(iron.f32)
     assert be.source(variant) == emit_msl(variant.kernel).source

@@ -14,6 +14,7 @@ import ctypes
 
 import numpy as np
 
+MTLLanguageVersion3_0 = 0x30000
 MTLLanguageVersion3_1 = 0x30001
 MTLMathModeSafe = 0
 MTLResourceStorageModeShared = 0

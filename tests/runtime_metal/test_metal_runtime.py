@@ -28,21 +28,19 @@ pytestmark = pytest.mark.skipif(unavailable_reason("msl-cpu") is not None,
 @pytest.fixture
 def metal(monkeypatch):
     """backend="metal" with the fake Metal module; every MSL text Iron emits is registered as known."""
-    from iron.codegen import cfamily
-
     monkeypatch.setattr(metal_rt, "_metal", lambda: fake_metal)
     monkeypatch.setitem(rt._PROBES, "metal", None)
     backend = metal_rt.MetalBackend()
     monkeypatch.setitem(rt._INSTANCES, "metal", backend)
     fake_metal.RECORD.calls.clear()
-    real_emit = cfamily.msl.emit_msl
+    real_emitted = backend.emitted
 
-    def registering(kernel, *args, **kw):
-        src = real_emit(kernel, *args, **kw)
+    def registering(variant):  # the fake needs the KernelSource behind each text (tests check the text itself)
+        src = real_emitted(variant)
         fake_metal.RECORD.known[src.source] = src
         return src
 
-    monkeypatch.setattr("iron.codegen.emit_msl", registering)
+    backend.emitted = registering
     return backend
 
 

@@ -85,24 +85,28 @@ def write_metal(variant: Variant, metallib: bool = False) -> list[Emitted]:
     facts; with ``metallib``, also ``.metallib`` compiled by Apple's toolchain (``xcrun metal`` + ``metallib``,
     macOS only)."""
     from ..codegen import emit_msl
+    from ..codegen.cfamily.msl import msl_version
 
-    src = emit_msl(variant.kernel)
+    version = msl_version()
+    src = emit_msl(variant.kernel, version=version)
     facts = {"params": _c_params(src),
              "threadgroup": [{"index": j, "name": name, "bytes": size, "length": -(-size // 16) * 16}
                              for j, (name, size) in enumerate(src.threadgroup)],
              "attributes": [{"name": name, "ctype": ctype, "attribute": attr} for ctype, name, attr in src.attributes],
-             "dispatch": "dispatchThreadgroups", "language_version": "3.1", "math_mode": "safe"}
+             "dispatch": "dispatchThreadgroups", "language_version": version, "math_mode": "safe"}
     # threadgroup arrays are parameters: their bytes are set by the host, so none are static in the function
     out = [Emitted(".metal", src.source.encode(), src.entry, 0, src.shared_bytes, {"metal": facts})]
     if metallib:
-        out.append(Emitted(".metallib", compile_metallib(src.source, src.kernel), src.entry, 0, src.shared_bytes,
+        out.append(Emitted(".metallib", compile_metallib(src.source, src.kernel, version), src.entry, 0,
+                           src.shared_bytes,
                            {"metal": facts}))
     return out
 
 
-def compile_metallib(source: str, name: str) -> bytes:
+def compile_metallib(source: str, name: str, version: str = "3.1") -> bytes:
     """MSL -> .metallib with Apple's command-line tools (``xcrun -sdk macosx metal`` then ``metallib``), with
-    fast math off and MSL 3.1 as the runtime compiles it; an IronError off macOS or without the tools."""
+    fast math off and the MSL version the source was written for, as the runtime compiles it; an IronError off macOS
+    or without the tools."""
     import platform
     import shutil
     import subprocess
@@ -120,7 +124,7 @@ def compile_metallib(source: str, name: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="iron-metallib-") as tmp:
         metal, air, lib = (Path(tmp) / f"{name}{ext}" for ext in (".metal", ".air", ".metallib"))
         metal.write_text(source)
-        steps = ([xcrun, "-sdk", "macosx", "metal", "-std=metal3.1", "-fno-fast-math", "-c", str(metal), "-o",
+        steps = ([xcrun, "-sdk", "macosx", "metal", f"-std=metal{version}", "-fno-fast-math", "-c", str(metal), "-o",
                   str(air)],
                  [xcrun, "-sdk", "macosx", "metallib", str(air), "-o", str(lib)])
         for cmd in steps:

@@ -129,9 +129,10 @@ class MetalBackend(Backend):
     def emitted(self, variant):
         from ..codegen import emit_msl
 
-        src = variant.artifacts.get("msl")
+        version = _version()
+        src = variant.artifacts.get(("msl", version))
         if src is None:
-            src = variant.artifacts["msl"] = emit_msl(variant.kernel)
+            src = variant.artifacts[("msl", version)] = emit_msl(variant.kernel, version=version)
         return src
 
     def source(self, variant) -> str:
@@ -139,14 +140,15 @@ class MetalBackend(Backend):
 
     def compile(self, variant, target: str | None = None) -> Any:
         """The compute pipeline state of a variant (cached on it)."""
-        pipeline = variant.artifacts.get("metal-pipeline")
+        version = _version()
+        pipeline = variant.artifacts.get(("metal-pipeline", version))
         if pipeline is not None:
             return pipeline
         metal = _metal()
         dev = self.device()
         src = self.emitted(variant)
         opts = metal.MTLCompileOptions.alloc().init()
-        opts.setLanguageVersion_(metal.MTLLanguageVersion3_1)
+        opts.setLanguageVersion_(metal.MTLLanguageVersion3_1 if version == "3.1" else metal.MTLLanguageVersion3_0)
         if hasattr(opts, "setMathMode_") and hasattr(metal, "MTLMathModeSafe"):
             opts.setMathMode_(metal.MTLMathModeSafe)
         else:
@@ -162,7 +164,7 @@ class MetalBackend(Backend):
         pipeline, err = dev.newComputePipelineStateWithFunction_error_(fn, None)
         if pipeline is None:
             raise CompileError(f"Metal could not build the pipeline of kernel '{src.kernel}': {_ns_error(err)}")
-        variant.artifacts["metal-pipeline"] = pipeline
+        variant.artifacts[("metal-pipeline", version)] = pipeline
         return pipeline
 
     # -- launch ---------------------------------------------------------------------------------------------------
@@ -228,3 +230,13 @@ class MetalBackend(Backend):
         for arr, buf in copies:
             view = np.frombuffer(buf.contents().as_buffer(arr.nbytes), dtype=np.uint8)
             arr.view(np.uint8)[...] = view
+
+
+def _version() -> str:
+    """The MSL version to emit (``IRON_MSL_VERSION``: 3.1 by default, or 3.0 with bf16 as ushort)."""
+    from ..codegen.cfamily.msl import msl_version
+
+    try:
+        return msl_version()
+    except ValueError as e:
+        raise LaunchError(str(e)) from None

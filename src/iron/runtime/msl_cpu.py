@@ -178,9 +178,6 @@ def build_library(src, folder: Path | None = None) -> Path:
 class MslCpuBackend(Backend):
     name = "msl-cpu"
 
-    def __init__(self) -> None:
-        self._libraries: dict[int, Library] = {}
-
     def info(self) -> dict[str, Any]:
         clang = find_clangxx()
         if clang is None:
@@ -196,21 +193,20 @@ class MslCpuBackend(Backend):
     def emitted(self, variant):
         from ..codegen import emit_msl
 
-        src = variant.artifacts.get("msl")
+        version = _version()
+        src = variant.artifacts.get(("msl", version))
         if src is None:
-            src = variant.artifacts["msl"] = emit_msl(variant.kernel)
+            src = variant.artifacts[("msl", version)] = emit_msl(variant.kernel, version=version)
         return src
 
     def source(self, variant) -> str:
         return self.emitted(variant).source
 
     def library(self, variant) -> Library:
-        lib = self._libraries.get(id(variant))
-        if lib is None or variant.artifacts.get("msl-cpu") is not lib:
-            src = self.emitted(variant)
-            lib = Library(build_library(src), src.source)
-            variant.artifacts["msl-cpu"] = lib
-            self._libraries[id(variant)] = lib
+        src = self.emitted(variant)
+        lib = variant.artifacts.get("msl-cpu")
+        if lib is None or lib.msl != src.source:  # built for another IRON_MSL_VERSION
+            lib = variant.artifacts["msl-cpu"] = Library(build_library(src), src.source)
         return lib
 
     def compile(self, variant, target: str | None = None) -> bytes:
@@ -267,3 +263,13 @@ class MslCpuBackend(Backend):
 
 def _workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _version() -> str:
+    """The MSL version to emit (``IRON_MSL_VERSION``: 3.1 by default, or 3.0 with bf16 as ushort)."""
+    from ..codegen.cfamily.msl import msl_version
+
+    try:
+        return msl_version()
+    except ValueError as e:
+        raise LaunchError(str(e)) from None

@@ -9,8 +9,8 @@ Kernels that read only axis 0 of the thread indices take them as scalars (``uint
 Types: f16 is Metal's ``half`` and bf16 is ``bfloat`` (MSL 3.1, macOS 14 / iOS 17); Iron's storage semantics are
 kept -- every op converts its operands to ``float``, computes, and rounds the result back once -- so the kernels
 need no half arithmetic, only the conversions (round to nearest even, as the MSL spec defines them). A target older
-than MSL 3.1 would need bf16 as ``ushort`` storage with the conversions written out, as the CUDA dialect does; that
-is not emitted yet.
+than MSL 3.1 gets bf16 as ``ushort`` storage with the conversions written out (``MslLegacyDialect``,
+``emit_msl(..., version="3.0")`` or ``IRON_MSL_VERSION=3.0``).
 
 Math: the runtime must compile with fast math off (``MTLCompileOptions.mathMode = MTLMathModeSafe``): Iron's
 NaN/inf semantics and the oracles' tolerances assume IEEE behaviour. MSL has no ``erf``; a helper supplies it.
@@ -168,7 +168,7 @@ _LANE_MACRO = Snippet("""\
 #define iron_simd_shuffle_xor(v, mask) iron_simd_shuffle_xor_from(v, mask, simd_lane_id)""")
 
 
-def _simd_snippets() -> dict[str, Snippet]:
+def _simd_snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     out: dict[str, Snippet] = {}
     doc = ("// simd_{op}: Metal's simd_{op} reduces over the active threads of the SIMD-group, Iron's semantics; the "
            "result is\n// the same in every active thread.\n")
@@ -203,7 +203,7 @@ static inline {ctype} iron_simd_shuffle_xor_from({ctype} v, int mask, uint own) 
 static inline bool {fn}(bool v, int lane{extra}) {{
     return {fn}((int)v, lane{pass_extra}) != 0;
 }}""", needs=(f"iron_simd_{kind}:i32",))
-        for half, ctype in (("f16", "half"), ("bf16", "bfloat")):
+        for half, ctype in (("f16", "half"), ("bf16", bf16_ctype)):
             out[f"iron_simd_{kind}:{half}"] = Snippet(f"""\
 static inline {ctype} {fn}({ctype} v, int lane{extra}) {{
     return as_type<{ctype}>((ushort){fn}((uint)as_type<ushort>(v), lane{pass_extra}));
@@ -211,13 +211,30 @@ static inline {ctype} {fn}({ctype} v, int lane{extra}) {{
     return out
 
 
-def _snippets() -> dict[str, Snippet]:
+def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "abs_i32": _ABS_I32, "int_to_f32_odd": _INT_TO_F32_ODD,
              "lane_macro": _LANE_MACRO}
     for space in ("device", "threadgroup"):
         table[f"atomic_max_f32:{space}"] = Snippet(_ATOMIC_MAX_F32.format(space=space))
-    table.update(_simd_snippets())
+    table.update(_simd_snippets(bf16_ctype))
+    if bf16_ctype == "ushort":
+        table["bf16_bits"] = _BF16_BITS
     return table
+
+
+_BF16_BITS = Snippet("""\
+// bf16 as ushort bits (MSL before 3.1 has no bf16 type): widening is exact; narrowing rounds to nearest even,
+// and a NaN stays a quiet NaN.
+static inline float iron_bf16_to_f32(ushort b) {
+    return as_type<float>((uint)b << 16);
+}
+static inline ushort iron_f32_to_bf16(float f) {
+    const uint u = as_type<uint>(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (ushort)((u >> 16) | 0x40u);
+    }
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}""")
 
 
 def _atomic(fn: str, atomic_type: str) -> SpaceTemplate:
@@ -326,6 +343,44 @@ class MslDialect(CDialect):
         return super()._collect_reserved() | {"iron_simd_shuffle_xor_from", "simd_lane_id"}
 
 
+class MslLegacyDialect(MslDialect):
+    """MSL before 3.1 (macOS 13 / iOS 16 and older): no ``bfloat``, so bf16 is ``ushort`` bits with the conversions
+    written out (``iron_bf16_to_f32`` / ``iron_f32_to_bf16``, round to nearest even); everything else as in 3.1."""
+
+    types: ClassVar[dict[str, str]] = {**MslDialect.types, "bf16": "ushort"}
+    conversions: ClassVar[dict[tuple[str, str], Template]] = {
+        **MslDialect.conversions,
+        ("bf16", "f32"): Template("iron_bf16_to_f32({})", needs=("bf16_bits",)),
+        ("f32", "bf16"): Template("iron_f32_to_bf16({})", needs=("bf16_bits",)),
+        **{(src, "bf16"): Template(f"iron_f32_to_bf16(iron_{src}_to_f32_odd({{}}))",
+                                   needs=("int_to_f32_odd", "bf16_bits")) for src in ("i32", "u32")},
+    }
+    snippets: ClassVar[dict[str, Snippet]] = _snippets("ushort")
+
+    def header(self, title: str) -> str:
+        return super().header(title).replace("\n\n", "\n// MSL 3.0: bf16 values are ushort bits.\n\n", 1)
+
+    def half_literal(self, type: t.ScalarType, bits: int, value: float) -> Expr:
+        if type.name == "bf16":
+            return Expr(f"(ushort)0x{bits:04x}", UNARY)
+        return super().half_literal(type, bits, value)
+
+
+#: the MSL versions ``emit_msl`` writes: 3.1 (``bfloat``) and 3.0 (bf16 as ``ushort``; also for older targets)
+MSL_VERSIONS = ("3.1", "3.0")
+
+
+def msl_version(version: str | None = None) -> str:
+    """``version``, else ``IRON_MSL_VERSION``, else 3.1; checked."""
+    import os
+
+    v = version or os.environ.get("IRON_MSL_VERSION", "3.1")
+    if v not in MSL_VERSIONS:
+        raise ValueError(f"MSL version {v!r} is not one Iron writes; choose {' or '.join(MSL_VERSIONS)} "
+                         "(IRON_MSL_VERSION)")
+    return v
+
+
 def kernel_dims(kernel: Kernel) -> int:
     """1 when every thread-index op of ``kernel`` reads axis 0 only, else 3."""
     for op in kernel.walk():
@@ -339,17 +394,25 @@ MSL = MslDialect(1)
 MSL_3D = MslDialect(3)
 
 
-def dialect_for(kernel: Kernel) -> MslDialect:
+MSL30 = MslLegacyDialect(1)
+MSL30_3D = MslLegacyDialect(3)
+
+
+def dialect_for(kernel: Kernel, version: str = "3.1") -> MslDialect:
+    if version == "3.0":
+        return MSL30 if kernel_dims(kernel) == 1 else MSL30_3D
     return MSL if kernel_dims(kernel) == 1 else MSL_3D
 
 
 
 
-def emit_msl(kernel: Kernel, line_comments: bool = True) -> KernelSource:
+def emit_msl(kernel: Kernel, line_comments: bool = True, version: str | None = None) -> KernelSource:
     """MSL for ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``), with its launch ABI: buffer index ``i``
-    is parameter ``i`` of ``KernelSource.params`` (scalars and grid sizes as ``setBytes`` values). No vectorised
-    entry (Metal's compiler vectorises loads itself; a ``float4`` entry is future work)."""
-    return emit_source(kernel, dialect_for(kernel), line_comments, vectorize=False)
+    is parameter ``i`` of ``KernelSource.params`` (scalars and grid sizes as ``setBytes`` values). ``version``: the
+    MSL version to write, "3.1" (default; ``IRON_MSL_VERSION`` overrides) or "3.0" (bf16 as ``ushort``). No
+    vectorised entry (Metal's compiler vectorises loads itself; a ``float4`` entry is future work)."""
+    return emit_source(kernel, dialect_for(kernel, msl_version(version)), line_comments, vectorize=False)
 
 
-__all__ = ["MSL", "MSL_3D", "MslDialect", "dialect_for", "emit_msl", "kernel_dims"]
+__all__ = ["MSL", "MSL30", "MSL30_3D", "MSL_3D", "MSL_VERSIONS", "MslDialect", "MslLegacyDialect", "dialect_for",
+           "emit_msl", "kernel_dims", "msl_version"]

@@ -161,7 +161,16 @@ def host_overhead_us(fn, batches: int = 40, batch: int = 250) -> float:
 def bench_launch(result: dict) -> None:
     a = torch.randn(1024, device="cuda")
     out = torch.empty_like(a)
+    import iron.runtime.cuda_fast as cf
+
     result["iron_launch_us"] = host_overhead_us(lambda: tiny[1024](a, out))
+    result["iron_launcher"] = "c" if cf.compiled_module() is not None else f"python ({cf.EXT_REASON})"
+    # the same with the generated-Python launcher, for comparison (a fresh k[grid] object: a fresh fast launcher)
+    os.environ["IRON_CUDA_LAUNCHER"] = "python"
+    tiny._launchers.clear()
+    result["iron_launch_python_us"] = host_overhead_us(lambda: tiny[1024](a, out))
+    del os.environ["IRON_CUDA_LAUNCHER"]
+    tiny._launchers.clear()
     b = torch.randn(1024, device="cuda")
     out.fill_(float("nan"))
     tiny[1024](b, out)  # the fast path again, on another tensor: must read b, not a stale pointer

@@ -80,6 +80,7 @@ def recorder(monkeypatch):
     fake_ctypes.CDLL = lambda name: rec
     monkeypatch.setattr(cf, "ctypes", fake_ctypes)
     monkeypatch.setattr(cf, "_torch_stream_getter", lambda: (lambda dev: 1234))
+    monkeypatch.setenv("IRON_CUDA_LAUNCHER", "python")  # the generated-Python launcher (the C one: test_fast_c.py)
     return rec
 
 

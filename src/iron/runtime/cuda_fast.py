@@ -2,15 +2,23 @@
 
 The first launch goes through the full path (binding, dtype/size checks, variant compile, ``cuda.core``). When all
 buffers were device arrays, it leaves behind a *fast launcher* specialised to that call's shape: the argument kinds,
-dtypes, constexpr values and the minimum buffer sizes. A later call re-checks exactly those facts with cheap
-attribute reads and, when they still hold, writes the pointers and scalars into a prebuilt ``void*[]`` and calls the
-driver's ``cuLaunchKernel`` through ctypes. Anything that does not match (another dtype, a NumPy array, a graph
-capture, a kwarg) falls back to the full path, which re-validates and installs a new fast launcher.
+dtypes, constexpr values and the minimum buffer sizes. A later call re-checks exactly those facts and, when they still
+hold, writes the pointers and scalars into a prebuilt ``void*[]`` and calls the driver's ``cuLaunchKernel``. Anything
+that does not match (another dtype, a NumPy array, a graph capture, a kwarg) falls back to the full path, which
+re-validates and installs a new fast launcher.
+
+Two implementations of the same checks: compiled C (``cuda_launch.c``, built at first use with the system C compiler
+against this Python's headers, cached on disk), which calls the driver through a function pointer; and, where that
+cannot be built (no compiler or headers; ``EXT_REASON`` says why) or ``IRON_CUDA_LAUNCHER=python``, a function
+generated in Python that calls the driver through ctypes.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -45,9 +53,80 @@ _SCALAR_CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "f32": ctypes.c
 _SCALAR_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
 
 
+_EXT: Any = None
+#: why the compiled launcher is not in use (None while it is, or before the first attempt)
+EXT_REASON: str | None = None
+_KIND = {"i32": 1, "u32": 2, "f32": 3}
+
+
+def launcher_mode() -> str:
+    """``IRON_CUDA_LAUNCHER``: "auto" (default: the compiled launcher when it builds, else Python), "c" (the
+    compiled one or an error), or "python" (the generated-Python launcher)."""
+    mode = os.environ.get("IRON_CUDA_LAUNCHER", "auto")
+    if mode not in ("auto", "c", "python"):
+        raise LaunchError(f"IRON_CUDA_LAUNCHER must be auto, c or python, got {mode!r}")
+    return mode
+
+
+def compiled_module():
+    """The compiled launcher extension (``cuda_launch.c``), built at first use with the system C compiler against
+    this Python's headers and cached on disk; None (reason in ``EXT_REASON``) when it cannot be built."""
+    global _EXT, EXT_REASON
+    if _EXT is not None:
+        return _EXT or None
+    try:
+        _EXT = _build_extension()
+        EXT_REASON = None
+    except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as e:
+        _EXT, EXT_REASON = False, str(e)
+    return _EXT or None
+
+
+def _build_extension():
+    import importlib.util
+    import shutil
+    import sysconfig
+    import tempfile
+    from pathlib import Path
+
+    from .cache import cache_dir, cache_key
+
+    source = Path(__file__).with_name("cuda_launch.c")
+    include = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        raise RuntimeError(f"no Python.h in {include} (install the Python development headers, e.g. python3-dev)")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler (cc) to build the compiled launcher")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    key = cache_key("cuda-launch", source.read_bytes(), sys.version, suffix, cc)
+    folder = cache_dir() / "cuda-launch"
+    path = folder / f"iron_cuda_launch_{key[:24]}{suffix}"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=suffix)
+        os.close(fd)
+        cmd = [cc, "-O2", "-shared", "-fPIC", "-I", include, "-o", tmp, str(source)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr.strip()}")
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location("iron_cuda_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _launch_address() -> int:
+    """The address of the driver's cuLaunchKernel (tests substitute a recording C function)."""
+    return ctypes.cast(_libcuda().cuLaunchKernel, ctypes.c_void_p).value
+
+
 def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], grid, group,
                      min_sizes: dict[str, int]) -> Callable[[tuple], bool] | None:
-    """A closure ``fast(args) -> bool`` for launches shaped like this one, or None when it cannot be made."""
+    """A launcher ``fast(args) -> bool`` for launches shaped like this one, or None when it cannot be made: the
+    compiled one (``cuda_launch.c``) when it builds (``IRON_CUDA_LAUNCHER``), else generated Python."""
     kern, blocks, block = backend.geometry(variant, grid, group)
     src = backend.emitted(variant)
     params = kfn.params
@@ -68,6 +147,12 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             plan.append(("constexpr", p.name, None, _constexpr_key(value), None, None))
     if not any_buffer:
         return None
+    mode = launcher_mode()
+    module = compiled_module() if mode != "python" else None
+    if mode == "c" and module is None:
+        raise LaunchError(f"IRON_CUDA_LAUNCHER=c but the compiled launcher is unavailable: {EXT_REASON}")
+    if module is not None:
+        return _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid)
     # the kernel's C parameters, in order: each gets a ctypes slot; buffers and scalars are filled per call
     index_of: dict[str, int] = {}
     for cp in src.params:
@@ -128,4 +213,31 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     fast = ns["fast"]
     fast.source = "\n".join(code)
     fast.keepalive = (argv, slots, kern, fixed)  # the driver reads argv and the slots at each launch
+    return fast
+
+
+def _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid):
+    """The compiled launcher for ``plan`` (see ``cuda_launch.c`` for the argument layout)."""
+    slots, slot_of = [], {}
+    for cp in src.params:
+        if cp.kind == "buffer":
+            slot_of[cp.source] = len(slots)
+            slots.append((0, 0))
+        elif cp.kind == "scalar":
+            slot_of[cp.source] = len(slots)
+            slots.append((_KIND[cp.dtype.name], 0))
+        else:
+            slots.append((1, int(grid[cp.axis])))
+    params = []
+    for kind, name, a, b, _, d in plan:
+        if kind == "buffer":
+            params.append((0, slot_of[name], a, b, int(d), None))
+        elif kind == "scalar":
+            params.append((_KIND[a], slot_of[name], None, None, 0, None))
+        else:
+            params.append((4, -1, None, None, 0, b))
+    device_index = next(entry[4] for entry in plan if entry[0] == "buffer")
+    fast = module.FastLaunch(_launch_address(), int(kern.handle), tuple(blocks), tuple(block),
+                             src.dynamic_shared_bytes, device_index, backend, _torch_stream_getter(), _constexpr_key,
+                             LaunchError, variant.kernel.name, params, slots)
     return fast

@@ -1,0 +1,318 @@
+/* The compiled CUDA launch fast path (see cuda_fast.py): one FastLaunch object per (k[grid], backend) call shape.
+ *
+ * Calling it with the kernel's positional arguments checks each against the facts the first launch recorded (the
+ * tensor type, dtype object, device, contiguity, minimum element count; scalar types and ranges; constexpr keys),
+ * writes the data pointers and scalars into the prebuilt argument slots, reads the torch stream, and calls
+ * cuLaunchKernel through the function pointer it was given. It returns True when it launched, False when anything
+ * does not match (the caller then takes the full path), and raises LaunchError when the driver fails.
+ *
+ * Built at first use with the system C compiler against this Python's headers (cuda_fast.py); no CUDA headers are
+ * needed: the driver types it uses are plain pointers and unsigned ints.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shmem, void *stream, void **params, void **extra);
+
+enum { K_BUFFER = 0, K_I32 = 1, K_U32 = 2, K_F32 = 3, K_CONSTEXPR = 4 };
+
+typedef struct {
+    int kind;
+    int slot;                 /* index into the argument slots (-1 for constexprs) */
+    PyObject *type;           /* buffers: the tensor type */
+    PyObject *dtype;          /* buffers: the dtype object (compared by identity) */
+    long long min_numel;      /* buffers */
+    PyObject *key;            /* constexprs: the expected key */
+} Param;
+
+typedef union {
+    void *ptr;
+    int32_t i32;
+    uint32_t u32;
+    float f32;
+} Slot;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    launch_fn launch;
+    void *function;
+    unsigned grid[3], block[3], shmem;
+    int device;
+    void *stream;
+    PyObject *backend;       /* its .capture must be None */
+    PyObject *stream_of;     /* callable(device) -> int stream handle */
+    PyObject *ckey;          /* callable(value) -> constexpr key */
+    PyObject *error;         /* LaunchError */
+    PyObject *name;          /* kernel name, for messages */
+    Py_ssize_t nparams;
+    Param *params;
+    Py_ssize_t nslots;
+    Slot *slots;
+    void **argv;
+} FastLaunch;
+
+static PyObject *s_capture, *s_dtype, *s_get_device, *s_is_contiguous, *s_numel, *s_data_ptr;
+
+static void FastLaunch_dealloc(FastLaunch *self) {
+    for (Py_ssize_t i = 0; i < self->nparams; ++i) {
+        Py_XDECREF(self->params[i].type);
+        Py_XDECREF(self->params[i].dtype);
+        Py_XDECREF(self->params[i].key);
+    }
+    PyMem_Free(self->params);
+    PyMem_Free(self->slots);
+    PyMem_Free(self->argv);
+    Py_XDECREF(self->backend);
+    Py_XDECREF(self->stream_of);
+    Py_XDECREF(self->ckey);
+    Py_XDECREF(self->error);
+    Py_XDECREF(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A method call with no arguments (vectorcall: no tuple built). */
+static inline PyObject *call0(PyObject *obj, PyObject *name) {
+    PyObject *args[1] = {obj};
+    return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* 1: matches (slot written), 0: does not match, -1: a Python error is set. */
+static int check_buffer(FastLaunch *self, const Param *p, PyObject *v) {
+    if ((PyObject *)Py_TYPE(v) != p->type) return 0;
+    PyObject *dt = PyObject_GetAttr(v, s_dtype);
+    if (dt == NULL) return -1;
+    int same = dt == p->dtype;
+    Py_DECREF(dt);
+    if (!same) return 0;
+    PyObject *r = call0(v, s_get_device);
+    if (r == NULL) return -1;
+    long dev = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (dev == -1 && PyErr_Occurred()) return -1;
+    if (dev != self->device) return 0;
+    r = call0(v, s_is_contiguous);
+    if (r == NULL) return -1;
+    int contiguous = r == Py_True;
+    Py_DECREF(r);
+    if (!contiguous) return 0;
+    if (p->min_numel > 0) {
+        r = call0(v, s_numel);
+        if (r == NULL) return -1;
+        long long n = PyLong_AsLongLong(r);
+        Py_DECREF(r);
+        if (n == -1 && PyErr_Occurred()) return -1;
+        if (n < p->min_numel) return 0;
+    }
+    r = call0(v, s_data_ptr);
+    if (r == NULL) return -1;
+    void *ptr = PyLong_AsVoidPtr(r);
+    Py_DECREF(r);
+    if (ptr == NULL && PyErr_Occurred()) return -1;
+    self->slots[p->slot].ptr = ptr;
+    return 1;
+}
+
+static int check_scalar(FastLaunch *self, const Param *p, PyObject *v) {
+    if (p->kind == K_F32) {
+        double d;
+        if (PyFloat_CheckExact(v)) {
+            d = PyFloat_AS_DOUBLE(v);
+        } else if (PyLong_CheckExact(v)) {
+            d = PyLong_AsDouble(v);
+            if (d == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return 0;
+            }
+        } else {
+            return 0;
+        }
+        self->slots[p->slot].f32 = (float)d;
+        return 1;
+    }
+    if (!PyLong_CheckExact(v)) return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (p->kind == K_I32) {
+        if (x < INT32_MIN || x > INT32_MAX) return 0;
+        self->slots[p->slot].i32 = (int32_t)x;
+    } else {
+        if (x < 0 || x > (long long)UINT32_MAX) return 0;
+        self->slots[p->slot].u32 = (uint32_t)x;
+    }
+    return 1;
+}
+
+static PyObject *FastLaunch_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    FastLaunch *self = (FastLaunch *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || kwnames != NULL || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "FastLaunch takes one tuple of the kernel's arguments");
+        return NULL;
+    }
+    PyObject *call_args = args[0];
+    if (PyTuple_GET_SIZE(call_args) != self->nparams) Py_RETURN_FALSE;
+    PyObject *capture = PyObject_GetAttr(self->backend, s_capture);
+    if (capture == NULL) return NULL;
+    int capturing = capture != Py_None;
+    Py_DECREF(capture);
+    if (capturing) Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < self->nparams; ++i) {
+        const Param *p = &self->params[i];
+        PyObject *v = PyTuple_GET_ITEM(call_args, i);
+        int ok;
+        if (p->kind == K_BUFFER) {
+            ok = check_buffer(self, p, v);
+        } else if (p->kind == K_CONSTEXPR) {
+            PyObject *k = PyObject_CallOneArg(self->ckey, v);
+            if (k == NULL) return NULL;
+            ok = PyObject_RichCompareBool(k, p->key, Py_EQ);
+            Py_DECREF(k);
+        } else {
+            ok = check_scalar(self, p, v);
+        }
+        if (ok < 0) return NULL;
+        if (ok == 0) Py_RETURN_FALSE;
+    }
+    PyObject *dev = PyLong_FromLong(self->device);
+    if (dev == NULL) return NULL;
+    PyObject *s = PyObject_CallOneArg(self->stream_of, dev);
+    Py_DECREF(dev);
+    if (s == NULL) return NULL;
+    void *stream = PyLong_AsVoidPtr(s);
+    Py_DECREF(s);
+    if (stream == NULL && PyErr_Occurred()) return NULL;
+    int err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0],
+                           self->block[1], self->block[2], self->shmem, stream, self->argv, NULL);
+    if (err != 0) {
+        PyErr_Format(self->error, "CUDA launch of %U failed (CUresult %d)", self->name, err);
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* FastLaunch(launch_ptr, function_ptr, grid3, block3, shmem, device, backend, stream_of, ckey, error, name,
+ *            params, slots)
+ *   params: [(kind, slot, type, dtype, min_numel, key)] per Python parameter, in order
+ *   slots:  [(kind, value)] per C parameter: kind 0 pointer (filled per call), 1 i32, 2 u32, 3 f32 (value: a
+ *           fixed value, e.g. the exact-grid sizes) */
+static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    unsigned long long launch_ptr, function_ptr;
+    unsigned gx, gy, gz, bx, by, bz, shmem;
+    int device;
+    PyObject *backend, *stream_of, *ckey, *error, *name, *params, *slots;
+    if (!PyArg_ParseTuple(args, "KK(III)(III)IiOOOOUOO", &launch_ptr, &function_ptr, &gx, &gy, &gz, &bx, &by, &bz,
+                          &shmem, &device, &backend, &stream_of, &ckey, &error, &name, &params, &slots))
+        return NULL;
+    if (!PyList_Check(params) || !PyList_Check(slots)) {
+        PyErr_SetString(PyExc_TypeError, "params and slots must be lists");
+        return NULL;
+    }
+    FastLaunch *self = (FastLaunch *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = FastLaunch_vectorcall;
+    self->launch = (launch_fn)(uintptr_t)launch_ptr;
+    self->function = (void *)(uintptr_t)function_ptr;
+    self->grid[0] = gx; self->grid[1] = gy; self->grid[2] = gz;
+    self->block[0] = bx; self->block[1] = by; self->block[2] = bz;
+    self->shmem = shmem;
+    self->device = device;
+    Py_INCREF(backend); self->backend = backend;
+    Py_INCREF(stream_of); self->stream_of = stream_of;
+    Py_INCREF(ckey); self->ckey = ckey;
+    Py_INCREF(error); self->error = error;
+    Py_INCREF(name); self->name = name;
+    self->nslots = PyList_GET_SIZE(slots);
+    self->slots = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(Slot));
+    self->argv = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(void *));
+    self->nparams = PyList_GET_SIZE(params);
+    self->params = PyMem_Calloc(self->nparams ? self->nparams : 1, sizeof(Param));
+    if (self->slots == NULL || self->argv == NULL || self->params == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < self->nslots; ++i) {
+        int kind;
+        PyObject *value;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(slots, i), "iO", &kind, &value)) goto fail;
+        if (kind == 1) self->slots[i].i32 = (int32_t)PyLong_AsLong(value);
+        else if (kind == 2) self->slots[i].u32 = (uint32_t)PyLong_AsUnsignedLong(value);
+        else if (kind == 3) self->slots[i].f32 = (float)PyFloat_AsDouble(value);
+        if (PyErr_Occurred()) goto fail;
+        self->argv[i] = &self->slots[i];
+    }
+    for (Py_ssize_t i = 0; i < self->nparams; ++i) {
+        Param *p = &self->params[i];
+        PyObject *ptype, *pdtype, *pkey;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(params, i), "iiOOLO", &p->kind, &p->slot, &ptype, &pdtype,
+                              &p->min_numel, &pkey))
+            goto fail;
+        if (p->kind != K_CONSTEXPR && (p->slot < 0 || p->slot >= self->nslots)) {
+            PyErr_SetString(PyExc_ValueError, "parameter slot out of range");
+            goto fail;
+        }
+        Py_INCREF(ptype); p->type = ptype;
+        Py_INCREF(pdtype); p->dtype = pdtype;
+        Py_INCREF(pkey); p->key = pkey;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyObject *FastLaunch_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyObject *FastLaunch_argv_address(FastLaunch *self, PyObject *unused) {
+    return PyLong_FromVoidPtr(self->argv);
+}
+
+static PyMethodDef FastLaunch_methods[] = {
+    {"argv_address", (PyCFunction)FastLaunch_argv_address, METH_NOARGS, "address of the void*[] passed to the driver"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FastLaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "iron_cuda_launch.FastLaunch",
+    .tp_basicsize = sizeof(FastLaunch),
+    .tp_dealloc = (destructor)FastLaunch_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A compiled CUDA fast launcher: call with a tuple of the kernel's arguments",
+    .tp_new = FastLaunch_new,
+    .tp_call = FastLaunch_call,
+    .tp_vectorcall_offset = offsetof(FastLaunch, vectorcall),
+    .tp_methods = FastLaunch_methods,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "iron_cuda_launch", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit_iron_cuda_launch(void) {
+    s_capture = PyUnicode_InternFromString("capture");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_get_device = PyUnicode_InternFromString("get_device");
+    s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    s_numel = PyUnicode_InternFromString("numel");
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    if (!s_capture || !s_dtype || !s_get_device || !s_is_contiguous || !s_numel || !s_data_ptr) return NULL;
+    if (PyType_Ready(&FastLaunchType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&FastLaunchType);
+    if (PyModule_AddObject(m, "FastLaunch", (PyObject *)&FastLaunchType) < 0) {
+        Py_DECREF(&FastLaunchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

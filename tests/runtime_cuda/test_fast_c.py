@@ -1,0 +1,110 @@
+"""The compiled CUDA launcher (``cuda_launch.c``) without a GPU: it is built with the system C compiler, and a fake
+``cuLaunchKernel`` -- a real C function in a library built here -- records what the driver would receive: the
+function handle, grid, block, shared memory, stream, and the bytes behind each ``void*`` of the argument array."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import pytest
+
+import iron
+import iron.runtime.cuda_fast as cf
+from iron import Tensor, kernel, program_id
+
+from .test_fast_path import F16, FakeTensor, _Backend
+
+FAKE_DRIVER = r"""
+#include <stdint.h>
+#include <string.h>
+uint64_t rec[32];
+int calls = 0, nslots = 0, result = 0;
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shmem, void *stream, void **params, void **extra) {
+    rec[0] = (uint64_t)(uintptr_t)f; rec[1] = gx; rec[2] = gy; rec[3] = gz; rec[4] = bx; rec[5] = by; rec[6] = bz;
+    rec[7] = shmem; rec[8] = (uint64_t)(uintptr_t)stream; rec[9] = extra == 0;
+    for (int i = 0; i < nslots && i < 20; ++i) memcpy(&rec[10 + i], params[i], 8);
+    ++calls;
+    return result;
+}
+"""
+
+
+@kernel
+def scaled(x: Tensor[iron.f32], out: Tensor[iron.f32], alpha: float, n: int, mask: iron.u32):
+    i = program_id(0)
+    if i < n:
+        out[i] = x[i] * alpha + float(mask & 1)
+
+
+@pytest.fixture
+def driver(tmp_path, monkeypatch):
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    if cf.compiled_module() is None:
+        pytest.fail(f"the compiled launcher did not build: {cf.EXT_REASON}")
+    src = tmp_path / "fake_cuda.c"
+    src.write_text(FAKE_DRIVER)
+    lib = tmp_path / "libfakecuda.so"
+    subprocess.run([shutil.which("cc") or "gcc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    dll = ctypes.CDLL(str(lib))
+    monkeypatch.setattr(cf, "_launch_address", lambda: ctypes.cast(dll.cuLaunchKernel, ctypes.c_void_p).value)
+    monkeypatch.setattr(cf, "_torch_stream_getter", lambda: (lambda dev: 0x5150))
+    monkeypatch.setenv("IRON_CUDA_LAUNCHER", "c")
+    return dll
+
+
+def _rec(dll):
+    return (ctypes.c_uint64 * 32).in_dll(dll, "rec")
+
+
+def test_compiled_launcher_writes_pointers_and_falls_back(driver):
+    variant = scaled.variant(None)
+    ctypes.c_int.in_dll(driver, "nslots").value = 8
+    x, out = FakeTensor(1000, 0x1000), FakeTensor(1000, 0x2000)
+    fast = cf.make_fast_launch(_Backend(), scaled, variant, (x, out, 1.5, 1000, 3), {}, (1000, 1, 1), (256, 1, 1),
+                               {"x": 1000, "out": 1000})
+    assert type(fast).__name__ == "FastLaunch"
+    assert fast((x, out, 1.5, 1000, 3)) is True
+    rec = _rec(driver)
+    assert list(rec[:10]) == [0xDEAD, 4, 1, 1, 256, 1, 1, 0, 0x5150, 1]
+    assert rec[10] == 0x1000 and rec[11] == 0x2000
+    slot = lambda i, fmt: ctypes.cast(ctypes.pointer(ctypes.c_uint64(rec[10 + i])), ctypes.POINTER(fmt))[0]  # noqa: E731
+    assert slot(2, ctypes.c_float) == 1.5 and slot(3, ctypes.c_int32) == 1000 and slot(4, ctypes.c_uint32) == 3
+    assert [slot(i, ctypes.c_int32) for i in (5, 6, 7)] == [1000, 1, 1]  # the exact grid sizes
+    # new pointers and scalars each call; an f32 scalar rounds like C's (float) cast
+    assert fast((FakeTensor(1000, 0x3000), out, 0.1, -7, 3_000_000_000)) is True
+    assert rec[10] == 0x3000 and slot(2, ctypes.c_float) == ctypes.c_float(0.1).value
+    assert slot(3, ctypes.c_int32) == -7 and slot(4, ctypes.c_uint32) == 3_000_000_000
+    calls = ctypes.c_int.in_dll(driver, "calls").value
+    for bad in [(FakeTensor(999, 0x1000), out, 1.0, 1, 1),         # too small for the grid
+                (FakeTensor(1000, 0x1000, dtype=F16), out, 1.0, 1, 1),  # another dtype
+                (FakeTensor(1000, 0x1000, contiguous=False), out, 1.0, 1, 1),
+                (x, out, 1.0, 2**31, 1),                               # i32 out of range
+                (x, out, 1.0, 1, -1),                                  # u32 out of range
+                (x, out, "1.0", 1, 1),                                 # not a number
+                (x, out, 1.0, 1.0, 1),                                 # float for an int
+                (x, out, 1.0, 1)]:                                     # too few
+        assert fast(bad) is False, bad
+    assert ctypes.c_int.in_dll(driver, "calls").value == calls
+
+
+def test_compiled_launcher_reports_driver_errors_and_skips_captures(driver):
+    variant = scaled.variant(None)
+    x, out = FakeTensor(64, 0x1000), FakeTensor(64, 0x2000)
+    backend = _Backend()
+    fast = cf.make_fast_launch(backend, scaled, variant, (x, out, 1.0, 64, 0), {}, (64, 1, 1), (64, 1, 1), {})
+    ctypes.c_int.in_dll(driver, "result").value = 700
+    with pytest.raises(iron.LaunchError, match=r"CUDA launch of scaled failed \(CUresult 700\)"):
+        fast((x, out, 1.0, 64, 0))
+    ctypes.c_int.in_dll(driver, "result").value = 0
+    backend.capture = object()  # a graph capture in progress: the full path records it
+    assert fast((x, out, 1.0, 64, 0)) is False
+
+
+def test_launcher_setting_is_checked(monkeypatch):
+    monkeypatch.setenv("IRON_CUDA_LAUNCHER", "fast")
+    with pytest.raises(iron.LaunchError, match="IRON_CUDA_LAUNCHER must be auto, c or python"):
+        cf.launcher_mode()

@@ -95,3 +95,14 @@ def test_off_macos_the_reason_is_given(monkeypatch):
     assert "macOS only" in metal_rt.probe()
     with pytest.raises(iron.LaunchError, match=r"backend 'metal' is macOS only .*backend='msl-cpu' runs it"):
         metal_rt._metal()
+
+
+def test_bench_rows_on_metal_are_timed_by_gpu_times_and_checked(metal):
+    from iron.bench.registry import selected
+    from iron.bench.runner import bench_case
+
+    (entry,) = [e for e in selected("std/unary/exp") if e.benched]
+    row = bench_case(entry, "metal", "f32", (4096,), seed=3, options={"repeats": 3})
+    assert "error" not in row, row
+    assert row["timing"] == "Metal GPU times" and row["iron_s"] == pytest.approx(0.25)  # the fake's GPU time
+    assert row["ok"] is True

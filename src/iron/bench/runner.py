@@ -102,8 +102,35 @@ def _vulkan_time(fn, repeats: int) -> float | None:
     return statistics.median(samples)
 
 
+def _metal_time(fn, repeats: int) -> float | None:
+    """Median GPU seconds of ``fn`` from Metal's command-buffer GPU start/end times (summed over its launches)."""
+    from ..runtime import get_backend
+
+    be = get_backend("metal")
+    original, seconds = be.launch, []
+
+    def timed(*args, **kwargs):
+        original(*args, **kwargs)
+        seconds.append(be.last_gpu_seconds)
+
+    be.launch = timed  # the instance attribute shadows the method for the duration
+    try:
+        fn()  # warm-up: compiles the library and the pipeline
+        samples = []
+        for _ in range(repeats):
+            seconds.clear()
+            fn()
+            if not seconds or any(s is None for s in seconds):
+                return None
+            samples.append(sum(seconds))
+    finally:
+        del be.launch
+    return statistics.median(samples)
+
+
 HOST_TIMING = "host wall-clock"
-TIMINGS = {"cuda": "CUDA events", "vulkan": "Vulkan timestamp queries"}
+TIMINGS = {"cuda": "CUDA events", "vulkan": "Vulkan timestamp queries", "metal": "Metal GPU times"}
+_DEVICE_TIMERS = {"vulkan": _vulkan_time, "metal": _metal_time}
 
 
 def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray, str]:
@@ -116,9 +143,9 @@ def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, flo
         ref_s = _event_time(lambda: entry.torch_reference(dev), repeats)
         return iron_s, ref_s, out, TIMINGS["cuda"]
     iron_s, timing = None, HOST_TIMING
-    if backend == "vulkan":
-        iron_s = _vulkan_time(lambda: entry.launch(inputs, backend), repeats)
-        timing = TIMINGS["vulkan"] if iron_s is not None else HOST_TIMING
+    if backend in _DEVICE_TIMERS:
+        iron_s = _DEVICE_TIMERS[backend](lambda: entry.launch(inputs, backend), repeats)
+        timing = TIMINGS[backend] if iron_s is not None else HOST_TIMING
     if iron_s is None:
         iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
     ref_s = _time(lambda: entry.reference(inputs), repeats) if entry.reference else None
@@ -153,7 +180,8 @@ def launch_overhead(backend: str, repeats: int = 5) -> float:
     """Seconds for one launch of a one-thread kernel: the floor under every row's time."""
     out = np.zeros(1, dtype=np.float32)
     launch = lambda: _empty[1](out, backend=backend)  # noqa: E731
-    device_s = _vulkan_time(launch, repeats) if backend == "vulkan" else None  # timed like the rows it is a floor of
+    # timed like the rows it is a floor of
+    device_s = _DEVICE_TIMERS[backend](launch, repeats) if backend in _DEVICE_TIMERS else None
     return device_s if device_s is not None else _time(launch, repeats)
 
 

@@ -29,9 +29,13 @@ def test_bench_writes_json_and_last_run(tmp_path):
 def test_bench_verbose_adds_roofline_columns(backend):
     result = run("bench", "--backend", backend, "--filter", "std/gemv", "--dtype", "f32", "-v")
     assert result.exit_code == 0, result.output
-    assert "%BW" in result.output and "copy ceiling" in result.output
-    rows = json.loads(baseline.last_run_path().read_text())["rows"]
-    assert all(r["verdict"] in ("launch-bound", "memory-bound", "compute-bound", "latency-bound") for r in rows)
+    assert "%BW" in result.output and "copy ceiling" in result.output and "%FLOP" in result.output
+    doc = json.loads(baseline.last_run_path().read_text())
+    rows = doc["rows"]
+    assert all(r["verdict"] in ("launch-bound", "memory-bound", "compute-bound", "latency-bound", "under-occupied")
+               for r in rows)
+    matrix = doc["ceiling"]["matrix_gflops"]
+    assert matrix > 0 and all(r["pct_flop"] == pytest.approx(100 * r["gflops"] / matrix) for r in rows)
     assert all(r["intensity"] == pytest.approx(2 * r["shape"][0] * r["shape"][1] / (4 * (r["shape"][0] * r["shape"][1]
                + sum(r["shape"])))) for r in rows)
 
@@ -124,3 +128,41 @@ def test_help_lists_the_commands():
     out = run("--help").output
     for name in ("bench", "test", "snap", "diff"):
         assert name in out
+
+
+def test_verdicts_from_time_traffic_work_and_occupancy():
+    from iron.bench.roofline import verdict
+
+    gb, ms = 1e9, 1e-3
+    # 1 GB in 1 ms against a 1000 GB/s copy ceiling: at the ceiling
+    assert verdict(1 * ms, int(gb), 0, 1000.0, None) == "memory-bound"
+    assert verdict(10e-6, 1000, 0, 1000.0, launch_s=5e-6) == "launch-bound"
+    # 1e12 FLOP in 1 s against a 1500 GFLOP/s matrix rate: 67% of it
+    assert verdict(1.0, 1000, int(1e12), 1000.0, None, matrix_gflops=1500.0) == "compute-bound"
+    # intensity above the ridge (matrix / copy = 100 FLOP/B) but slow: still compute-bound; below it: not
+    assert verdict(100.0, 1000, 200_000, 1000.0, None, matrix_gflops=100_000.0) == "compute-bound"
+    assert verdict(100.0, 1000, 50_000, 1000.0, None, matrix_gflops=100_000.0) == "latency-bound"
+    # far from every ceiling with a small grid or low occupancy: under-occupied
+    assert verdict(100.0, 1000, 0, 1000.0, None, occupancy_pct=12.5) == "under-occupied"
+    assert verdict(100.0, 1000, 0, 1000.0, None, occupancy_pct=100.0, groups=8, processors=132) == "under-occupied"
+    assert verdict(100.0, 1000, 0, 1000.0, None, occupancy_pct=100.0, groups=1320, processors=132) == \
+        "latency-bound"
+
+
+def test_bench_verbose_shows_registers_and_occupancy_where_reported(monkeypatch):
+    """A backend that reports launch statistics (CUDA does, from cuFuncGetAttribute and the occupancy API) gets
+    regs / occ% columns and the under-occupied verdict; here the interpreter is given a stand-in report."""
+    from iron.bench import worker
+    from iron.runtime import get_backend
+
+    monkeypatch.setenv(worker.INPROCESS_ENV, "1")
+    be = get_backend("cpu")
+    monkeypatch.setattr(be, "launch_stats", lambda: {"registers": 40, "blocks_per_sm": 1, "occupancy_pct": 12.5,
+                                                     "groups": 4, "processors": 132}, raising=False)
+    result = run("bench", "--backend", "cpu", "--filter", "std/gemv", "--dtype", "f32", "-v")
+    assert result.exit_code == 0, result.output
+    assert "regs" in result.output and "occ%" in result.output and " 12% " in result.output
+    rows = json.loads(baseline.last_run_path().read_text())["rows"]
+    assert all(r["stats"]["registers"] == 40 for r in rows)
+    # none is near a ceiling on this host, so each is launch-bound or (12.5% occupancy) under-occupied
+    assert {r["verdict"] for r in rows} <= {"under-occupied", "launch-bound"}

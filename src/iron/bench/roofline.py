@@ -1,9 +1,10 @@
-"""Ceilings and verdicts for ``iron bench -v``: %BW of a measured copy ceiling, arithmetic intensity, and whether a
-row is launch-, memory-, compute- or latency-bound.
+"""Ceilings and verdicts for ``iron bench -v``: %BW of a measured copy ceiling, %FLOP of a measured matrix rate,
+arithmetic intensity, and whether a row is launch-, memory-, compute- or latency-bound or under-occupied.
 
-The ceiling is measured, not taken from a data sheet: on CUDA a device-to-device copy in torch; on the CPU backends
-(the interpreter, Vulkan on lavapipe — both run on the host's cores and memory) a NumPy copy of a 64 MiB buffer.
-Ceilings are measured once per backend and device and cached under the Iron cache directory.
+The ceilings are measured, not taken from a data sheet: on CUDA a device-to-device copy and an 8192^3 bf16 matrix
+product in torch; on the CPU backends (the interpreter, Vulkan on lavapipe, msl-cpu — all run on the host's cores and
+memory) a NumPy copy of a 64 MiB buffer and a 1024^3 f32 NumPy matrix product. Ceilings are measured once per backend
+and device and cached under the Iron cache directory.
 """
 
 from __future__ import annotations
@@ -26,10 +27,18 @@ MEMORY_BOUND_PCT = 50.0
 COMPUTE_INTENSITY = 8.0
 
 
+#: below this share of the GPU's thread slots in use (occupancy), or with fewer groups than multiprocessors, a row
+#: that is not near a ceiling is called under-occupied
+UNDER_OCCUPIED_PCT = 25.0
+
+
 @dataclass
 class Ceiling:
     copy_gbps: float
     how: str
+    #: the measured matrix-multiply rate (GFLOP/s) that ``%FLOP`` is relative to, and how it was measured
+    matrix_gflops: float | None = None
+    matrix_how: str = ""
 
 
 def _median_time(fn, repeats: int = 7) -> float:
@@ -66,6 +75,32 @@ def _cuda_copy_gbps(nbytes: int = 1 << 30) -> float:
     return 2 * nbytes / statistics.median(samples) / 1e9
 
 
+def _host_matrix_gflops(n: int = 1024) -> float:
+    a = np.ones((n, n), dtype=np.float32)
+    b = np.ones((n, n), dtype=np.float32)
+    return 2 * n**3 / _median_time(lambda: a @ b, repeats=5) / 1e9
+
+
+def _cuda_matrix_gflops(n: int = 8192) -> float:
+    """bf16 matrix product through torch (cuBLAS, tensor cores) on random data: the device's matrix rate."""
+    import torch
+
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3)
+    return 2 * n**3 / statistics.median(samples) / 1e9
+
+
 def _device_name(backend: str) -> str:
     from ..runtime import get_backend
 
@@ -82,13 +117,16 @@ def copy_ceiling(backend: str, use_cache: bool = True) -> Ceiling:
     key = f"{backend}:{device}"
     path = bench_dir() / "ceilings.json"
     cached = json.loads(path.read_text()) if path.exists() else {}
-    if use_cache and key in cached:
+    if use_cache and key in cached and cached[key].get("matrix_gflops"):
         return Ceiling(**cached[key])
     if backend == "cuda":
-        ceiling = Ceiling(_cuda_copy_gbps(), f"device-to-device copy in torch on {device}")
+        ceiling = Ceiling(_cuda_copy_gbps(), f"device-to-device copy in torch on {device}",
+                          _cuda_matrix_gflops(), f"8192^3 bf16 matrix product in torch (cuBLAS) on {device}")
     else:
-        ceiling = Ceiling(_host_copy_gbps(), f"NumPy copy of 64 MiB on the host ({backend} runs on the host CPU)")
-    cached[key] = {"copy_gbps": ceiling.copy_gbps, "how": ceiling.how}
+        ceiling = Ceiling(_host_copy_gbps(), f"NumPy copy of 64 MiB on the host ({backend} runs on the host CPU)",
+                          _host_matrix_gflops(), "1024^3 f32 matrix product in NumPy (BLAS) on the host")
+    cached[key] = {"copy_gbps": ceiling.copy_gbps, "how": ceiling.how, "matrix_gflops": ceiling.matrix_gflops,
+                   "matrix_how": ceiling.matrix_how}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(cached, indent=2))
@@ -96,14 +134,23 @@ def copy_ceiling(backend: str, use_cache: bool = True) -> Ceiling:
     return ceiling
 
 
-def verdict(iron_s: float, nbytes: int, flops: int, ceiling_gbps: float, launch_s: float | None) -> str:
-    """The bound a row sits against, from its time, its traffic and its work."""
+def verdict(iron_s: float, nbytes: int, flops: int, ceiling_gbps: float, launch_s: float | None,
+            matrix_gflops: float | None = None, occupancy_pct: float | None = None, groups: int | None = None,
+            processors: int | None = None) -> str:
+    """The bound a row sits against, from its time, its traffic and its work, and (where the backend reports them)
+    its occupancy and grid size: launch-bound, memory-bound, compute-bound, under-occupied or latency-bound."""
     if launch_s is not None and iron_s < LAUNCH_BOUND_FACTOR * launch_s:
         return "launch-bound"
     if nbytes and 100.0 * nbytes / iron_s / 1e9 / ceiling_gbps >= MEMORY_BOUND_PCT:
         return "memory-bound"
-    if nbytes and flops / nbytes >= COMPUTE_INTENSITY:
+    if flops and matrix_gflops and 100.0 * flops / iron_s / 1e9 / matrix_gflops >= MEMORY_BOUND_PCT:
         return "compute-bound"
+    ridge = matrix_gflops / ceiling_gbps if matrix_gflops else COMPUTE_INTENSITY
+    if nbytes and flops / nbytes >= ridge:
+        return "compute-bound"
+    if (occupancy_pct is not None and occupancy_pct < UNDER_OCCUPIED_PCT) or \
+            (groups is not None and processors and groups < processors):
+        return "under-occupied"
     return "latency-bound"
 
 

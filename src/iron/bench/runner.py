@@ -162,7 +162,20 @@ def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: in
         return {"error": f"{type(e).__name__}: {e}"}
     return {"iron_s": iron_s, "ref_s": ref_s, "timing": timing, "ok": result.ok if result else True,
             "max_abs": result.max_abs if result else float("nan"),
-            "failure": result.describe() if result and not result.ok else None}
+            "failure": result.describe() if result and not result.ok else None, "stats": launch_stats(backend)}
+
+
+def launch_stats(backend: str) -> dict | None:
+    """Registers and occupancy of the row's kernel where the backend reports them (CUDA), else None."""
+    from ..runtime import get_backend
+
+    query = getattr(get_backend(backend), "launch_stats", None)
+    if query is None:
+        return None
+    try:
+        return query()
+    except Exception:  # noqa: BLE001 - statistics are extra information; a row never fails for them
+        return None
 
 
 def check(out: np.ndarray, expected: np.ndarray, tol: tuple[float, float]) -> tuple[bool, float]:
@@ -238,8 +251,9 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     cols = ["Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "GFLOP/s",
             "max err", "ok"]
     ceiling = copy_ceiling(backend) if verbose or plot_path else None
+    with_stats = verbose and any(a.get("stats") for a in answers)
     if verbose:
-        cols[-1:-1] = ["%BW", "FLOP/B", "verdict"]
+        cols[-1:-1] = ["%BW", "%FLOP", "FLOP/B", *(["regs", "occ%"] if with_stats else []), "verdict"]
         launch_s = launch_overhead(backend, repeats)
     for col in cols:
         table.add_column(col, justify="left" if col in ("Kernel", "ok", "verdict") else "right")
@@ -269,9 +283,19 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
                  f"{row['ref_gbps']:.3f}" if ref_s else "-", f"{100 * ref_s / iron_s:.1f}%" if ref_s else "-",
                  f"{row['gflops']:.3f}", f"{err:.2e}"]
         if verbose:
+            stats = answer.get("stats") or {}
             row["pct_bw"] = 100.0 * row["iron_gbps"] / ceiling.copy_gbps
-            row["verdict"] = verdict(iron_s, nbytes, flops, ceiling.copy_gbps, launch_s)
-            cells += [f"{row['pct_bw']:.1f}%", f"{row['intensity']:.2f}" if nbytes else "-", row["verdict"]]
+            row["pct_flop"] = 100.0 * row["gflops"] / ceiling.matrix_gflops if ceiling.matrix_gflops else None
+            if stats:
+                row["stats"] = stats
+            row["verdict"] = verdict(iron_s, nbytes, flops, ceiling.copy_gbps, launch_s, ceiling.matrix_gflops,
+                                     stats.get("occupancy_pct"), stats.get("groups"), stats.get("processors"))
+            cells += [f"{row['pct_bw']:.1f}%", f"{row['pct_flop']:.2f}%" if row["pct_flop"] is not None else "-",
+                      f"{row['intensity']:.2f}" if nbytes else "-"]
+            if with_stats:
+                cells += [str(stats.get("vector_registers", stats.get("registers", "-"))) if stats else "-",
+                          f"{stats['occupancy_pct']:.0f}%" if stats else "-"]
+            cells.append(row["verdict"])
         rows.append(row)
         table.add_row(*cells, "[green]ok" if ok else "[red]FAIL")
         if answer.get("failure"):
@@ -285,10 +309,15 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
            "command": "iron " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("iron") else "iron bench",
            "timing": f"{timing} median", "reference": f"{ref_name} ({ref_how})", "rows": rows}
     if verbose:
-        doc["ceiling"] = {"copy_gbps": ceiling.copy_gbps, "how": ceiling.how, "launch_us": launch_s * 1e6}
-        console.print(f"%BW: of the measured copy ceiling {ceiling.copy_gbps:.1f} GB/s ({ceiling.how}). "
-                      f"Launch overhead {launch_s * 1e6:.0f} µs (an empty kernel); verdict: launch-bound below "
-                      f"3x that, memory-bound at >= 50% BW, compute-bound at >= 8 FLOP/B, else latency-bound.")
+        doc["ceiling"] = {"copy_gbps": ceiling.copy_gbps, "how": ceiling.how, "launch_us": launch_s * 1e6,
+                          "matrix_gflops": ceiling.matrix_gflops, "matrix_how": ceiling.matrix_how}
+        ridge = f"{ceiling.matrix_gflops / ceiling.copy_gbps:.0f}" if ceiling.matrix_gflops else "8"
+        console.print(f"%BW: of the measured copy ceiling {ceiling.copy_gbps:.1f} GB/s ({ceiling.how}). %FLOP: of the "
+                      f"measured matrix rate {ceiling.matrix_gflops or 0:.0f} GFLOP/s ({ceiling.matrix_how}). Launch "
+                      f"overhead {launch_s * 1e6:.0f} µs (an empty kernel). Verdict: launch-bound below 3x that, "
+                      f"memory-bound at >= 50% BW, compute-bound at >= 50% FLOP or >= {ridge} FLOP/B (the ridge), "
+                      "under-occupied below 25% occupancy or with fewer groups than multiprocessors (where the "
+                      "backend reports them: regs, occ%), else latency-bound.")
     save_last_run(doc)
     if json_path:
         with open(json_path, "w") as f:

@@ -202,6 +202,23 @@ class CudaBackend(Backend):
             return vector, (-(-threads // group[0]), 1, 1), (group[0], 1, 1)
         return kern, tuple(-(-g // b) for g, b in zip(grid, group)), tuple(group)
 
+    def launch_stats(self) -> dict[str, Any] | None:
+        """Registers, shared memory and occupancy of the kernel last launched through the full path, with its grid:
+        ``occupancy_pct`` (threads resident per multiprocessor, of the maximum), ``groups`` and ``processors``."""
+        last = getattr(self, "last_launch", None)
+        if last is None:
+            return None
+        variant, grid, group = last
+        kern, blocks, block = self.geometry(variant, grid, group)
+        threads = block[0] * block[1] * block[2]
+        stats = self.kernel_stats(variant, threads)
+        per_sm = stats.get("vector_blocks_per_sm", stats["blocks_per_sm"]) if kern is not self.function(variant)[0] \
+            else stats["blocks_per_sm"]
+        props = self.device().properties
+        stats.update(occupancy_pct=100.0 * per_sm * threads / props.max_threads_per_multiprocessor,
+                     groups=blocks[0] * blocks[1] * blocks[2], processors=props.multiprocessor_count)
+        return stats
+
     def kernel_stats(self, variant, group: int) -> dict[str, Any]:
         """Registers, static shared memory and occupancy for the bench."""
         kern, src, vector = self.function(variant)
@@ -271,6 +288,7 @@ class CudaBackend(Backend):
 
         kern, blocks, block = self.geometry(variant, grid, group)
         src = self.emitted(variant)
+        self.last_launch = (variant, grid, group)
         host = [(name, a) for name, a in arrays.items() if isinstance(a, HostArg)]
         stream = self._stream_for(any(isinstance(a, DeviceArg) and a.torch for a in arrays.values()))
         if host and self.capture is not None:

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -69,69 +70,92 @@ struct Lane {
 
 struct Group {
     std::mutex m;
-    std::condition_variable cv;
     unsigned size = 0, width = IRON_MODEL_SIMD_WIDTH;
     std::vector<Lane> lanes;
+    std::unique_ptr<std::condition_variable[]> wake;  // one per lane: a release wakes exactly the lanes it frees
+    std::vector<unsigned> running, at_simd;           // per SIMD-group counts
+    unsigned at_barrier = 0, finished = 0;
     std::string error;
+
+    void reset(unsigned n, unsigned simd_width) {
+        if (n != size || !wake) wake.reset(new std::condition_variable[n]);
+        size = n;
+        width = simd_width;
+        lanes.assign(n, Lane());
+        const unsigned groups = (n + width - 1) / width;
+        running.assign(groups, 0);
+        at_simd.assign(groups, 0);
+        for (unsigned i = 0; i < n; ++i) ++running[i / width];
+        at_barrier = finished = 0;
+        error.clear();
+    }
+    void set_state(unsigned i, State to) {
+        const unsigned s = i / width;
+        switch (lanes[i].state) {
+            case RUNNING: --running[s]; break;
+            case AT_SIMD: --at_simd[s]; break;
+            case AT_BARRIER: --at_barrier; break;
+            case FINISHED: --finished; break;
+        }
+        lanes[i].state = to;
+        switch (to) {
+            case RUNNING: ++running[s]; break;
+            case AT_SIMD: ++at_simd[s]; break;
+            case AT_BARRIER: ++at_barrier; break;
+            case FINISHED: ++finished; break;
+        }
+    }
+    void release(unsigned i, unsigned me) {
+        set_state(i, RUNNING);
+        if (i != me) wake[i].notify_one();
+    }
     void fail(const std::string& why) {
         if (error.empty()) error = why;
-        cv.notify_all();
+        for (unsigned i = 0; i < size; ++i) wake[i].notify_one();
     }
-    // Complete every collective that can complete; true when something did.
-    bool progress() {
-        bool any = false;
-        const unsigned groups = (size + width - 1) / width;
-        for (unsigned s = 0; s < groups; ++s) {
-            const unsigned first = s * width, last = first + width < size ? first + width : size;
-            bool running = false, waiting = false;
-            for (unsigned i = first; i < last; ++i) {
-                running |= lanes[i].state == RUNNING;
-                waiting |= lanes[i].state == AT_SIMD;
-            }
-            if (running || !waiting) continue;
-            std::vector<bool> done(last - first, false);
-            for (unsigned i = first; i < last; ++i) {
-                if (lanes[i].state != AT_SIMD || done[i - first]) continue;
-                std::vector<unsigned> same;
-                for (unsigned j = i; j < last; ++j) {
-                    if (lanes[j].state == AT_SIMD && !done[j - first] && lanes[j].site == lanes[i].site &&
-                        lanes[j].op == lanes[i].op) {
-                        same.push_back(j);
-                        done[j - first] = true;
-                    }
+    // SIMD-group s: once none of its lanes runs, the lanes waiting at the same call exchange values (the active
+    // lanes); lanes at another call, at a barrier or finished are inactive for it.
+    void try_simd(unsigned s, unsigned me) {
+        if (running[s] != 0 || at_simd[s] == 0) return;
+        const unsigned first = s * width, last = first + width < size ? first + width : size;
+        std::vector<bool> done(last - first, false);
+        for (unsigned i = first; i < last; ++i) {
+            if (lanes[i].state != AT_SIMD || done[i - first]) continue;
+            std::vector<unsigned> same;
+            for (unsigned j = i; j < last; ++j) {
+                if (lanes[j].state == AT_SIMD && !done[j - first] && lanes[j].site == lanes[i].site &&
+                    lanes[j].op == lanes[i].op) {
+                    same.push_back(j);
+                    done[j - first] = true;
                 }
-                lanes[i].resolve(*this, same);
-                for (unsigned j : same) lanes[j].state = RUNNING;
-                any = true;
             }
+            lanes[i].resolve(*this, same);
+            for (unsigned j : same) release(j, me);
         }
-        bool all_there = true, some_waiting = false, some_finished = false;
-        for (unsigned i = 0; i < size; ++i) {
-            all_there &= lanes[i].state == AT_BARRIER || lanes[i].state == FINISHED;
-            some_waiting |= lanes[i].state == AT_BARRIER;
-            some_finished |= lanes[i].state == FINISHED;
-        }
-        if (all_there && some_waiting) {
-            if (some_finished) {
-                fail("divergent barrier: threadgroup_barrier() was not reached by every thread of the threadgroup "
-                     "(some finished without it)");
-                return false;
-            }
-            for (unsigned i = 0; i < size; ++i) lanes[i].state = RUNNING;
-            any = true;
-        }
-        return any;
     }
-    // Called by thread `me` (lock held) after it set its state to a waiting one; returns when it runs again.
-    void wait(std::unique_lock<std::mutex>& lock, unsigned me) {
-        if (progress()) cv.notify_all();
-        cv.wait(lock, [&] { return lanes[me].state == RUNNING || !error.empty(); });
+    // The barrier: once every thread is at it or finished; a thread that finished without it is an error.
+    void try_barrier(unsigned me) {
+        if (at_barrier == 0 || at_barrier + finished != size) return;
+        if (finished != 0) {
+            fail("divergent barrier: threadgroup_barrier() was not reached by every thread of the threadgroup "
+                 "(some finished without it)");
+            return;
+        }
+        for (unsigned i = 0; i < size; ++i) release(i, me);
+    }
+    // Thread `me` (lock held) stops at a collective (state `at`); returns when it runs again.
+    void wait(std::unique_lock<std::mutex>& lock, unsigned me, State at) {
+        set_state(me, at);
+        try_simd(me / width, me);
+        if (at != AT_SIMD) try_barrier(me);
+        wake[me].wait(lock, [&] { return lanes[me].state == RUNNING || !error.empty(); });
         if (!error.empty()) throw Abort();
     }
     void finish(unsigned me) {
         std::unique_lock<std::mutex> lock(m);
-        lanes[me].state = FINISHED;
-        if (progress()) cv.notify_all();
+        set_state(me, FINISHED);
+        try_simd(me / width, me);
+        try_barrier(me);
     }
 };
 
@@ -216,14 +240,13 @@ T collective(const void* site, int op, Resolver resolve, T value, int arg) {
     Group& g = *t.group;
     std::unique_lock<std::mutex> lock(g.m);
     Lane& l = g.lanes[t.index];
-    l.state = AT_SIMD;
     l.site = site;
     l.op = op;
     l.resolve = resolve;
     memset(l.value, 0, sizeof l.value);
     store<T>(l.value, value);
     l.arg = arg;
-    g.wait(lock, t.index);
+    g.wait(lock, t.index, AT_SIMD);
     return load<T>(l.result);
 }
 
@@ -231,8 +254,7 @@ inline void barrier() {
     Thread& t = me();
     Group& g = *t.group;
     std::unique_lock<std::mutex> lock(g.m);
-    g.lanes[t.index].state = AT_BARRIER;
-    g.wait(lock, t.index);
+    g.wait(lock, t.index, AT_BARRIER);
 }
 
 }  // namespace iron_model
@@ -435,8 +457,7 @@ inline std::string run_concurrent(const Launch& L) {
     s.L = &L;
     Storage storage(L);
     s.storage = &storage;
-    s.group.size = size;
-    s.group.width = L.simd_width;
+    s.group.reset(size, L.simd_width);
     std::vector<Worker> workers(size);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -456,7 +477,7 @@ inline std::string run_concurrent(const Launch& L) {
     for (unsigned long g = 0; g < groups && error.empty(); ++g) {
         {
             std::unique_lock<std::mutex> lock(s.group.m);
-            s.group.lanes.assign(size, Lane());
+            s.group.reset(size, L.simd_width);
         }
         std::unique_lock<std::mutex> lock(s.m);
         group_coords(L, g, s.coords);

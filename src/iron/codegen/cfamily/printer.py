@@ -225,6 +225,8 @@ class _Printer:
             self.names.enter()
         for op in block.ops:
             self._stmt(op, out, depth)
+            if _always_exits(op):
+                break  # the rest of the block is unreachable (compilers warn about it; nothing there can run)
         if scoped:
             self.names.leave()
 
@@ -594,6 +596,15 @@ class _Printer:
         self._need(tpl.needs)
         ptr = f"&{self.buffers[buf.uid]}[{self.expr(idx)}]"
         return tpl(ptr=ptr, val=self.expr(val), space=buf.type.space)
+
+
+def _always_exits(op: Op) -> bool:
+    """Whether control never falls through ``op``: a jump, or an if/else whose branches both end in one."""
+    if op.opcode in ("return", "break", "continue"):
+        return True
+    if op.opcode == "if" and len(op.regions) == 2 and all(r.ops for r in op.regions):
+        return all(any(_always_exits(o) for o in r.ops) for r in op.regions)
+    return False
 
 
 def _const_value(v: Value) -> int | float | bool | None:

@@ -494,6 +494,23 @@ def test_shared_array_over_48_kib(backend, dtype, rng):
 # SIMD-group collectives; oracles are written in terms of the SIMD width the interpreter was given
 
 
+def test_simd_min_max_of_all_nan_lanes_is_nan(backend, simd_width, rng):
+    """simd_max/min ignore NaN lanes like fmax/fmin, so a SIMD group of NaNs gives NaN (Vulkan's FMin/FMax leave
+    that case undefined; lavapipe gave +-inf until the emitter counted the non-NaN lanes). Found by tests/fuzz."""
+    width = simd_width
+    n = 4 * width
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:width] = np.nan  # SIMD group 0: all NaN; group 1: one number among NaNs
+    x[width:2 * width] = np.nan
+    x[width + 3] = 2.5
+    s, mx, mn = (poisoned(n, "f32") for _ in range(3))
+    K.simd_reduce[n, 2 * width](x, s, mx, mn, backend=backend)  # groups of two SIMD groups
+    assert np.isnan(mx[:width]).all() and np.isnan(mn[:width]).all() and np.isnan(s[:width]).all()
+    assert (mx[width:2 * width] == 2.5).all() and (mn[width:2 * width] == 2.5).all()
+    lanes = x[2 * width:].astype(np.float64).reshape(-1, width)
+    assert_exact(mx[2 * width:], np.repeat(lanes.max(axis=1), width), "simd_max")
+
+
 def test_simd_reductions(backend, simd_width, dtype, rng):
     n, group = 512, 128
     x = as_dtype(rng.standard_normal(n), dtype)

@@ -467,7 +467,17 @@ class SpirvEmitter(ValueOps):
             self.features.add("subgroup_arithmetic")
             name = _SIMD_REDUCE[op.opcode, rt.kind]
             reduce = b.enum("GroupOperation", "Reduce")
-            return self.rounded(self.inst(name, ty, scope, reduce, x), rt)
+            r = self.inst(name, ty, scope, reduce, x)
+            if rt.is_float and op.opcode in ("simd_min", "simd_max"):
+                # FMin/FMax skip NaN operands, but when every lane is NaN the result is undefined (lavapipe gives
+                # the identity, inf); Iron's is NaN, as fmin/fmax give: count the lanes that are not NaN
+                u32, boolean = b.type_int(32, False), b.type_bool()
+                counted = self.inst("OpSelect", u32, self.inst("OpIsNan", boolean, x), b.const_uint(0),
+                                    b.const_uint(1))
+                numbers = self.inst("OpGroupNonUniformIAdd", u32, scope, reduce, counted)
+                none = self.inst("OpIEqual", boolean, numbers, b.const_uint(0))
+                r = self.inst("OpSelect", ty, none, x, r)  # x is NaN in every lane then
+            return self.rounded(r, rt)
         self.capability("GroupNonUniformShuffle")
         self.features.add("subgroup_shuffle")
         # simd_broadcast uses Shuffle too: OpGroupNonUniformBroadcast needs a constant lane before SPIR-V 1.5

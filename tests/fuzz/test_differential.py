@@ -9,8 +9,9 @@ sums, min/max) in uniform code. Left out on purpose, because backends may legiti
 division/remainder and transcendentals (ulp-level precision rules), fma (Vulkan need not fuse), float SIMD sums
 (summation order) and SIMD ops under divergence after loops (reconvergence is implementation-defined).
 
-Allowed difference: lavapipe ignores the sign of zero in places (see tests/frontend/test_kernels.py), so on Vulkan
-+0.0 and -0.0 compare equal. NaNs compare equal to NaNs.
+Allowed differences: lavapipe ignores the sign of zero in places (see tests/frontend/test_kernels.py), so on Vulkan
++0.0 and -0.0 compare equal, and kernels that add or multiply a float by a constant zero are not compared on
+lavapipe (it folds them). NaNs compare equal to NaNs.
 """
 
 from __future__ import annotations
@@ -86,6 +87,27 @@ def _simd_width(monkeypatch):
     monkeypatch.setenv("IRON_MSL_CPU_SIMD_WIDTH", str(SIMD))
 
 
+def _lavapipe() -> bool:
+    return "llvmpipe" in str(get_backend("vulkan").info().get("name", ""))
+
+
+def _folds_on_lavapipe(kernel) -> bool:
+    """Whether ``kernel`` adds, subtracts or multiplies a float by a constant zero: lavapipe (Mesa 22.3) folds
+    x * 0.0 to 0.0 and x + 0.0 to x even with SignedZeroInfNanPreserve and NoContraction (a driver bug, documented in
+    docs/backends/vulkan.md), so such kernels are not compared there."""
+    def constant(v):
+        owner = v.owner
+        code = getattr(owner, "opcode", None)
+        if code == "const":
+            return float(owner.attrs["value"])
+        if code == "cast":  # a cast of a constant is one for the driver too
+            return constant(owner.operands[0])
+        return None
+
+    return any(op.opcode in ("add", "sub", "mul") and op.result is not None and op.result.type.is_float
+               and any(constant(v) == 0.0 for v in op.operands) for op in kernel.walk())
+
+
 def _check(kernel, backend: str) -> None:
     if backend not in BACKENDS:
         pytest.skip(f"backend {backend} unavailable: {unavailable_reason(backend)}")
@@ -94,6 +116,8 @@ def _check(kernel, backend: str) -> None:
     inputs = _inputs()
     # the optimised IR (what launches compile) and the front-end's raw IR (more shapes for the emitters)
     for k in (PassManager(default_pipeline()).run(clone_kernel(kernel)), kernel):
+        if backend == "vulkan" and _lavapipe() and _folds_on_lavapipe(k):
+            continue
         want, got = _on("cpu", k, inputs), _on(backend, k, inputs)
         for name in ("oi", "ou", "of"):
             bad = _differences(want[name], got[name], zero_sign=backend != "vulkan")

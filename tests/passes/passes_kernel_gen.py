@@ -153,7 +153,7 @@ class KernelGen:
         x = self.operand(src, depth)
         if src.is_float and ty.is_int:  # keep float->int casts in range (and NaN out) so C would agree
             a = b.unary("abs", x)
-            x = b.select(b.binary("lt", a, b.const(1e9, t.f32)), a, b.const(0.0, t.f32))
+            x = b.select(b.binary("lt", a, b.const(1e9, t.f32)), a, b.const(1.0 if self.exact else 0.0, t.f32))
         return b.op("cast", [x], ty).result
 
     # -- statements ----------------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ _SUBGROUP_SCOPE = 3
 _DEVICE_SCOPE, _WORKGROUP_SCOPE = 1, 2
 # AcquireRelease | UniformMemory | WorkgroupMemory: CUDA's __syncthreads also orders global memory within the group
 _BARRIER_SEMANTICS = 0x8 | 0x40 | 0x100
+#: float arithmetic whose results are decorated NoContraction
+_EXACT_FLOAT_OPS = frozenset({"OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFNegate"})
 _SIMD_REDUCE = {("simd_sum", "float"): "OpGroupNonUniformFAdd", ("simd_max", "float"): "OpGroupNonUniformFMax",
                 ("simd_min", "float"): "OpGroupNonUniformFMin", ("simd_sum", "int"): "OpGroupNonUniformIAdd",
                 ("simd_max", "int"): "OpGroupNonUniformSMax", ("simd_min", "int"): "OpGroupNonUniformSMin",
@@ -70,6 +72,10 @@ class SpirvEmitter(ValueOps):
     def inst(self, opname: str, rtype: int, *operands: int) -> int:
         rid = self.b.new_id()
         self.body.append(self.b.instruction(opname, rtype, rid, *operands))
+        if opname in _EXACT_FLOAT_OPS:
+            # NoContraction: no fusing into fma (as --fmad=false on CUDA), and drivers must not apply value-changing
+            # rewrites such as x * 0.0 -> 0.0 (Mesa treats the decorated instruction as exact)
+            self.b.decorate(rid, "NoContraction")
         return rid
 
     def stmt(self, opname: str, *operands: int) -> None:

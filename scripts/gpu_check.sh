@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# One device call's worth of GPU work (run on the H200 through the device tool, from the repo root):
-#   1. the conformance suite on backend=cuda (every kernel, every dtype, against the NumPy oracles),
-#   2. the emitter's own GPU tests (tests/codegen),
-#   3. scripts/gpu_bench.py: exp 256M vs the copy ceiling and torch, launch overhead, graph replay,
-#   4. when .gl/ and .whl/ were carried (scripts/gpu_prepare.sh, device tool carry [".gl", ".whl"]): the conformance
-#      suite on NVIDIA's Vulkan driver and exp/softmax timed on Vulkan beside CUDA.
-# Results go to $OUT (or ./gpu-out): pytest logs and gpu_bench.json, to be committed under bench/results/.
+# GPU work for the H200, in parts that each fit one device call (600 s), from the repo root:
+#   scripts/gpu_check.sh cuda    (default)
+#     1. the conformance suite on backend=cuda (every kernel, every dtype, against the NumPy oracles), the emitter's
+#        GPU tests (tests/codegen), the std kernels (tests/std) and the HIP source through the compatibility header
+#        (tests/codegen_hip/test_hip_on_nvidia_gpu.py),
+#     2. scripts/gpu_bench.py: exp 256M vs the copy ceiling and torch, launch overhead (compiled and Python
+#        launchers, torch, Triton), graph replay,
+#     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json
+#   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
+#     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, exp/softmax on Vulkan beside CUDA
+# Results go to $OUT (or ./gpu-out): logs and JSON, to be committed under bench/results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -17,10 +21,19 @@ PY=${PY:-python3}
   $PY -c 'import cuda.core, cuda.bindings, torch, numpy; print("cuda.core", cuda.core.__version__, "bindings", cuda.bindings.__version__, "torch", torch.__version__, "numpy", numpy.__version__)'
   $PY -c 'from iron.codegen import nvrtc; print("nvrtc", nvrtc.nvrtc_version())'
 } 2>&1 | tee "$OUT/env.txt"
-IRON_TEST_BACKENDS=cuda timeout 300 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
-  --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
-timeout 240 $PY scripts/gpu_bench.py "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/bench.txt"
-if [ -d .gl ] && [ -d .whl ]; then
+PART=${1:-cuda}
+if [ "$PART" = cuda ]; then
+  IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
+    tests/std tests/codegen_hip/test_hip_on_nvidia_gpu.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
+  timeout 150 $PY scripts/gpu_bench.py "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/bench.txt"
+  timeout 150 $PY -m iron.cli.main bench --backend cuda -v --json "$OUT/iron_bench_cuda.json" 2>&1 \
+    | tee "$OUT/iron_bench_cuda.txt" | tail -n 40
+fi
+if [ "$PART" = vulkan ]; then
+  if [ ! -d .gl ] || [ ! -d .whl ]; then
+    echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
+    exit 2
+  fi
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=$PYTHONPATH:/tmp/site
   for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -29,5 +42,7 @@ if [ -d .gl ] && [ -d .whl ]; then
   [ -f "$J" ] && export VK_DRIVER_FILES=$J
   IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_vulkan.txt" | tail -n 20
+  # the differential fuzzer on NVIDIA's driver (the interpreter runs at its subgroup size, 32)
+  timeout 120 $PY -m pytest -q -p no:cacheprovider tests/fuzz -rs 2>&1 | tee "$OUT/pytest_fuzz_vulkan.txt" | tail -n 10
   timeout 120 $PY bench/experiments/vulkan_vs_cuda.py "$OUT/vulkan_vs_cuda.json" 2>&1 | tail -n 20
 fi

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from . import Backend
+from .arrays import check_writable, host_array
 
 #: SIMD-group width the interpreter models (8 like lavapipe, 32 like NVIDIA/Apple, 64 like AMD CDNA).
 #: ``IRON_CPU_SIMD_WIDTH`` overrides it.
@@ -26,19 +27,11 @@ class CpuBackend(Backend):
     name = "cpu"
 
     def check_array(self, param: str, value: Any, where) -> np.ndarray:
-        if not isinstance(value, np.ndarray):
-            raise LaunchError(f"argument '{param}' is a {type(value).__module__}.{type(value).__name__}; the cpu "
-                              "backend takes NumPy arrays", where(), "convert with .cpu().numpy() or np.asarray")
-        if not value.flags.c_contiguous:
-            raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),
-                              f"pass np.ascontiguousarray({param})")
-        return value.reshape(-1)
+        return host_array("cpu", param, value, where)
 
     def launch(self, variant, arrays, scalars, grid, group) -> None:
         from ..interp.executor import run_kernel
 
         k = variant.kernel
-        for p in k.params:
-            if p.kind == "buffer" and not p.readonly and not arrays[p.name].flags.writeable:
-                raise LaunchError(f"argument '{p.name}' is read-only but {k.name} writes to it")
+        check_writable(k, arrays)
         run_kernel(k, {**arrays, **scalars}, grid, group, simd_width())

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import CompileError, ExecutionError, LaunchError
 from . import Backend
+from .arrays import check_writable, host_array
 
 #: struct format of each scalar C type the MSL takes as ``constant T&``
 _PACK = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<?"}
@@ -127,13 +128,7 @@ class MetalBackend(Backend):
     # -- compile --------------------------------------------------------------------------------------------------
 
     def emitted(self, variant):
-        from ..codegen import emit_msl
-
-        version = _version()
-        src = variant.artifacts.get(("msl", version))
-        if src is None:
-            src = variant.artifacts[("msl", version)] = emit_msl(variant.kernel, version=version)
-        return src
+        return emitted_msl(variant)
 
     def source(self, variant) -> str:
         return self.emitted(variant).source
@@ -141,11 +136,12 @@ class MetalBackend(Backend):
     def compile(self, variant, target: str | None = None) -> Any:
         """The compute pipeline state of a variant (cached on it)."""
         version = _version()
-        pipeline = variant.artifacts.get(("metal-pipeline", version))
+        dev = self.device()
+        key = ("metal-pipeline", version, dev)  # a pipeline belongs to the device that built it
+        pipeline = variant.artifacts.get(key)
         if pipeline is not None:
             return pipeline
         metal = _metal()
-        dev = self.device()
         src = self.emitted(variant)
         opts = metal.MTLCompileOptions.alloc().init()
         opts.setLanguageVersion_(metal.MTLLanguageVersion3_1 if version == "3.1" else metal.MTLLanguageVersion3_0)
@@ -164,26 +160,18 @@ class MetalBackend(Backend):
         pipeline, err = dev.newComputePipelineStateWithFunction_error_(fn, None)
         if pipeline is None:
             raise CompileError(f"Metal could not build the pipeline of kernel '{src.kernel}': {_ns_error(err)}")
-        variant.artifacts[("metal-pipeline", version)] = pipeline
+        variant.artifacts[key] = pipeline
         return pipeline
 
     # -- launch ---------------------------------------------------------------------------------------------------
 
-    def check_array(self, param: str, value: Any, where) -> Any:
-        if not isinstance(value, np.ndarray):
-            raise LaunchError(f"argument '{param}' is a {type(value).__module__}.{type(value).__name__}; the metal "
-                              "backend takes NumPy arrays", where(), "convert with np.asarray")
-        if not value.flags.c_contiguous:
-            raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),
-                              f"pass np.ascontiguousarray({param})")
-        return value.reshape(-1)
+    def check_array(self, param: str, value: Any, where) -> np.ndarray:
+        return host_array("metal", param, value, where)
 
     def launch(self, variant, arrays, scalars, grid, group) -> None:
         metal = _metal()
         k = variant.kernel
-        for p in k.params:
-            if p.kind == "buffer" and not p.readonly and not arrays[p.name].flags.writeable:
-                raise LaunchError(f"argument '{p.name}' is read-only but {k.name} writes to it")
+        check_writable(k, arrays)
         if any(g == 0 for g in grid):
             return
         pipeline = self.compile(variant)
@@ -230,6 +218,18 @@ class MetalBackend(Backend):
         for arr, buf in copies:
             view = np.frombuffer(buf.contents().as_buffer(arr.nbytes), dtype=np.uint8)
             arr.view(np.uint8)[...] = view
+
+
+def emitted_msl(variant):
+    """The MSL ``KernelSource`` of a variant for the current ``IRON_MSL_VERSION``, cached on it: the one text the
+    Metal runtime loads and msl-cpu compiles."""
+    from ..codegen import emit_msl
+
+    version = _version()
+    src = variant.artifacts.get(("msl", version))
+    if src is None:
+        src = variant.artifacts[("msl", version)] = emit_msl(variant.kernel, version=version)
+    return src
 
 
 def _version() -> str:

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import CompileError, ExecutionError, LaunchError
 from . import Backend
+from .arrays import check_writable, host_array
 from .cache import cache_dir, cache_key
 
 #: clang flags: IEEE float semantics (no contraction into FMA, no fast math), C++17 as the model needs
@@ -191,13 +192,9 @@ class MslCpuBackend(Backend):
         return simd_width()
 
     def emitted(self, variant):
-        from ..codegen import emit_msl
+        from .metal import emitted_msl
 
-        version = _version()
-        src = variant.artifacts.get(("msl", version))
-        if src is None:
-            src = variant.artifacts[("msl", version)] = emit_msl(variant.kernel, version=version)
-        return src
+        return emitted_msl(variant)
 
     def source(self, variant) -> str:
         return self.emitted(variant).source
@@ -214,21 +211,13 @@ class MslCpuBackend(Backend):
         return self.library(variant).path.read_bytes()
 
     def check_array(self, param: str, value: Any, where) -> np.ndarray:
-        if not isinstance(value, np.ndarray):
-            raise LaunchError(f"argument '{param}' is a {type(value).__module__}.{type(value).__name__}; the msl-cpu "
-                              "backend takes NumPy arrays", where(), "convert with .cpu().numpy() or np.asarray")
-        if not value.flags.c_contiguous:
-            raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),
-                              f"pass np.ascontiguousarray({param})")
-        return value.reshape(-1)
+        return host_array("msl-cpu", param, value, where)
 
     def launch(self, variant, arrays, scalars, grid, group) -> None:
         from ..frontend.analysis import COLLECTIVE_OPS
 
         k = variant.kernel
-        for p in k.params:
-            if p.kind == "buffer" and not p.readonly and not arrays[p.name].flags.writeable:
-                raise LaunchError(f"argument '{p.name}' is read-only but {k.name} writes to it")
+        check_writable(k, arrays)
         if any(g == 0 for g in grid):
             return
         lib = self.library(variant)
@@ -264,12 +253,3 @@ class MslCpuBackend(Backend):
 def _workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
-
-def _version() -> str:
-    """The MSL version to emit (``IRON_MSL_VERSION``: 3.1 by default, or 3.0 with bf16 as ushort)."""
-    from ..codegen.cfamily.msl import msl_version
-
-    try:
-        return msl_version()
-    except ValueError as e:
-        raise LaunchError(str(e)) from None

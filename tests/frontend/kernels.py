@@ -278,6 +278,17 @@ def simd_reduce(x: Tensor[T], s: Tensor[T], mx: Tensor[T], mn: Tensor[T]):
 
 
 @kernel
+def simd_min_of_nan_lanes(x: Tensor[f32], positive: Tensor[i32]):
+    """Numbers return early, so the active lanes hold only NaN: simd_min ignores NaN like fmin, and NaN of NaNs
+    stays NaN (not the +inf an identity-filled reduction would give)."""
+    i = program_id(0)
+    v = x[i]
+    if v >= v:
+        return
+    positive[i] = cast(simd_min(v) > 0.0, i32)
+
+
+@kernel
 def simd_exchange(x: Tensor[T], rot: Tensor[T], swz: Tensor[T], bc: Tensor[T], SHIFT: constexpr, MASK: constexpr):
     i = program_id(0)
     v = x[i]

@@ -511,6 +511,17 @@ def test_simd_min_max_of_all_nan_lanes_is_nan(backend, simd_width, rng):
     assert_exact(mx[2 * width:], np.repeat(lanes.max(axis=1), width), "simd_max")
 
 
+def test_simd_min_over_only_nan_active_lanes_is_nan(backend, simd_width, rng):
+    n = 4 * simd_width
+    x = rng.standard_normal(n).astype(np.float32)
+    nan_lanes = rng.random(n) < 0.3
+    x[nan_lanes] = np.nan
+    positive = np.full(n, -7, np.int32)
+    K.simd_min_of_nan_lanes[n, simd_width](x, positive, backend=backend)
+    assert (positive[~nan_lanes] == -7).all()  # returned early, wrote nothing
+    assert (positive[nan_lanes] == 0).all()  # NaN > 0.0 is false; an inf would give 1
+
+
 def test_simd_reductions(backend, simd_width, dtype, rng):
     n, group = 512, 128
     x = as_dtype(rng.standard_normal(n), dtype)

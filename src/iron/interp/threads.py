@@ -228,7 +228,9 @@ def _identity(opcode: str, dtype: np.dtype) -> object:
     if opcode == "simd_sum":
         return 0
     if dtype.kind == "f":
-        return -np.inf if opcode == "simd_max" else np.inf
+        # fmax/fmin skip NaN, so NaN is their identity: a SIMD group whose active lanes are all NaN gives NaN (with
+        # +-inf for the inactive lanes it gave inf; found by tests/fuzz)
+        return np.nan
     info = np.iinfo(dtype)
     return info.min if opcode == "simd_max" else info.max
 

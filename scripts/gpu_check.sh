@@ -3,10 +3,13 @@
 #   scripts/gpu_check.sh cuda    (default)
 #     1. the conformance suite on backend=cuda (every kernel, every dtype, against the NumPy oracles), the emitter's
 #        GPU tests (tests/codegen), the std kernels (tests/std) and the HIP source through the compatibility header
-#        (tests/codegen_hip/test_hip_on_nvidia_gpu.py),
+#        (tests/codegen_hip/test_hip_on_nvidia_gpu.py); then the whole conformance suite again on backend=hip-on-cuda
+#        (Iron's HIP source, wavefront 32, behind the compatibility header, through NVRTC),
 #     2. scripts/gpu_bench.py: exp 256M vs the copy ceiling and torch, launch overhead (compiled and Python
-#        launchers, torch, Triton), graph replay,
-#     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json
+#        launchers, torch, Triton), graph replay; the C++ launch floor (bench/experiments/launch_floor.cu) beside it
+#   scripts/gpu_check.sh bench
+#     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json,
+#        one worker per GPU where there are several
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, exp/softmax on Vulkan beside CUDA
 # Results go to $OUT (or ./gpu-out): logs and JSON, to be committed under bench/results/.
@@ -25,9 +28,18 @@ PART=${1:-cuda}
 if [ "$PART" = cuda ]; then
   IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
     tests/std tests/codegen_hip/test_hip_on_nvidia_gpu.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
+  IRON_TEST_BACKENDS=hip-on-cuda timeout 200 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py \
+    --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_hip_on_cuda.txt" | tail -n 20
   timeout 150 $PY scripts/gpu_bench.py "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/bench.txt"
-  timeout 150 $PY -m iron.cli.main bench --backend cuda -v --json "$OUT/iron_bench_cuda.json" 2>&1 \
-    | tee "$OUT/iron_bench_cuda.txt" | tail -n 40
+  if command -v nvcc >/dev/null; then
+    nvcc -O2 -arch=sm_90 bench/experiments/launch_floor.cu -o /tmp/launch_floor -lcuda && /tmp/launch_floor \
+      2>&1 | tee "$OUT/launch_floor.txt"
+  fi
+fi
+if [ "$PART" = bench ]; then
+  nvidia-smi -L | tee -a "$OUT/env.txt"
+  IRON_PROGRESS=lines timeout 540 $PY -m iron.cli.main bench --backend cuda -v --json "$OUT/iron_bench_cuda.json" \
+    2>&1 | tee "$OUT/iron_bench_cuda.txt" | tail -n 70
 fi
 if [ "$PART" = vulkan ]; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then

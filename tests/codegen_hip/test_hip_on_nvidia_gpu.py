@@ -1,8 +1,8 @@
 """Issue 7, point 4: the HIP source for the NVIDIA run (wavefront 32), behind the hip->CUDA compatibility header,
 compiled by NVRTC, runs on an NVIDIA GPU and matches the interpreter bit for bit. Skipped without a CUDA GPU.
 
-Not yet run on the H200 (written on a machine without a GPU); the full conformance run and bench/results/ record are
-still to do.
+The whole conformance suite runs on the same path as ``backend="hip-on-cuda"``
+(``IRON_TEST_BACKENDS=hip-on-cuda``, in ``scripts/gpu_check.sh cuda``).
 """
 
 from __future__ import annotations
@@ -60,5 +60,10 @@ def test_simd_kernel_matches_interpreter(rng, n):
     x = rng.standard_normal(n).astype(np.float32)
     args = {"x": x, "out": np.zeros(n, np.float32), "total": np.zeros(1, np.uint32)}
     cpu, gpu = run_both(K.warp_tile.variant(iron.f32, (256,)).kernel, args, (n,), (256,))
-    for name in ("out", "total"):
-        np.testing.assert_allclose(gpu[name], cpu[name], rtol=1e-5, atol=1e-5)
+    # out[i] reads tile[255 - tid]; in a partial last group the slots past its last thread are never written, so
+    # those outputs are undefined (the interpreter's poisoned shared memory gives NaN there)
+    i = np.arange(n)
+    defined = (i - i % 256) + 255 - i % 256 < n
+    assert np.isnan(cpu["out"][~defined]).all()
+    np.testing.assert_allclose(gpu["out"][defined], cpu["out"][defined], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(gpu["total"], cpu["total"])

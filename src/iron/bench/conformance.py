@@ -73,7 +73,8 @@ def run_tests(pattern: str | None = None, backend: str | None = None, dtypes: tu
     cases = [{"kernel": entry.name, "dtype": dtype, "shape": list(shape), "seed": int(rng.integers(1 << 63))}
              for entry in entries for dtype in entry.dtypes if not dtypes or dtype in dtypes
              for shape in entry.shapes]
-    with sweep_progress(len(cases), f"iron test on {backend}") as advance:
+    labels = [f"{c['kernel']} {c['dtype']} {'x'.join(map(str, c['shape']))}" for c in cases]
+    with sweep_progress(len(cases), f"iron test on {backend}", labels) as advance:
         answers = run_cases("test", cases, backend, entries, on_done=advance)
     return [_row(case, backend, answer) for case, answer in zip(cases, answers)]
 

@@ -242,7 +242,8 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     cases = [{"kernel": entry.name, "dtype": dname, "shape": list(shape), "seed": int(rng.integers(1 << 63))}
              for entry in entries for dname in entry.dtypes if not dtypes or dname in dtypes
              for shape in ((entry.device_shapes or entry.shapes) if device else entry.shapes)]
-    with sweep_progress(len(cases), f"iron bench on {backend}") as advance:
+    labels = [f"{c['kernel']} {c['dtype']} {'x'.join(map(str, c['shape']))}" for c in cases]
+    with sweep_progress(len(cases), f"iron bench on {backend}", labels) as advance:
         answers = run_cases("bench", cases, backend, entries, {"repeats": repeats}, on_done=advance)
     by_name = {entry.name: entry for entry in entries}
     used = {a["timing"] for a in answers if "timing" in a}

@@ -21,6 +21,8 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "metal": ("iron.runtime.metal", "MetalBackend", "Apple GPUs via Metal + PyObjC (not verified on Apple hardware)"),
     "msl-cpu": ("iron.runtime.msl_cpu", "MslCpuBackend",
                 "the MSL run on the CPU by a C++ model of Metal (clang; threadgroups as concurrent threads)"),
+    "hip-on-cuda": ("iron.runtime.hip_on_cuda", "HipOnCudaBackend",
+                    "Iron's HIP source (wavefront 32) on NVIDIA GPUs, behind a compatibility header (verifies HIP)"),
 }
 PLANNED: dict[str, str] = {}
 #: order in which "the best backend present" is chosen
@@ -85,6 +87,10 @@ def unavailable_reason(name: str) -> str | None:
             from .hip import probe as hip_probe
 
             _PROBES[name] = hip_probe()
+        elif name == "hip-on-cuda":
+            from .hip_on_cuda import probe as hip_on_cuda_probe
+
+            _PROBES[name] = hip_on_cuda_probe()
         elif name == "metal":
             from .metal import probe as metal_probe
 

@@ -153,7 +153,7 @@ class CudaBackend(Backend):
         src = self.emitted(variant)
         arch = target or self.arch
         options = nvrtc.default_options()
-        key = cache_key("cuda", src.source, arch, options, nvrtc.nvrtc_version())
+        key = cache_key(self.name, src.source, arch, options, nvrtc.nvrtc_version())
         return cached_binary("cuda", key, lambda: nvrtc.compile_cuda(src, arch=arch, options=options))
 
     def function(self, variant):
@@ -161,7 +161,7 @@ class CudaBackend(Backend):
         from ..codegen.nvrtc import fmad_enabled
 
         self.device()
-        key = ("cuda-fn", self.arch, fmad_enabled())
+        key = (f"{self.name}-fn", self.arch, fmad_enabled())
         fn = variant.artifacts.get(key)
         if fn is None:
             from cuda.core import ObjectCode

@@ -23,11 +23,16 @@ __device__ __forceinline__ int iron_warp_lanes() {
     return min(32, (int)(blockDim.x * blockDim.y * blockDim.z) - (iron_local_linear() & ~31));
 }
 
+// The lanes that exist in this thread's warp, as a mask (see iron_warp_lanes).
+__device__ __forceinline__ unsigned iron_lanes_mask() {
+    const int n = iron_warp_lanes();
+    return n >= 32 ? 0xffffffffu : (1u << n) - 1u;
+}
+
 // simd_sum over the active lanes of the warp (Iron's semantics), result in every active lane. A full warp uses a
 // butterfly, which leaves the same bits in every lane (each step combines the same two values, in either order); a
 // partial warp (divergent code, or a group's last warp) reads the active lanes one by one, in lane order.
-__device__ __forceinline__ float iron_simd_sum(float v) {
-    const unsigned active = __activemask();
+__device__ __forceinline__ float iron_simd_sum(float v, unsigned active) {
     if (active == 0xffffffffu) {
         for (int offset = 16; offset > 0; offset >>= 1) {
             v = v + __shfl_xor_sync(active, v, offset);
@@ -44,15 +49,14 @@ __device__ __forceinline__ float iron_simd_sum(float v) {
 // simd_max over the active lanes of the warp (Iron's semantics), result in every active lane. A full warp uses a
 // butterfly, which leaves the same bits in every lane (each step combines the same two values, in either order); a
 // partial warp (divergent code, or a group's last warp) reads the active lanes one by one, in lane order.
-__device__ __forceinline__ float iron_simd_max(float v) {
-    const unsigned active = __activemask();
+__device__ __forceinline__ float iron_simd_max(float v, unsigned active) {
     if (active == 0xffffffffu) {
         for (int offset = 16; offset > 0; offset >>= 1) {
             v = fmaxf(v, __shfl_xor_sync(active, v, offset));
         }
         return v;
     }
-    float r = __int_as_float(0xff800000);
+    float r = __int_as_float(0x7fffffff);
     for (unsigned rest = active; rest != 0u; rest &= rest - 1u) {
         r = fmaxf(r, __shfl_sync(active, v, __ffs(rest) - 1));
     }
@@ -61,15 +65,15 @@ __device__ __forceinline__ float iron_simd_max(float v) {
 
 // simd_shuffle: read v from lane `lane` of the warp. A lane past the end of a partial last warp
 // does not exist; Iron defines the result as the reader's own value.
-__device__ __forceinline__ float iron_simd_shuffle(float v, int lane) {
-    const float r = __shfl_sync(__activemask(), v, lane);
+__device__ __forceinline__ float iron_simd_shuffle(float v, int lane, unsigned mask) {
+    const float r = __shfl_sync(mask, v, lane);
     return lane < iron_warp_lanes() ? r : v;
 }
 
 // simd_shuffle_xor: read v from lane own ^ `lane` of the warp. A lane past the end of a partial last warp
 // does not exist; Iron defines the result as the reader's own value.
-__device__ __forceinline__ float iron_simd_shuffle_xor(float v, int lane) {
-    const float r = __shfl_xor_sync(__activemask(), v, lane);
+__device__ __forceinline__ float iron_simd_shuffle_xor(float v, int lane, unsigned mask) {
+    const float r = __shfl_xor_sync(mask, v, lane);
     return ((iron_local_linear() & 31) ^ lane) < iron_warp_lanes() ? r : v;
 }
 
@@ -80,6 +84,12 @@ extern "C" __global__ void warp_tile(
     int iron_n0,
     int iron_n1,
     int iron_n2) {
+    // the lanes of this SIMD group that pass the guard below (all are here at entry): the lane mask of
+    // the SIMD ops that every one of them reaches together
+    const unsigned iron_live = __ballot_sync(iron_lanes_mask(),
+            (int)(blockIdx.x * blockDim.x + threadIdx.x) < iron_n0 &&
+            (int)(blockIdx.y * blockDim.y + threadIdx.y) < iron_n1 &&
+            (int)(blockIdx.z * blockDim.z + threadIdx.z) < iron_n2);
     // exact grid (whole groups for kernels with collectives): threads past it do nothing
     if ((int)(blockIdx.x * blockDim.x + threadIdx.x) >= iron_n0 ||
         (int)(blockIdx.y * blockDim.y + threadIdx.y) >= iron_n1 ||
@@ -106,15 +116,15 @@ extern "C" __global__ void warp_tile(
     __syncthreads();
     // line 69: s = simd_sum(v)
     const float t1 = iron_f16_to_f32(v);
-    const float s = iron_simd_sum(t1);
+    const float s = iron_simd_sum(t1, iron_live);
     // line 70: m = simd_max(v)
-    const float m = iron_simd_max(t1);
+    const float m = iron_simd_max(t1, iron_live);
     // line 71: left = simd_shuffle(v, (simd_lane() + 1) % simd_size())
-    const float left = iron_simd_shuffle(t1, (int)((unsigned)(iron_local_linear() & 31) + 1u) % 32);
+    const float left = iron_simd_shuffle(t1, (int)((unsigned)(iron_local_linear() & 31) + 1u) % 32, iron_live);
     // line 72: pair = simd_shuffle_xor(v, 1)
-    const float pair = iron_simd_shuffle_xor(t1, 1);
+    const float pair = iron_simd_shuffle_xor(t1, 1, iron_live);
     // line 73: first = simd_broadcast(v, 0)
-    const float first = iron_simd_shuffle(t1, 0);
+    const float first = iron_simd_shuffle(t1, 0, iron_live);
     // line 74: if s > 0.0:
     if (s > 0.0f) {
         // line 75: atomic_add(count, 0, 1)

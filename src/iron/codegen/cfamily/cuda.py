@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ...ir import types as t
-from .dialect import CDialect, CParam, Snippet, Template, VectorParts
+from .dialect import CDialect, CParam, SimdMasks, Snippet, Template, VectorParts
 from .expr import UNARY, Expr
 
 _F16 = Snippet("""\
@@ -81,6 +81,13 @@ __device__ __forceinline__ int iron_warp_lanes() {
     return min(32, (int)(blockDim.x * blockDim.y * blockDim.z) - (iron_local_linear() & ~31));
 }""", needs=("local_linear",))
 
+_LANES_MASK = Snippet("""\
+// The lanes that exist in this thread's warp, as a mask (see iron_warp_lanes).
+__device__ __forceinline__ unsigned iron_lanes_mask() {
+    const int n = iron_warp_lanes();
+    return n >= 32 ? 0xffffffffu : (1u << n) - 1u;
+}""", needs=("warp_lanes",))
+
 _ATOMIC_MAX_F32 = Snippet("""\
 // atomic_max on f32 with fmax semantics (a NaN operand loses) as a compare-and-swap loop: there is no float atomic
 // max instruction. The first read is volatile so that a stale cached copy cannot end the loop without a swap.
@@ -107,13 +114,14 @@ _REDUCE_DOC = """\
 // butterfly, which leaves the same bits in every lane (each step combines the same two values, in either order); a
 // partial warp (divergent code, or a group's last warp) reads the active lanes one by one, in lane order."""
 
-# (C type, combine(a, b), identity) per IR type and reduction
+# (C type, combine(a, b), identity) per IR type and reduction; NaN is the identity of fminf/fmaxf (they return the
+# other operand), so active lanes that are all NaN reduce to NaN, as on every backend
 _REDUCE = {
     "sum": {"f32": ("float", "{a} + {b}", "0.0f"), "i32": ("int", "(int)((unsigned){a} + (unsigned){b})", "0"),
             "u32": ("unsigned", "{a} + {b}", "0u")},
-    "max": {"f32": ("float", "fmaxf({a}, {b})", "__int_as_float(0xff800000)"),
+    "max": {"f32": ("float", "fmaxf({a}, {b})", "__int_as_float(0x7fffffff)"),
             "i32": ("int", "max({a}, {b})", "(-2147483647 - 1)"), "u32": ("unsigned", "max({a}, {b})", "0u")},
-    "min": {"f32": ("float", "fminf({a}, {b})", "__int_as_float(0x7f800000)"),
+    "min": {"f32": ("float", "fminf({a}, {b})", "__int_as_float(0x7fffffff)"),
             "i32": ("int", "min({a}, {b})", "2147483647"), "u32": ("unsigned", "min({a}, {b})", "0xffffffffu")},
 }
 
@@ -124,8 +132,7 @@ def _reduce_snippet(op: str, irtype: str) -> Snippet:
     gather = combine.format(a="r", b="__shfl_sync(active, v, __ffs(rest) - 1)")
     doc = _REDUCE_DOC.format(op=op) + "\n" if irtype == "f32" else ""
     return Snippet(f"""\
-{doc}__device__ __forceinline__ {ctype} iron_simd_{op}({ctype} v) {{
-    const unsigned active = __activemask();
+{doc}__device__ __forceinline__ {ctype} iron_simd_{op}({ctype} v, unsigned active) {{
     if (active == 0xffffffffu) {{
         for (int offset = 16; offset > 0; offset >>= 1) {{
             v = {step};
@@ -151,19 +158,25 @@ def _shuffle_snippets() -> dict[str, Snippet]:
         for i, ctype in enumerate(("float", "int", "unsigned")):
             irtype = ("f32", "i32", "u32")[i]
             out[f"{fn}:{irtype}"] = Snippet(f"""\
-{doc if i == 0 else ""}__device__ __forceinline__ {ctype} {fn}({ctype} v, int lane) {{
-    const {ctype} r = {intrinsic}(__activemask(), v, lane);
+{doc if i == 0 else ""}__device__ __forceinline__ {ctype} {fn}({ctype} v, int lane, unsigned mask) {{
+    const {ctype} r = {intrinsic}(mask, v, lane);
     return {source} < iron_warp_lanes() ? r : v;
 }}""", needs=("warp_lanes",))
-        out[f"{fn}:bool"] = Snippet(f"""\
-__device__ __forceinline__ bool {fn}(bool v, int lane) {{
-    return {fn}((int)v, lane) != 0;
-}}""", needs=(f"{fn}:i32",))
-        for half in ("f16", "bf16"):
-            out[f"{fn}:{half}"] = Snippet(f"""\
-__device__ __forceinline__ iron_{half} {fn}(iron_{half} v, int lane) {{
+        out.update(shuffle_wrappers(fn, "unsigned"))
+    return out
+
+
+def shuffle_wrappers(fn: str, mask_ctype: str) -> dict[str, Snippet]:
+    """The bool and 16-bit forms of shuffle helper ``fn``, through its int/u32 forms."""
+    out = {f"{fn}:bool": Snippet(f"""\
+__device__ __forceinline__ bool {fn}(bool v, int lane, {mask_ctype} mask) {{
+    return {fn}((int)v, lane, mask) != 0;
+}}""", needs=(f"{fn}:i32",))}
+    for half in ("f16", "bf16"):
+        out[f"{fn}:{half}"] = Snippet(f"""\
+__device__ __forceinline__ iron_{half} {fn}(iron_{half} v, int lane, {mask_ctype} mask) {{
     iron_{half} r;
-    r.bits = (unsigned short){fn}((unsigned)v.bits, lane);
+    r.bits = (unsigned short){fn}((unsigned)v.bits, lane, mask);
     return r;
 }}""", needs=(half, f"{fn}:u32"))
     return out
@@ -171,7 +184,8 @@ __device__ __forceinline__ iron_{half} {fn}(iron_{half} v, int lane) {{
 
 def _snippets() -> dict[str, Snippet]:
     table = {"f16": _F16, "bf16": _BF16, "int_to_f32_odd": _INT_TO_F32_ODD, "abs_i32": _ABS_I32,
-             "local_linear": _LOCAL_LINEAR, "warp_lanes": _WARP_LANES, "atomic_max_f32": _ATOMIC_MAX_F32}
+             "local_linear": _LOCAL_LINEAR, "warp_lanes": _WARP_LANES,
+             "lanes_mask": _LANES_MASK, "atomic_max_f32": _ATOMIC_MAX_F32}
     for op in ("sum", "max", "min"):
         for irtype in ("f32", "i32", "u32"):
             table[f"iron_simd_{op}:{irtype}"] = _reduce_snippet(op, irtype)
@@ -185,6 +199,7 @@ class CudaDialect(CDialect):
     type_needs: ClassVar[dict[str, tuple[str, ...]]] = {"f16": ("f16",), "bf16": ("bf16",)}
     builtin_names: ClassVar[frozenset[str]] = frozenset(
         "threadIdx blockIdx blockDim gridDim warpSize __syncthreads __shfl_sync __shfl_xor_sync __activemask "
+        "__ballot_sync iron_live "
         "atomicAdd atomicMax atomicCAS asm min max abs".split())
     thread: ClassVar[dict[str, Template]] = {
         "program_id": Template("(int)(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis})", UNARY),
@@ -228,6 +243,11 @@ class CudaDialect(CDialect):
         "simd_shuffle_xor": "iron_simd_shuffle_xor",
     }
     snippets: ClassVar[dict[str, Snippet]] = _snippets()
+    #: SIMD ops take a lane mask (``convergence.py``): iron_live, balloted at entry over the lanes that exist, at
+    #: convergent ops; the lanes converged at the moment elsewhere
+    simd_masks: ClassVar[SimdMasks | None] = SimdMasks(
+        live="const unsigned iron_live = __ballot_sync(iron_lanes_mask(),{in_grid});", live_needs=("lanes_mask",),
+        divergent="__activemask()")
     float_specials: ClassVar[dict[str, str]] = {
         "inf": "__int_as_float(0x7f800000)", "-inf": "__int_as_float(0xff800000)", "nan": "__int_as_float(0x7fffffff)",
     }

@@ -120,6 +120,19 @@ class Features:
     shared_params: list[tuple[str, str, int]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SimdMasks:
+    """How a dialect whose SIMD ops take an explicit lane mask spells it (see ``convergence.py``)."""
+
+    #: the declaration of ``iron_live`` at kernel entry, before the exact-grid guard; ``{in_grid}`` is the thread's
+    #: "inside the grid" condition
+    live: str
+    #: snippets the declaration calls
+    live_needs: tuple[str, ...]
+    #: the mask passed at SIMD ops that are not provably convergent: the lanes active at that moment
+    divergent: str
+
+
 class CDialect:
     """The base dialect: plain C spellings shared by the family; subclasses fill in the target's tables."""
 
@@ -139,6 +152,8 @@ class CDialect:
     conversions: ClassVar[dict[tuple[str, str], Template]] = {}
     atomics: ClassVar[dict[tuple[str, str], Template]] = {}
     simd: ClassVar[dict[str, str]] = {}
+    #: None: SIMD helpers take no lane mask (the hardware's active lanes are exact, as on Apple GPUs)
+    simd_masks: ClassVar[SimdMasks | None] = None
     snippets: ClassVar[dict[str, Snippet]] = {}
     float_specials: ClassVar[dict[str, str]] = {"inf": "INFINITY", "-inf": "-INFINITY", "nan": "NAN"}
     barrier: ClassVar[str] = "barrier();"

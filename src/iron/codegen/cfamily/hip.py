@@ -23,8 +23,8 @@ from functools import cache
 from typing import ClassVar
 
 from ...ir.core import Kernel
-from .cuda import _REDUCE, _REDUCE_DOC, CudaDialect
-from .dialect import Snippet, Template
+from .cuda import _REDUCE, _REDUCE_DOC, CudaDialect, shuffle_wrappers
+from .dialect import SimdMasks, Snippet, Template
 from .printer import KernelSource, emit_source
 
 _F16 = Snippet("""\
@@ -110,15 +110,27 @@ def _wave_snippets(wavefront: int) -> dict[str, Snippet]:
 __device__ __forceinline__ int iron_warp_lanes() {{
     return min({w}, (int)(blockDim.x * blockDim.y * blockDim.z) - (iron_local_linear() & ~{w - 1}));
 }}""", needs=("local_linear",)),
+        "lanes_mask": Snippet(f"""\
+// The lanes that exist in this thread's wavefront, as a mask (see iron_warp_lanes).
+__device__ __forceinline__ unsigned long long iron_lanes_mask() {{
+    const int n = iron_warp_lanes();
+    return n >= {w} ? {full} : (1ull << n) - 1ull;
+}}""", needs=("warp_lanes",)),
+        "wave_shfl": Snippet("""\
+// Shuffles over the lanes in `mask` (see iron_live). AMD wavefronts run in lockstep, so the exec mask is exactly
+// the active lanes and the mask-free intrinsics suffice; the NVIDIA compatibility header defines these with it.
+#ifndef IRON_HIP_ON_NVIDIA
+#define iron_wave_shfl(v, lane, mask) __shfl((v), (lane))
+#define iron_wave_shfl_xor(v, lane_mask, mask) __shfl_xor((v), (lane_mask))
+#endif"""),
     }
     for op, per_type in _REDUCE.items():
         for irtype, (ctype, combine, identity) in per_type.items():
-            step = combine.format(a="v", b="__shfl_xor(v, offset)")
-            gather = combine.format(a="r", b="__shfl(v, __ffsll(rest) - 1)")
+            step = combine.format(a="v", b="iron_wave_shfl_xor(v, offset, active)")
+            gather = combine.format(a="r", b="iron_wave_shfl(v, __ffsll(rest) - 1, active)")
             doc = _REDUCE_DOC.format(op=op).replace("warp", "wave") + "\n" if irtype == "f32" else ""
             out[f"iron_simd_{op}:{irtype}"] = Snippet(f"""\
-{doc}__device__ __forceinline__ {ctype} iron_simd_{op}({ctype} v) {{
-    const unsigned long long active = __ballot(1);
+{doc}__device__ __forceinline__ {ctype} iron_simd_{op}({ctype} v, unsigned long long active) {{
     if (active == {full}) {{
         for (int offset = {w // 2}; offset > 0; offset >>= 1) {{
             v = {step};
@@ -130,19 +142,20 @@ __device__ __forceinline__ int iron_warp_lanes() {{
         r = {gather};
     }}
     return r;
-}}""")
-    for kind, intrinsic, source in (("shuffle", "__shfl", "lane"),
-                                    ("shuffle_xor", "__shfl_xor", f"((iron_local_linear() & {w - 1}) ^ lane)")):
+}}""", needs=("wave_shfl",))
+    for kind, intrinsic, source in (("shuffle", "iron_wave_shfl", "lane"),
+                                    ("shuffle_xor", "iron_wave_shfl_xor", f"((iron_local_linear() & {w - 1}) ^ lane)")):
         fn = f"iron_simd_{kind}"
         doc = (f"// simd_{kind}: read v from lane {'`lane`' if kind == 'shuffle' else 'own ^ `lane`'} of the "
                "wavefront. A lane past the end of a partial last\n// wavefront does not exist; Iron defines the "
                "result as the reader's own value.\n")
         for i, (irtype, ctype) in enumerate((("f32", "float"), ("i32", "int"), ("u32", "unsigned"))):
             out[f"{fn}:{irtype}"] = Snippet(f"""\
-{doc if i == 0 else ""}__device__ __forceinline__ {ctype} {fn}({ctype} v, int lane) {{
-    const {ctype} r = {intrinsic}(v, lane);
+{doc if i == 0 else ""}__device__ __forceinline__ {ctype} {fn}({ctype} v, int lane, unsigned long long mask) {{
+    const {ctype} r = {intrinsic}(v, lane, mask);
     return {source} < iron_warp_lanes() ? r : v;
-}}""", needs=("warp_lanes",))
+}}""", needs=("warp_lanes", "wave_shfl"))
+        out.update(shuffle_wrappers(fn, "unsigned long long"))
     return out
 
 
@@ -155,7 +168,12 @@ class HipDialect(CudaDialect):
 
     name: ClassVar[str] = "hip"
     builtin_names: ClassVar[frozenset[str]] = CudaDialect.builtin_names | frozenset(
-        "__shfl __shfl_xor __ballot __ffsll hipThreadIdx_x hipBlockIdx_x hipBlockDim_x hipGridDim_x".split())
+        "__shfl __shfl_xor __ballot __ffsll hipThreadIdx_x hipBlockIdx_x hipBlockDim_x hipGridDim_x "
+        "iron_wave_shfl iron_wave_shfl_xor IRON_HIP_ON_NVIDIA".split())
+    #: the entry ballot over the lanes that pass the guard (every lane of the wavefront is there at entry); the
+    #: active lanes elsewhere. On AMD the shuffles ignore the mask (lockstep); the reductions use it.
+    simd_masks: ClassVar[SimdMasks | None] = SimdMasks(
+        live="const unsigned long long iron_live = __ballot({in_grid});", live_needs=(), divergent="__ballot(1)")
     max_static_shared: ClassVar[int] = 64 * 1024
     max_dynamic_shared: ClassVar[int] = 64 * 1024
 
@@ -173,9 +191,11 @@ class HipDialect(CudaDialect):
             "simd_group": Template(f"(iron_local_linear() >> {shift})", needs=("local_linear",)),
             "simd_size": Template(str(wavefront)),
         }
-        snippets = dict(CudaDialect.snippets)
+        wave = _wave_snippets(wavefront)
+        # the prelude follows this table's order: the shuffle macros (HIP only) before every helper that uses them
+        snippets = {"wave_shfl": wave.pop("wave_shfl"), **CudaDialect.snippets}
         snippets.update({"f16": _F16, "bf16": _BF16, "f32_to_int": _F32_TO_INT})
-        snippets.update(_wave_snippets(wavefront))
+        snippets.update(wave)
         self.snippets = snippets
         self.conversions = {
             **CudaDialect.conversions,
@@ -210,22 +230,17 @@ def wavefront_of(target: str) -> int:
 
 #: The hip->CUDA compatibility header: put before HIP source emitted for ``HIP_ON_NVIDIA`` (wavefront 32), it makes
 #: the source CUDA C++ that NVRTC compiles. Only the HIP names the dialect uses beyond CUDA's are mapped: a warp
-#: is a wavefront of 32, and the mask-free AMD intrinsics take the active-lane mask (``__activemask``), which is what
-#: AMD's exec mask means. Macros rather than overloads: the old mask-free CUDA ``__shfl`` may still be declared.
+#: is a wavefront of 32, Iron's masked shuffles become the ``*_sync`` intrinsics on their mask, and ``__ballot`` takes
+#: the active-lane mask (``__activemask``), which is what AMD's exec mask means.
 HIP_COMPAT_HEADER = """\
 // iron_hip_compat.h: the HIP names Iron's HIP source uses, in CUDA (NVIDIA: wavefront = warp = 32 lanes).
 #define IRON_HIP_ON_NVIDIA 1
-template <typename T> __device__ __forceinline__ T iron_hip_shfl(T v, int lane) {
-    return __shfl_sync(__activemask(), v, lane);
-}
-template <typename T> __device__ __forceinline__ T iron_hip_shfl_xor(T v, int mask) {
-    return __shfl_xor_sync(__activemask(), v, mask);
-}
+// Iron's masked shuffles (iron_wave_shfl*: mask = the lanes taking part, see iron_live) map to the *_sync forms.
+#define iron_wave_shfl(v, lane, mask) __shfl_sync((unsigned)(mask), (v), (lane))
+#define iron_wave_shfl_xor(v, lane_mask, mask) __shfl_xor_sync((unsigned)(mask), (v), (lane_mask))
 __device__ __forceinline__ unsigned long long iron_hip_ballot(int predicate) {
     return (unsigned long long)__ballot_sync(__activemask(), predicate);
 }
-#define __shfl(v, lane) iron_hip_shfl((v), (lane))
-#define __shfl_xor(v, mask) iron_hip_shfl_xor((v), (mask))
 #define __ballot(predicate) iron_hip_ballot(predicate)
 """
 

@@ -30,6 +30,7 @@ from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from . import expr as E
+from .convergence import convergent_simd_ops
 from .dialect import CDialect, CParam, Features, LaneBuffer, VectorParts
 from .expr import Expr
 from .names import NameTable, sanitize
@@ -121,6 +122,8 @@ class _Printer:
                 self.shared_offsets[op.result.uid] = total
                 total += op.attrs["elem"].itemsize * op.attrs["size"]
         self.dynamic_shared = total if total > dialect.max_static_shared else 0
+        # SIMD ops that every live lane reaches together get the entry ballot as their lane mask
+        self.convergent = convergent_simd_ops(kernel) if dialect.simd_masks is not None else set()
 
     # -- the whole kernel -----------------------------------------------------------------------------------------
 
@@ -208,6 +211,14 @@ class _Printer:
 
     def _guard(self, out: list[str]) -> None:
         pad = INDENT
+        masks = self.d.simd_masks
+        if masks is not None and any(op.opcode in O.SIMD_REDUCE | O.SIMD_EXCHANGE for op in self.k.walk()):
+            out.append(pad + "// the lanes of this SIMD group that pass the guard below (all are here at entry): the "
+                       "lane mask of\n" + pad + "// the SIMD ops that every one of them reaches together")
+            self._need(masks.live_needs)
+            tests = [f"{self._thread('program_id', axis)} < {self.d.grid_params[axis]}" for axis in range(3)]
+            cont = "\n" + pad + 2 * INDENT
+            out.append(pad + masks.live.format(in_grid=cont + (" &&" + cont).join(tests)))
         if any(op.opcode in _COLLECTIVES for op in self.k.walk()):
             # the launcher runs such kernels on whole groups only, so no thread leaves before a barrier here
             out.append(pad + "// exact grid (whole groups for kernels with collectives): threads past it do nothing")
@@ -586,6 +597,8 @@ class _Printer:
             raise CompileError(f"unsupported op '{op.opcode}' on {vtype} on backend {self.d.name}", op.loc)
         self._need((snippet,))
         self._ctype(vtype)
+        if self.d.simd_masks is not None:
+            args = (*args, Expr("iron_live" if id(op) in self.convergent else self.d.simd_masks.divergent))
         return E.call(fn, *args)
 
     def _atomic(self, op: Op) -> Expr:

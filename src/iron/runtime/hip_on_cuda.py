@@ -1,0 +1,34 @@
+"""``backend="hip-on-cuda"``: Iron's HIP source (wavefront 32) run on an NVIDIA GPU.
+
+HIP source is meant to run on NVIDIA GPUs too. This backend takes exactly what the HIP emitter writes for a 32-lane
+wavefront (``HIP_ON_NVIDIA``), puts the project's small compatibility header in front of it (``HIP_COMPAT_HEADER``:
+the mask-free AMD intrinsics ``__shfl``/``__shfl_xor``/``__ballot`` on the active-lane mask), compiles it with
+NVRTC and launches it through the CUDA runtime (same arrays, streams, caches and launchers as ``backend="cuda"``).
+It exists to prove the HIP emitter on real hardware where no AMD GPU is at hand; on AMD GPUs use ``backend="hip"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .cuda import CudaBackend
+from .cuda import probe as probe  # the same requirements: an NVIDIA GPU, its driver, NVRTC
+
+
+class HipOnCudaBackend(CudaBackend):
+    name = "hip-on-cuda"
+
+    def emitted(self, variant):
+        """The HIP source for a 32-lane wavefront, behind the compatibility header (one CUDA translation unit)."""
+        src = variant.artifacts.get("hip-on-cuda-src")
+        if src is None:
+            from ..codegen.cfamily.hip import HIP_ON_NVIDIA, emit_source, for_nvidia
+
+            hip = emit_source(variant.kernel, HIP_ON_NVIDIA)
+            src = variant.artifacts["hip-on-cuda-src"] = dataclasses.replace(hip, source=for_nvidia(hip.source))
+        return src
+
+    def info(self):
+        info = super().info()
+        info["features"] = [*info["features"], "hip-source (wavefront 32, compatibility header)"]
+        return info

@@ -7,6 +7,7 @@
 #        (Iron's HIP source, wavefront 32, behind the compatibility header, through NVRTC),
 #     2. scripts/gpu_bench.py: exp 256M vs the copy ceiling and torch, launch overhead (compiled and Python
 #        launchers, torch, Triton), graph replay; the C++ launch floor (bench/experiments/launch_floor.cu) beside it
+#   scripts/gpu_check.sh tests   (1. only)
 #   scripts/gpu_check.sh bench
 #     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json,
 #        one worker per GPU where there are several
@@ -25,11 +26,13 @@ PY=${PY:-python3}
   $PY -c 'from iron.codegen import nvrtc; print("nvrtc", nvrtc.nvrtc_version())'
 } 2>&1 | tee "$OUT/env.txt"
 PART=${1:-cuda}
-if [ "$PART" = cuda ]; then
+if [ "$PART" = cuda ] || [ "$PART" = tests ]; then
   IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
     tests/std tests/codegen_hip/test_hip_on_nvidia_gpu.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
   IRON_TEST_BACKENDS=hip-on-cuda timeout 200 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_hip_on_cuda.txt" | tail -n 20
+fi
+if [ "$PART" = cuda ]; then
   timeout 150 $PY scripts/gpu_bench.py "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/bench.txt"
   if command -v nvcc >/dev/null; then
     nvcc -O2 -arch=sm_90 bench/experiments/launch_floor.cu -o /tmp/launch_floor -lcuda && /tmp/launch_floor \
@@ -38,7 +41,7 @@ if [ "$PART" = cuda ]; then
 fi
 if [ "$PART" = bench ]; then
   nvidia-smi -L | tee -a "$OUT/env.txt"
-  IRON_PROGRESS=lines timeout 540 $PY -m iron.cli.main bench --backend cuda -v --json "$OUT/iron_bench_cuda.json" \
+  IRON_PROGRESS=lines timeout ${BENCH_TIMEOUT:-540} $PY -m iron.cli.main bench --backend cuda -v --json "$OUT/iron_bench_cuda.json" \
     2>&1 | tee "$OUT/iron_bench_cuda.txt" | tail -n 70
 fi
 if [ "$PART" = vulkan ]; then

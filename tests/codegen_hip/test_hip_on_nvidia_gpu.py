@@ -61,9 +61,12 @@ def test_simd_kernel_matches_interpreter(rng, n):
     args = {"x": x, "out": np.zeros(n, np.float32), "total": np.zeros(1, np.uint32)}
     cpu, gpu = run_both(K.warp_tile.variant(iron.f32, (256,)).kernel, args, (n,), (256,))
     # out[i] reads tile[255 - tid]; in a partial last group the slots past its last thread are never written, so
-    # those outputs are undefined (the interpreter's poisoned shared memory gives NaN there)
+    # those outputs are undefined (the interpreter's poisoned shared memory gives NaN there). It also reads v from
+    # lane + 1 (left), lane ^ 1 (pair) and lane 0: from a lane past the grid (it has left) that is undefined too.
     i = np.arange(n)
-    defined = (i - i % 256) + 255 - i % 256 < n
-    assert np.isnan(cpu["out"][~defined]).all()
+    lane = i % 32
+    written = (i - i % 256) + 255 - i % 256 < n
+    defined = written & ((i - lane + (lane + 1) % 32) < n) & ((i - lane + (lane ^ 1)) < n)
+    assert np.isnan(cpu["out"][~written]).all()
     np.testing.assert_allclose(gpu["out"][defined], cpu["out"][defined], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(gpu["total"], cpu["total"])

@@ -1,7 +1,7 @@
 """Ceilings and verdicts for ``iron bench -v``: %BW of a measured copy ceiling, %FLOP of a measured matrix rate,
 arithmetic intensity, and whether a row is launch-, memory-, compute- or latency-bound or under-occupied.
 
-The ceilings are measured, not taken from a data sheet: on CUDA a device-to-device copy and an 8192^3 bf16 matrix
+The ceilings are measured, not taken from a data sheet: on CUDA a 4 GiB device-to-device copy and an 8192^3 bf16 matrix
 product in torch; on the CPU backends (the interpreter, Vulkan on lavapipe, msl-cpu — all run on the host's cores and
 memory) a NumPy copy of a 64 MiB buffer and a 1024^3 f32 NumPy matrix product. Ceilings are measured once per backend
 and device and cached under the Iron cache directory.
@@ -57,7 +57,8 @@ def _host_copy_gbps(nbytes: int = 64 << 20) -> float:
     return 2 * nbytes / _median_time(lambda: np.copyto(dst, src)) / 1e9
 
 
-def _cuda_copy_gbps(nbytes: int = 1 << 30) -> float:
+def _cuda_copy_gbps(nbytes: int = 4 << 30) -> float:
+    """Device-to-device copy of ``nbytes`` (4 GiB: large enough that launch and ramp-up are lost in it)."""
     import torch
 
     src = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")

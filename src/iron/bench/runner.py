@@ -192,6 +192,9 @@ def _empty(out: Tensor[f32]):
 def launch_overhead(backend: str, repeats: int = 5) -> float:
     """Seconds for one launch of a one-thread kernel: the floor under every row's time."""
     out = np.zeros(1, dtype=np.float32)
+    if backend == "cuda" and _have_torch():  # rows run on torch tensors, timed by CUDA events: so is the floor
+        dev = _to_torch(out)
+        return _event_time(lambda: _empty[1](dev, backend=backend), repeats)
     launch = lambda: _empty[1](out, backend=backend)  # noqa: E731
     # timed like the rows it is a floor of
     device_s = _DEVICE_TIMERS[backend](launch, repeats) if backend in _DEVICE_TIMERS else None

@@ -105,6 +105,35 @@ def test_cas_route_for_float_add_validates():
     assert "atomic_float_add" in with_ext.features and "OpAtomicFAddEXT" in disassemble(with_ext)
 
 
+@needs_spirv_val
+def test_subgroup_uniform_control_flow_mode_validates():
+    """Devices with shaderSubgroupUniformControlFlow get modules that declare it, for kernels with SIMD ops only."""
+    from iron.std.unary import iron_exp
+
+    ir = _frontend_kernels().simd_reduce.variant(iron.f32).kernel
+    module = emit_spirv(ir, uniform_control_flow=True)
+    assert validate(module) is None
+    text = disassemble(module)
+    assert "SubgroupUniformControlFlowKHR" in text and "SPV_KHR_subgroup_uniform_control_flow" in text
+    assert "subgroup_uniform_control_flow" in module.features
+    assert "SubgroupUniformControlFlowKHR" not in disassemble(emit_spirv(ir))
+    plain = emit_spirv(iron_exp.variant(iron.f32).kernel, uniform_control_flow=True)  # no SIMD ops: no mode
+    assert "subgroup_uniform_control_flow" not in plain.features
+    assert "SubgroupUniformControlFlowKHR" not in disassemble(plain)
+
+
+def test_read_only_and_writable_buffers_never_share_a_block_type():
+    """NonWritable is a member decoration of a struct only read-only buffers use (as glslang writes it): NVIDIA's
+    driver treated a writable buffer as read-only when it shared a struct with a NonWritable-decorated variable."""
+    frontend = _frontend_kernels()
+    text = disassemble(emit_spirv(frontend.augmented.variant(iron.f32).kernel))
+    assert "OpMemberDecorate" in text and " 0 NonWritable" in text
+    assert "OpDecorate %x NonWritable" not in text
+    lines = [ln for ln in text.splitlines() if "OpVariable" in ln and "StorageBuffer" in ln]
+    pointer_of = {ln.split("=")[0].strip(): ln.split()[3] for ln in lines}
+    assert pointer_of["%x"] != pointer_of["%acc"]  # different struct (pointer) types
+
+
 def test_metadata_of_a_std_kernel():
     from iron.std.softmax import softmax
 

@@ -550,3 +550,12 @@ def default_muladd(a: Tensor[T], b: Tensor[T], c: Tensor[T], out: Tensor[T]):
     """The same expression without native_half: computed in f32, rounded once when stored."""
     i = program_id(0)
     out[i] = a[i] * b[i] + c[i]
+
+
+@kernel
+def round_through_halves(x: Tensor[f32], h: Tensor[f32], b: Tensor[f32]):
+    """f32 -> f16 -> f32 and f32 -> bf16 -> f32 in registers (results stored as f32, so only the in-register
+    rounding is tested, not the store's conversion)."""
+    i = program_id(0)
+    h[i] = cast(cast(x[i], iron.f16), f32)
+    b[i] = cast(cast(x[i], iron.bf16), f32)

@@ -98,22 +98,26 @@ class VulkanBackend(Backend):
 
     # -- compile --------------------------------------------------------------------------------------------------
 
-    def emitted(self, variant, atomic_float_add: bool = True):
-        """The variant's SpirvKernel (emitted once per atomic mode, cached in ``variant.artifacts``).
+    def emitted(self, variant, atomic_float_add: bool = True, uniform_control_flow: bool = False):
+        """The variant's SpirvKernel (emitted once per device-dependent mode, cached in ``variant.artifacts``).
         ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
-        ``shaderBufferFloat32AtomicAdd``; compile/source show the native form."""
-        key = ("spirv", atomic_float_add)
+        ``shaderBufferFloat32AtomicAdd``; ``uniform_control_flow`` declares SubgroupUniformControlFlowKHR where the
+        device has it; compile/source show the portable form."""
+        key = ("spirv", atomic_float_add, uniform_control_flow)
         spk = variant.artifacts.get(key)
         if spk is None:
             try:
                 from ..codegen.spirv import emit_spirv
             except ImportError:
                 raise LaunchError("the SPIR-V emitter (iron.codegen.spirv) is not available in this build") from None
-            spk = variant.artifacts[key] = emit_spirv(variant.kernel, atomic_float_add=atomic_float_add)
+            spk = variant.artifacts[key] = emit_spirv(variant.kernel, atomic_float_add=atomic_float_add,
+                                                      uniform_control_flow=uniform_control_flow)
         return spk
 
     def _device_module(self, variant):
-        return self.emitted(variant, atomic_float_add=self.context().has["atomic_float_add"])
+        has = self.context().has
+        return self.emitted(variant, atomic_float_add=has["atomic_float_add"],
+                            uniform_control_flow=has["subgroup_uniform_control_flow"])
 
     def source(self, variant) -> str:
         from ..codegen.spirv import disassemble

@@ -22,7 +22,9 @@ from .vulkan_select import choose_device, create_instance, list_devices, load_vu
 
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
-            "atomic_float_add")
+            "atomic_float_add", "subgroup_uniform_control_flow")
+_UCF = "VK_KHR_shader_subgroup_uniform_control_flow"
+_UCF_STYPE = "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_UNIFORM_CONTROL_FLOW_FEATURES_KHR"
 _ALIGN = 256
 
 
@@ -107,6 +109,11 @@ class VulkanContext:
                           {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
                            "pNext": f12})
             head = fat
+        ucf = None
+        if _UCF in self.extensions:
+            ucf = ffi.new("VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR*",
+                          {"sType": getattr(vk, _UCF_STYPE), "pNext": head})
+            head = ucf
         f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                                      "pNext": head})
         api12 = self.phys.api >= (1 << 22 | 2 << 12)
@@ -124,6 +131,8 @@ class VulkanContext:
             "atomic_float_add": fat is not None and api12 and bool(fat.shaderBufferFloat32AtomicAdd),
             # LocalSizeId (group size from specialization constants) is legal only with maintenance4 (1.3 core)
             "local_size_id": api13 and bool(f13.maintenance4),
+            # lanes reconverge after branches and loops the whole subgroup entered (see codegen/spirv/emit.py)
+            "subgroup_uniform_control_flow": ucf is not None and api12 and bool(ucf.shaderSubgroupUniformControlFlow),
         }
         # what the device is created with: exactly the optional features Iron's modules may declare
         self._enable = {"f11": {}, "f12": {}, "f13": {}, "fat": {}, "core": {}}
@@ -165,18 +174,25 @@ class VulkanContext:
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11,
                        **self._enable["f12"]})
         head = f12
+        chain = []  # every struct of the pNext chain stays alive until the device exists
         exts = []
         if self._enable["fat"]:
             exts.append("VK_EXT_shader_atomic_float")
             head = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*",
                            {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
                             "pNext": f12, **self._enable["fat"]})
+            chain.append(head)
+        if self.has["subgroup_uniform_control_flow"]:
+            exts.append(_UCF)
+            head = ffi.new("VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR*",
+                           {"sType": getattr(vk, _UCF_STYPE), "pNext": head, "shaderSubgroupUniformControlFlow": 1})
+            chain.append(head)
         if "VK_KHR_portability_subset" in self.extensions:  # required by the spec when offered (MoltenVK)
             exts.append("VK_KHR_portability_subset")
         f2 = ffi.new("VkPhysicalDeviceFeatures2*",
                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "features": self._enable["core"],
                       "pNext": head if self.phys.api >= (1 << 22 | 2 << 12) else ffi.NULL})
-        self._keep = (f13, f11, f12, head, f2)
+        self._keep = (f13, f11, f12, *chain, f2)
         queue = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.phys.queue_family, queueCount=1,
                                            pQueuePriorities=[1.0])
         info = vk.VkDeviceCreateInfo(pNext=f2, pQueueCreateInfos=[queue], queueCreateInfoCount=1,

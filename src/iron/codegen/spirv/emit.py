@@ -3,9 +3,9 @@
 Layout of the module (one entry point, GLCompute, SPIR-V 1.3 for Vulkan 1.1+):
 
 - each buffer parameter is a storage buffer ``struct { T data[]; }`` (Block, ArrayStride) at set 0, binding = its
-  position among the buffers; read-only ones are NonWritable. f16 is stored as f16 (16-bit storage), bf16 as 16-bit
-  unsigned words, and an f32 buffer updated by a compare-and-swap atomic as u32 words (logical addressing cannot
-  reinterpret a pointer, and OpAtomicCompareExchange needs an integer);
+  position among the buffers; read-only ones have their member NonWritable. f16 is stored as f16 (16-bit
+  storage), bf16 as 16-bit unsigned words, and an f32 buffer updated by a compare-and-swap atomic as u32 words
+  (logical addressing cannot reinterpret a pointer, and OpAtomicCompareExchange needs an integer);
 - Iron scalars, then the exact grid sizes ``iron_n0..2`` are one push-constant block of 4-byte fields;
 - the group size is the WorkgroupSize built-in made of three spec constants (SpecId 0, 1, 2), so one module serves
   every group size the launcher picks (VkSpecializationInfo);
@@ -17,6 +17,8 @@ groups (NVIDIA and lavapipe also follow it for 2-D/3-D groups), see docs/backend
 """
 
 from __future__ import annotations
+
+import math
 
 from ...errors import CompileError
 from ...ir import ops as O
@@ -50,10 +52,11 @@ class _Memory:
 
 
 class SpirvEmitter(ValueOps):
-    def __init__(self, kernel: Kernel, atomic_float_add: bool = True):
+    def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False):
         self.k = kernel
         self.b = SpirvModuleBuilder()
         self.atomic_float_add = atomic_float_add
+        self.uniform_control_flow = uniform_control_flow
         self.features: set[str] = set()
         self.vals: dict[int, int] = {}
         self.mem: dict[int, _Memory] = {}
@@ -147,6 +150,13 @@ class SpirvEmitter(ValueOps):
         b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
         if "Float16" in b.capabilities:
             b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
+        if self.uniform_control_flow and "GroupNonUniform" in b.capabilities:
+            # SIMD ops that every lane of the subgroup reaches together (after a loop or branch that all of them
+            # entered) then see every lane: without it Vulkan does not promise that lanes reconverge at a merge
+            # block, and NVIDIA's driver did not after a loop with per-lane trip counts
+            b.extension("SPV_KHR_subgroup_uniform_control_flow")
+            b.execution_mode(fn, "SubgroupUniformControlFlowKHR")
+            self.features.add("subgroup_uniform_control_flow")
         b.name(fn, self.k.name)
         words = b.build()
         push_fields = tuple(SpirvPush(name, 4 * i, st) for i, (name, st) in enumerate(push))
@@ -166,13 +176,11 @@ class SpirvEmitter(ValueOps):
                 elem = p.type.elem
                 kind, elem_type = self._storage_elem(elem, p.value.uid in self.cas_buffers, "global")
                 stride = 2 if elem.is_half and kind != "bits" else 4
-                block = self._buffer_block(elem_type, stride)
+                block = self._buffer_block(elem_type, stride, p.readonly)
                 var = b.global_variable("StorageBuffer", block)
                 binding = len(buffers)
                 b.decorate(var, "DescriptorSet", 0)
                 b.decorate(var, "Binding", binding)
-                if p.readonly:
-                    b.decorate(var, "NonWritable")
                 b.name(var, p.name)
                 self.mem[p.value.uid] = _Memory(var, "StorageBuffer", elem_type, kind, elem)
                 buffers.append(SpirvBuffer(p.name, binding, elem, p.readonly))
@@ -203,13 +211,19 @@ class SpirvEmitter(ValueOps):
             return "bf16", b.type_int(16, False)
         return "plain", self.reg_type(elem)
 
-    def _buffer_block(self, elem_type: int, stride: int) -> int:
-        """``struct { T data[]; }``, one per element type (buffers of one type share it)."""
-        block = self.blocks.get(elem_type)
+    def _buffer_block(self, elem_type: int, stride: int, readonly: bool) -> int:
+        """``struct { T data[]; }``, one per element type and access: a read-only buffer's struct has its member
+        decorated NonWritable (as glslang writes ``readonly buffer``). A NonWritable decoration on the variable of
+        a struct that writable buffers share made NVIDIA's driver treat those as read-only too: it reused a loaded
+        value across the buffer's own stores."""
+        block = self.blocks.get((elem_type, readonly))
         if block is None:
-            block = self.blocks[elem_type] = self.b.type_struct([self.b.type_runtime_array(elem_type, stride)])
+            block = self.b.type_struct([self.b.type_runtime_array(elem_type, stride)])
+            self.blocks[elem_type, readonly] = block
             self.b.decorate(block, "Block")
             self.b.member_decorate(block, 0, "Offset", 0)
+            if readonly:
+                self.b.member_decorate(block, 0, "NonWritable")
         return block
 
     def _load_push(self, push) -> None:
@@ -473,16 +487,20 @@ class SpirvEmitter(ValueOps):
             self.features.add("subgroup_arithmetic")
             name = _SIMD_REDUCE[op.opcode, rt.kind]
             reduce = b.enum("GroupOperation", "Reduce")
-            r = self.inst(name, ty, scope, reduce, x)
             if rt.is_float and op.opcode in ("simd_min", "simd_max"):
-                # FMin/FMax skip NaN operands, but when every lane is NaN the result is undefined (lavapipe gives
-                # the identity, inf); Iron's is NaN, as fmin/fmax give: count the lanes that are not NaN
+                # Iron's simd_min/max skip NaN lanes (like fmin/fmax) and give NaN when every lane is NaN. Drivers
+                # differ on NaN operands of FMin/FMax (NVIDIA's propagate them; with only NaNs lavapipe gives the
+                # identity): NaN lanes take part as the identity, and the NaN lanes are counted
                 u32, boolean = b.type_int(32, False), b.type_bool()
-                counted = self.inst("OpSelect", u32, self.inst("OpIsNan", boolean, x), b.const_uint(0),
-                                    b.const_uint(1))
+                nan = self.inst("OpIsNan", boolean, x)
+                identity = self.f32c(math.inf if op.opcode == "simd_min" else -math.inf)
+                r = self.inst(name, ty, scope, reduce, self.inst("OpSelect", ty, nan, identity, x))
+                counted = self.inst("OpSelect", u32, nan, b.const_uint(0), b.const_uint(1))
                 numbers = self.inst("OpGroupNonUniformIAdd", u32, scope, reduce, counted)
                 none = self.inst("OpIEqual", boolean, numbers, b.const_uint(0))
                 r = self.inst("OpSelect", ty, none, x, r)  # x is NaN in every lane then
+            else:
+                r = self.inst(name, ty, scope, reduce, x)
             return self.rounded(r, rt)
         self.capability("GroupNonUniformShuffle")
         self.features.add("subgroup_shuffle")

@@ -63,7 +63,7 @@ class ValueOps:
         b = self.b
         f32, u32 = b.type_float(32), b.type_int(32, False)
         if st == t.f16:
-            return self.inst("OpFConvert", f32, self.inst("OpFConvert", b.type_float(16), x))
+            return self.round_f16(x)
         if st != t.bf16:
             return x
         bits = self.inst("OpBitcast", u32, x)
@@ -75,6 +75,42 @@ class ValueOps:
         quiet = self.inst("OpBitwiseAnd", u32, self.inst("OpBitwiseOr", u32, bits, b.const_uint(0x00400000)), keep)
         nan = self.inst("OpIsNan", b.type_bool(), x)
         return self.inst("OpBitcast", f32, self.inst("OpSelect", u32, nan, quiet, rne))
+
+    def round_f16(self, x: int) -> int:
+        """An f32 register rounded to nearest even at f16 precision (subnormals, overflow to inf, NaN kept), kept
+        as f32, in integer arithmetic on its bits. An OpFConvert f32 -> f16 -> f32 round trip says the same, but
+        NVIDIA's driver did not round there (it is free to pick the conversion's rounding mode, or to drop the pair)."""
+        b = self.b
+        f32, u32, boolean = b.type_float(32), b.type_int(32, False), b.type_bool()
+        op = self.inst
+        bits = op("OpBitcast", u32, x)
+        sign = op("OpBitwiseAnd", u32, bits, b.const_uint(0x80000000))
+        mag = op("OpBitwiseAnd", u32, bits, b.const_uint(0x7FFFFFFF))
+        # normal f16 range (|x| >= 2^-14): keep 10 of the 23 mantissa bits, ties to even
+        odd = op("OpBitwiseAnd", u32, op("OpShiftRightLogical", u32, mag, b.const_uint(13)), b.const_uint(1))
+        normal = op("OpBitwiseAnd", u32, op("OpIAdd", u32, op("OpIAdd", u32, mag, b.const_uint(0x0FFF)), odd),
+                    b.const_uint(0xFFFFE000))
+        # below 2^-14: a multiple of 2^-24, q = significand >> (126 - exponent) rounded to even
+        exponent = op("OpShiftRightLogical", u32, mag, b.const_uint(23))
+        sig = op("OpBitwiseOr", u32, op("OpBitwiseAnd", u32, mag, b.const_uint(0x7FFFFF)), b.const_uint(0x800000))
+        shift = op("OpExtInst", u32, b.ext_import(), b.g.glsl["UMin"],
+                   op("OpISub", u32, b.const_uint(126), op("OpExtInst", u32, b.ext_import(), b.g.glsl["UMin"],
+                                                           exponent, b.const_uint(112))), b.const_uint(31))
+        q = op("OpShiftRightLogical", u32, sig, shift)
+        rest = op("OpBitwiseAnd", u32, sig, op("OpISub", u32, op("OpShiftLeftLogical", u32, b.const_uint(1), shift),
+                                               b.const_uint(1)))
+        half = op("OpShiftLeftLogical", u32, b.const_uint(1), op("OpISub", u32, shift, b.const_uint(1)))
+        q_odd = op("OpINotEqual", boolean, op("OpBitwiseAnd", u32, q, b.const_uint(1)), b.const_uint(0))
+        up = op("OpLogicalOr", boolean, op("OpUGreaterThan", boolean, rest, half),
+                op("OpLogicalAnd", boolean, op("OpIEqual", boolean, rest, half), q_odd))
+        q = op("OpIAdd", u32, q, op("OpSelect", u32, up, b.const_uint(1), b.const_uint(0)))
+        tiny = op("OpBitcast", u32, op("OpFMul", f32, op("OpConvertUToF", f32, q), self.f32c(2.0 ** -24)))
+        r = op("OpSelect", u32, op("OpULessThan", boolean, mag, b.const_uint(0x38800000)), tiny, normal)
+        # 65520 and above round to inf (65504 is the largest f16); NaN stays NaN
+        r = op("OpSelect", u32, op("OpUGreaterThanEqual", boolean, mag, b.const_uint(0x477FF000)),
+               b.const_uint(0x7F800000), r)
+        r = op("OpSelect", u32, op("OpUGreaterThan", boolean, mag, b.const_uint(0x7F800000)), mag, r)
+        return op("OpBitcast", f32, op("OpBitwiseOr", u32, r, sign))
 
     def rounded(self, x: int, st: t.ScalarType) -> int:
         return self.round_to(x, st) if st.is_half else x
@@ -100,9 +136,10 @@ class ValueOps:
             return self.glsl("NMin" if code == "min" else "NMax", ty, *xs)
         if code in ("min", "max"):
             return self.glsl(_INT_MINMAX[code, rt.is_signed], ty, *xs)
+        if code == "rem" and rt.is_signed:
+            return self.srem(xs[0], xs[1])
         if code in ("div", "rem"):
-            name = {("div", True): "OpSDiv", ("div", False): "OpUDiv", ("rem", True): "OpSRem",
-                    ("rem", False): "OpUMod"}[code, rt.is_signed]
+            name = {("div", True): "OpSDiv", ("div", False): "OpUDiv", ("rem", False): "OpUMod"}[code, rt.is_signed]
             return self.inst(name, ty, *xs)
         if code in ("and", "or", "xor") and rt.is_bool:
             return self.inst(_BOOL_BINARY[code], ty, *xs)
@@ -136,6 +173,20 @@ class ValueOps:
         if code == "cast":
             return self.convert(xs[0], st, rt, op)
         raise CompileError(f"unsupported op '{code}' on backend spirv", op.loc)
+
+    def srem(self, a: int, b: int) -> int:
+        """C's ``a % b`` on i32: the remainder of |a| / |b| with the sign of a. Vulkan leaves OpSRem (and OpSMod)
+        undefined for negative operands, and NVIDIA's driver gives a positive result for them."""
+        bld = self.b
+        i32, u32, boolean = bld.type_int(32, True), bld.type_int(32, False), bld.type_bool()
+        zero = self.const(0, t.i32)
+
+        def magnitude(v: int) -> int:  # |v| as u32 (INT_MIN's is 2^31)
+            neg = self.inst("OpSLessThan", boolean, v, zero)
+            return self.inst("OpBitcast", u32, self.inst("OpSelect", i32, neg, self.inst("OpSNegate", i32, v), v))
+
+        r = self.inst("OpBitcast", i32, self.inst("OpUMod", u32, magnitude(a), magnitude(b)))
+        return self.inst("OpSelect", i32, self.inst("OpSLessThan", boolean, a, zero), self.inst("OpSNegate", i32, r), r)
 
     def fmod(self, x: int, y: int, y_const: bool | int | float | None) -> int:
         """C ``fmod`` on f32 registers. OpFRem's precision is that of x - y * trunc(x / y) (Vulkan spec) and it is

@@ -22,7 +22,7 @@ from .vulkan_select import choose_device, create_instance, list_devices, load_vu
 
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
-            "atomic_float_add", "subgroup_uniform_control_flow")
+            "atomic_float_add", "subgroup_uniform_control_flow", "float64")
 _UCF = "VK_KHR_shader_subgroup_uniform_control_flow"
 _UCF_STYPE = "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_UNIFORM_CONTROL_FLOW_FEATURES_KHR"
 _ALIGN = 256
@@ -133,6 +133,8 @@ class VulkanContext:
             "local_size_id": api13 and bool(f13.maintenance4),
             # lanes reconverge after branches and loops the whole subgroup entered (see codegen/spirv/emit.py)
             "subgroup_uniform_control_flow": ucf is not None and api12 and bool(ucf.shaderSubgroupUniformControlFlow),
+            # sin, cos and float % in double precision (codegen/spirv/precise.py)
+            "float64": bool(f2.features.shaderFloat64),
         }
         # what the device is created with: exactly the optional features Iron's modules may declare
         self._enable = {"f11": {}, "f12": {}, "f13": {}, "fat": {}, "core": {}}

@@ -25,6 +25,7 @@ from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from .builder import SpirvModuleBuilder
+from .precise import PreciseMath
 from .values import ValueOps
 
 SPEC_IDS = (0, 1, 2)
@@ -51,12 +52,14 @@ class _Memory:
         self.var, self.storage, self.elem_type, self.kind, self.elem = var, storage, elem_type, kind, elem
 
 
-class SpirvEmitter(ValueOps):
-    def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False):
+class SpirvEmitter(ValueOps, PreciseMath):
+    def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
+                 float64: bool = False):
         self.k = kernel
         self.b = SpirvModuleBuilder()
         self.atomic_float_add = atomic_float_add
         self.uniform_control_flow = uniform_control_flow
+        self.float64 = float64  # sin, cos and float % in double precision (precise.py)
         self.features: set[str] = set()
         self.vals: dict[int, int] = {}
         self.mem: dict[int, _Memory] = {}

@@ -166,6 +166,8 @@ class ValueOps:
             return self.rounded(self.inst("OpSelect", ty, nan, xs[0], self.glsl("Tanh", ty, clamped)), rt)
         if code == "erf":
             return self.rounded(self.erf(xs[0]), rt)
+        if code in ("sin", "cos") and self.float64:
+            return self.rounded(self.sin_cos64(xs[0], code), rt)
         if code in _GLSL_MATH:
             return self.rounded(self.glsl(_GLSL_MATH[code], ty, *xs), rt)
         if code == "select":
@@ -189,15 +191,17 @@ class ValueOps:
         return self.inst("OpSelect", i32, self.inst("OpSLessThan", boolean, a, zero), self.inst("OpSNegate", i32, r), r)
 
     def fmod(self, x: int, y: int, y_const: bool | int | float | None) -> int:
-        """C ``fmod`` on f32 registers. OpFRem's precision is that of x - y * trunc(x / y) (Vulkan spec) and it is
-        undefined for y = 0; the special values are made C's here: NaN for y = 0, infinite x or a NaN, x itself for
-        an infinite y and finite x, and a zero result carries the sign of x."""
+        """C ``fmod`` on f32 registers: exact through double precision on devices with 64-bit floats, else OpFRem,
+        whose precision is that of x - y * trunc(x / y) (Vulkan spec) and which is undefined for y = 0. The special
+        values are made C's here: NaN for y = 0, infinite x or a NaN, x itself for an infinite y and finite x, and a
+        zero result carries the sign of x."""
         b = self.b
         f32, u32, boolean = b.type_float(32), b.type_int(32, False), b.type_bool()
         nan = self.f32c(math.nan)
         if y_const is not None and float(y_const) == 0.0:
             return nan
-        r = self.inst("OpFRem", f32, x, y)
+        # exact in double where the device has it (precise.py); else OpFRem, within Vulkan's precision
+        r = self.fmod64(x, y) if self.float64 else self.inst("OpFRem", f32, x, y)
         sign = self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, x), b.const_uint(0x80000000))
         zero = self.inst("OpFOrdEqual", boolean, r, self.f32c(0.0))
         r = self.inst("OpSelect", f32, zero, self.inst("OpBitcast", f32, sign), r)

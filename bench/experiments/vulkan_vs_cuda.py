@@ -49,11 +49,16 @@ def main():
     t0 = time.perf_counter()
     ms_vk = vulkan_ms(lambda: iron_exp[n](a, o, backend="vulkan"))
     err = float(np.max(np.abs(o.astype(np.float64) - np.exp(a.astype(np.float64))) / np.exp(a.astype(np.float64))))
+    be = get_backend("vulkan")
+    variant = iron_exp.variant(iron.f32)
+    repeated = {g: be.time_launch(variant, {"a": a, "out": o}, {}, (n, 1, 1), (g, 1, 1), repeat=10)
+                for g in (256, 1024)}
     ta, to = torch.from_numpy(a).cuda(), torch.empty(n, device="cuda")
     ms_cu = cuda_ms(lambda: iron_exp[n](ta, to))
     out["rows"].append({"kernel": "exp f32", "shape": [n], "vulkan_ms": ms_vk, "cuda_ms": ms_cu,
                         "vulkan_gbps": 8 * n / ms_vk / 1e6 if ms_vk else None, "cuda_gbps": 8 * n / ms_cu / 1e6,
-                        "vulkan_max_rel_err": err, "wall_s": time.perf_counter() - t0})
+                        "vulkan_max_rel_err": err, "wall_s": time.perf_counter() - t0,
+                        "vulkan_ms_10_back_to_back_by_group": repeated})
     rows, cols = 16384, 8192
     x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
     y = np.full_like(x, np.nan)

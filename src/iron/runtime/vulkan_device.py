@@ -468,7 +468,9 @@ class VulkanContext:
             qp = self.query_pool
             if qp is not None:
                 vk.vkCmdResetQueryPool(cmd, qp, 0, 2)
-                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0)
+                # BOTTOM_OF_PIPE: written once every earlier command (the staging copies) has finished, so the
+                # interval holds the dispatches only (TOP_OF_PIPE may be written while the copies still run)
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0)
             for r in range(repeat):
                 if r:  # back-to-back dispatches of the same kernel must see each other's writes
                     self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,

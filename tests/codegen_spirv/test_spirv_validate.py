@@ -122,6 +122,21 @@ def test_subgroup_uniform_control_flow_mode_validates():
     assert "SubgroupUniformControlFlowKHR" not in disassemble(plain)
 
 
+@needs_spirv_val
+def test_device_dependent_modes_validate():
+    """float64 (sin/cos/fmod in double) and DenormPreserve, as emitted for a device that has them."""
+    fk = _frontend_kernels()
+    sin = fk.unary_math.variant(iron.f32, (fk.UNARY_OP_CODE["sin"],)).kernel
+    rem = fk.float_rem.variant(iron.f32).kernel
+    for k in (sin, rem):
+        module = emit_spirv(k, float64=True, denorm_preserve=True)
+        assert validate(module) is None, disassemble(module)
+        text = disassemble(module)
+        assert "OpCapability Float64" in text and "DenormPreserve 32" in text
+        assert {"float64", "denorm_preserve"} <= module.features
+        assert "Float64" not in disassemble(emit_spirv(k))
+
+
 def test_read_only_and_writable_buffers_never_share_a_block_type():
     """NonWritable is a member decoration of a struct only read-only buffers use (as glslang writes it): NVIDIA's
     driver treated a writable buffer as read-only when it shared a struct with a NonWritable-decorated variable."""

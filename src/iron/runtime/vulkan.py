@@ -99,13 +99,14 @@ class VulkanBackend(Backend):
     # -- compile --------------------------------------------------------------------------------------------------
 
     def emitted(self, variant, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-                float64: bool = False):
+                float64: bool = False, denorm_preserve: bool = False):
         """The variant's SpirvKernel (emitted once per device-dependent mode, cached in ``variant.artifacts``).
         ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
         ``shaderBufferFloat32AtomicAdd``; ``uniform_control_flow`` declares SubgroupUniformControlFlowKHR where the
         device has it; ``float64`` computes sin, cos and float % in double where the device has 64-bit floats;
+        ``denorm_preserve`` declares DenormPreserve for f32 where the device can keep subnormals;
         compile/source show the portable form."""
-        key = ("spirv", atomic_float_add, uniform_control_flow, float64)
+        key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve)
         spk = variant.artifacts.get(key)
         if spk is None:
             try:
@@ -113,13 +114,15 @@ class VulkanBackend(Backend):
             except ImportError:
                 raise LaunchError("the SPIR-V emitter (iron.codegen.spirv) is not available in this build") from None
             spk = variant.artifacts[key] = emit_spirv(variant.kernel, atomic_float_add=atomic_float_add,
-                                                      uniform_control_flow=uniform_control_flow, float64=float64)
+                                                      uniform_control_flow=uniform_control_flow, float64=float64,
+                                                      denorm_preserve=denorm_preserve)
         return spk
 
     def _device_module(self, variant):
         has = self.context().has
         return self.emitted(variant, atomic_float_add=has["atomic_float_add"],
-                            uniform_control_flow=has["subgroup_uniform_control_flow"], float64=has["float64"])
+                            uniform_control_flow=has["subgroup_uniform_control_flow"], float64=has["float64"],
+                            denorm_preserve=has["denorm_preserve"])
 
     def source(self, variant) -> str:
         from ..codegen.spirv import disassemble

@@ -22,7 +22,7 @@ from .vulkan_select import choose_device, create_instance, list_devices, load_vu
 
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
-            "atomic_float_add", "subgroup_uniform_control_flow", "float64")
+            "atomic_float_add", "subgroup_uniform_control_flow", "float64", "denorm_preserve")
 _UCF = "VK_KHR_shader_subgroup_uniform_control_flow"
 _UCF_STYPE = "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_UNIFORM_CONTROL_FLOW_FEATURES_KHR"
 _ALIGN = 256
@@ -78,12 +78,16 @@ class VulkanContext:
         vk, ffi, pd = self.vk, self.ffi, self.phys.handle
         sub = ffi.new("VkPhysicalDeviceSubgroupProperties*",
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        fc = ffi.new("VkPhysicalDeviceFloatControlsProperties*",
+                     {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES, "pNext": sub})
         drv = ffi.new("VkPhysicalDeviceDriverProperties*",
-                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, "pNext": sub})
+                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+                       "pNext": fc if self.phys.api >= (1 << 22 | 2 << 12) else sub})
         p2 = ffi.new("VkPhysicalDeviceProperties2*",
                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": drv})
         vk.vkGetPhysicalDeviceProperties2(pd, p2)
-        self._props_keep = (p2, drv, sub)  # limits/props below are views into this cffi memory
+        self._props_keep = (p2, drv, fc, sub)  # limits/props below are views into this cffi memory
+        self.denorm_preserve = self.phys.api >= (1 << 22 | 2 << 12) and bool(fc.shaderDenormPreserveFloat32)
         props = p2.properties
         self.limits = props.limits
         self.props = props
@@ -135,6 +139,8 @@ class VulkanContext:
             "subgroup_uniform_control_flow": ucf is not None and api12 and bool(ucf.shaderSubgroupUniformControlFlow),
             # sin, cos and float % in double precision (codegen/spirv/precise.py)
             "float64": bool(f2.features.shaderFloat64),
+            # f32 subnormals kept, not flushed to zero (NVIDIA flushes them unless asked)
+            "denorm_preserve": self.denorm_preserve,
         }
         # what the device is created with: exactly the optional features Iron's modules may declare
         self._enable = {"f11": {}, "f12": {}, "f13": {}, "fat": {}, "core": {}}

@@ -21,7 +21,8 @@ from .builder import SpirvModuleBuilder
 
 #: device feature names ``SpirvKernel.features`` may hold
 FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle",
-                      "atomic_float_add", "subgroup_uniform_control_flow", "float64"})
+                      "atomic_float_add", "subgroup_uniform_control_flow", "float64",
+                      "denorm_preserve"})
 
 
 @dataclass(frozen=True)
@@ -56,19 +57,20 @@ class SpirvKernel:
 
 
 def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-               float64: bool = False) -> SpirvKernel:
+               float64: bool = False, denorm_preserve: bool = False) -> SpirvKernel:
     """The SPIR-V module of ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``).
 
     ``atomic_float_add=False``: f32 ``atomic_add`` becomes a compare-and-swap loop instead of ``OpAtomicFAddEXT``
     (for devices without ``shaderBufferFloat32AtomicAdd``). ``uniform_control_flow=True``: a kernel with SIMD ops
     declares ``SubgroupUniformControlFlowKHR`` (devices with ``shaderSubgroupUniformControlFlow``), so that lanes
     reconverge after branches and loops the whole subgroup entered. ``float64=True`` (devices with
-    ``shaderFloat64``): sin, cos and float ``%`` are computed in double and rounded once (``precise.py``). Raises
+    ``shaderFloat64``): sin, cos and float ``%`` are computed in double and rounded once (``precise.py``).
+    ``denorm_preserve=True`` (devices with ``shaderDenormPreserveFloat32``): f32 subnormals are kept. Raises
     ``CompileError`` for ops the backend lacks.
     """
     from .emit import SpirvEmitter
 
-    return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64).run()
+    return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64, denorm_preserve).run()
 
 
 def disassemble(words: bytes | SpirvKernel) -> str:

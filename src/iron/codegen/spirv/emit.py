@@ -54,12 +54,13 @@ class _Memory:
 
 class SpirvEmitter(ValueOps, PreciseMath):
     def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-                 float64: bool = False):
+                 float64: bool = False, denorm_preserve: bool = False):
         self.k = kernel
         self.b = SpirvModuleBuilder()
         self.atomic_float_add = atomic_float_add
         self.uniform_control_flow = uniform_control_flow
         self.float64 = float64  # sin, cos and float % in double precision (precise.py)
+        self.denorm_preserve = denorm_preserve
         self.features: set[str] = set()
         self.vals: dict[int, int] = {}
         self.mem: dict[int, _Memory] = {}
@@ -153,6 +154,12 @@ class SpirvEmitter(ValueOps, PreciseMath):
         b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
         if "Float16" in b.capabilities:
             b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
+        if self.denorm_preserve:
+            # f32 subnormals are numbers (CUDA and the interpreter keep them); NVIDIA's driver flushes them to zero
+            # unless the module asks, so fmod(x, 1e-38) became fmod(x, 0) = NaN there
+            self.capability("DenormPreserve")
+            b.execution_mode(fn, "DenormPreserve", 32)
+            self.features.add("denorm_preserve")
         if self.uniform_control_flow and "GroupNonUniform" in b.capabilities:
             # SIMD ops that every lane of the subgroup reaches together (after a loop or branch that all of them
             # entered) then see every lane: without it Vulkan does not promise that lanes reconverge at a merge

@@ -3,7 +3,8 @@
 On NVIDIA GPUs (independent thread scheduling, Volta and later) the lanes that are converged at an instruction are
 not necessarily all the lanes that will execute it: after a branch, even one every lane has left, ``__activemask()``
 may return a subset of the warp (CUDA does not promise reconvergence), and a shuffle or reduction over that subset
-reads lanes that are not in the mask (undefined) or leaves lanes out. So the CUDA and HIP emitters pass each SIMD op an explicit lane mask:
+reads lanes that are not in the mask (undefined) or leaves lanes out. So the CUDA and HIP emitters pass each SIMD op
+an explicit lane mask:
 
 - at a *convergent* op, the mask of the lanes that passed the exact-grid guard (``iron_live``, taken by a ballot at
   kernel entry, where every lane of the warp is present). Every lane in it executes the op, so the ``*_sync``

@@ -38,6 +38,7 @@ if [ "$PART" = cuda ]; then
     nvcc -O2 -arch=sm_90 bench/experiments/launch_floor.cu -o /tmp/launch_floor -lcuda && /tmp/launch_floor \
       2>&1 | tee "$OUT/launch_floor.txt"
   fi
+  timeout 60 $PY bench/experiments/launch_breakdown.py "$OUT/launch_breakdown.json" 2>&1 | tail -n 20
 fi
 if [ "$PART" = bench ]; then
   nvidia-smi -L | tee -a "$OUT/env.txt"

@@ -86,11 +86,27 @@ def exp_row(name: str, dt, n: int, ceiling: float) -> dict:
     t_iron = event_time_ms(run_iron)
     t_torch = event_time_ms(run_torch)
     nbytes = 2 * n * sets[0].element_size()
+
+    def run_copy():  # a copy that moves the same bytes as this row: the ceiling at this size
+        k = turn[0] % 2
+        turn[0] += 1
+        outs[k].copy_(sets[k])
+
+    t_copy = event_time_ms(run_copy)
+
+    def ten(fn):  # ten launches between one pair of events: launch latency overlaps the previous kernel
+        return lambda: [fn() for _ in range(10)]
+
+    b2b = {what: event_time_ms(ten(fn), repeats=10) / 10 for what, fn in
+           (("iron", run_iron), ("torch", run_torch), ("copy", run_copy))}
     return {
         "kernel": "std/unary/exp", "shape": [n], "dtype": name, "iron_ms": t_iron, "torch_ms": t_torch,
         "iron_gbps": nbytes / t_iron / 1e6, "torch_gbps": nbytes / t_torch / 1e6,
         "iron_pct_of_copy": 100 * nbytes / t_iron / 1e6 / ceiling, "max_rel_err": float((err / ref.abs()).max()),
         "ok": ok,
+        # the same bytes copied (torch), timed the same way; and all three timed back to back (10 per event pair)
+        "same_size_copy_ms": t_copy, "iron_pct_of_same_size_copy": 100 * t_copy / t_iron,
+        "back_to_back_ms": b2b, "iron_pct_of_copy_back_to_back": 100 * nbytes / b2b["iron"] / 1e6 / ceiling,
     }
 
 
@@ -249,7 +265,9 @@ def main() -> None:
     print(f"copy ceiling {ceiling:.0f} GB/s")
     for r in rows:
         print(f"exp {r['dtype']:>4}: iron {r['iron_gbps']:7.0f} GB/s ({r['iron_pct_of_copy']:.1f}% of copy), "
-              f"torch {r['torch_gbps']:7.0f} GB/s, ok={r['ok']}, max rel err {r['max_rel_err']:.2e}")
+              f"torch {r['torch_gbps']:7.0f} GB/s, ok={r['ok']}, max rel err {r['max_rel_err']:.2e}; "
+              f"{r['iron_pct_of_same_size_copy']:.1f}% of a same-size copy, "
+              f"{r['iron_pct_of_copy_back_to_back']:.1f}% of copy back to back")
     print(json.dumps(launch, indent=1))
     for r in sweep:
         print({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()})

@@ -43,6 +43,7 @@ def test_rows_larger_than_the_span_are_not_copied_and_tiny_rows_are_capped(monke
     _fake_torch(monkeypatch, 60 << 20)
     assert len(runner._input_copies({"x": _Tensor(1 << 30)})) == 1
     assert len(runner._input_copies({"x": _Tensor(64)})) == runner.MAX_COPIES
+    assert len(runner._input_copies({"x": _Tensor(64)}, uses=6)) == 6  # no more copies than launches
 
 
 def test_repeats_cycle_through_the_copies(monkeypatch):

@@ -88,6 +88,28 @@ def uniform_variable(x: Tensor[f32], out: Tensor[f32], n: i32):
         out[i] = simd_sum(x[i] * 3.0)
 
 
+@kernel
+def while_condition_with_divergent_exit(x: Tensor[f32], out: Tensor[f32]):
+    i = program_id(0)
+    v = x[i]
+    while simd_sum(v) > 0.0:  # runs again after some lanes broke out
+        if v > 100.0:
+            break
+        v = v - 1.0
+    out[i] = v
+
+
+@kernel
+def broadcasts(x: Tensor[f32], out: Tensor[f32]):
+    i = program_id(0)
+    last = simd_broadcast(x[i], 31)  # in a partial SIMD group lane 31 is missing: each lane reads its own value
+    first = simd_broadcast(x[i], 0)  # every SIMD group has a lane 0
+    if first > 0.0:
+        out[i] = simd_sum(x[i])
+    if last > 0.0:
+        out[i] = simd_sum(x[i] * 2.0)
+
+
 def masks(k, emit=emit_cuda, *args) -> list[str]:
     """The mask argument of every SIMD call in the kernel body, in order."""
     src = emit(k.variant(None).kernel, *args).source
@@ -116,6 +138,14 @@ def test_loops_with_uniform_bounds_are_convergent():
 
 def test_a_divergent_break_makes_the_loop_divergent_until_it_ends():
     assert masks(divergent_break) == ["__activemask()", "iron_live"]
+
+
+def test_a_while_condition_after_a_divergent_exit_is_divergent():
+    assert masks(while_condition_with_divergent_exit) == ["__activemask()"]
+
+
+def test_only_a_broadcast_of_lane_0_is_uniform():
+    assert masks(broadcasts) == ["iron_live", "iron_live", "iron_live", "__activemask()"]
 
 
 def test_variables_and_reductions_carry_uniformity():

@@ -84,13 +84,14 @@ def _rotated_event_time(fns: list, repeats: int) -> float:
     return _event_time(step, repeats)
 
 
-def _input_copies(dev: dict) -> list[dict]:
-    """``dev`` and enough clones of it that together they exceed ``ROTATE_L2_FACTOR`` times the L2 size."""
+def _input_copies(dev: dict, uses: int = MAX_COPIES) -> list[dict]:
+    """``dev`` and enough clones of it that together they exceed ``ROTATE_L2_FACTOR`` times the L2 size (no more
+    than ``uses``, the launches that will cycle through them)."""
     import torch
 
     l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 64 << 20)
     nbytes = sum(v.numel() * v.element_size() for v in dev.values()) or 1
-    copies = min(MAX_COPIES, max(1, -(-ROTATE_L2_FACTOR * l2 // nbytes)))
+    copies = min(MAX_COPIES, uses, max(1, -(-ROTATE_L2_FACTOR * l2 // nbytes)))
     return [dev] + [{k: v.clone() for k, v in dev.items()} for _ in range(copies - 1)]
 
 
@@ -166,7 +167,7 @@ def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, flo
     if backend == "cuda" and entry.torch_reference is not None and _have_torch():
         dev = {k: _to_torch(v) for k, v in inputs.items()}
         dev["ref_out"] = dev[entry.output].clone()
-        sets = _input_copies(dev)  # rotated, so that L2 does not serve a repeat its inputs
+        sets = _input_copies(dev, repeats + 1)  # rotated, so that L2 does not serve a repeat its inputs
         iron_s = _rotated_event_time([lambda d=d: entry.launch(d, backend) for d in sets], repeats)
         out = _to_numpy(dev[entry.output], inputs[entry.output])
         ref_s = _rotated_event_time([lambda d=d: entry.torch_reference(d) for d in sets], repeats)

@@ -87,7 +87,9 @@ class VulkanContext:
                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": drv})
         vk.vkGetPhysicalDeviceProperties2(pd, p2)
         self._props_keep = (p2, drv, fc, sub)  # limits/props below are views into this cffi memory
-        self.denorm_preserve = self.phys.api >= (1 << 22 | 2 << 12) and bool(fc.shaderDenormPreserveFloat32)
+        # DenormPreserve is declared for 32-bit floats only: legal unless every width must share one behaviour
+        self.denorm_preserve = (self.phys.api >= (1 << 22 | 2 << 12) and bool(fc.shaderDenormPreserveFloat32)
+                                and fc.denormBehaviorIndependence != vk.VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE)
         props = p2.properties
         self.limits = props.limits
         self.props = props

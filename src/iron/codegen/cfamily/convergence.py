@@ -69,8 +69,9 @@ class _Analysis:
         if code in _SIMD:
             if conv:
                 self.convergent.add(id(op))
-                # a reduction's result (and a broadcast of a uniform lane) is the same in every lane
-                if code in O.SIMD_REDUCE or (code == "simd_broadcast" and op.operands[1].uid in self.uniform):
+                # a reduction's result is the same in every lane, and so is a broadcast of lane 0 (every SIMD group
+                # has a lane 0; reading past the end of a partial group gives the reader's own value instead)
+                if code in O.SIMD_REDUCE or (code == "simd_broadcast" and _is_const(op.operands[1], 0)):
                     self.uniform.add(op.result.uid)
             return conv
         if code == "set":
@@ -93,18 +94,18 @@ class _Analysis:
             inner = conv and all(v.uid in self.uniform for v in (lo, hi, step))
             if inner:
                 self.uniform.add(op.regions[0].args[0].uid)
-            self._loop_body(op.regions[0], None, inner)
+            self._loop_body(op.regions[0], None, inner, set(self.convergent))
             return self._after_loop(op, conv)
         if code == "while":
             cond_region, body = op.regions
-            snapshot = set(self.convergent)
+            snapshot = set(self.convergent)  # before the condition: its ops run again in later iterations
             self._block(cond_region, conv)
             cond = cond_region.ops[-1].operands[0] if cond_region.ops else None
             inner = conv and cond is not None and cond.uid in self.uniform
             if not inner and conv:  # the condition region runs again in later iterations, with fewer lanes
-                self.convergent = snapshot
+                self.convergent = set(snapshot)
                 self._block(cond_region, False)
-            self._loop_body(body, cond_region if inner else None, inner)
+            self._loop_body(body, cond_region if inner else None, inner, snapshot)
             return self._after_loop(op, conv)
         if op.result is not None and self._is_uniform(op):
             self.uniform.add(op.result.uid)
@@ -112,13 +113,13 @@ class _Analysis:
             self._block(region, False)
         return conv
 
-    def _loop_body(self, body: Block, cond_region: Block | None, inner: bool) -> None:
-        """Walk a loop body entered convergently or not. A divergent break/continue in it means some lanes skip the
-        rest of this iteration and later ones: then the whole loop (body and condition) is walked as divergent."""
-        snapshot = set(self.convergent)
+    def _loop_body(self, body: Block, cond_region: Block | None, inner: bool, snapshot: set[int]) -> None:
+        """Walk a loop body entered convergently or not. A divergent break/continue/return in it means some lanes
+        skip the rest of this iteration and later ones: then the whole loop (condition and body) is walked as
+        divergent, from ``snapshot`` (the convergent ops before the loop)."""
         if self._block(body, inner) or not inner:
             return
-        self.convergent = snapshot
+        self.convergent = set(snapshot)
         if cond_region is not None:
             self._block(cond_region, False)
         self._block(body, False)
@@ -127,6 +128,11 @@ class _Analysis:
         """After a loop every lane that entered it has left it (break/continue stay inside), unless some lane
         returned from inside it under a divergent condition."""
         return conv and not _divergent_return(op)
+
+
+def _is_const(v, value) -> bool:
+    op = getattr(v, "owner", None)
+    return getattr(op, "opcode", None) == "const" and op.attrs.get("value") == value
 
 
 def _leaves(block: Block, in_loop: bool = False) -> bool:

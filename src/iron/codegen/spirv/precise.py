@@ -7,8 +7,9 @@ agree), so where the device has 64-bit floats these are computed in double and r
 
 - ``sin``/``cos``: k = round(x * 2/pi), r = x - k * pi/2 with pi/2 in three parts (fdlibm's Cody-Waite split:
   exact for |k| < 2^20, i.e. |x| < 1.6e6; beyond that the reduction's error is about |x| * 2^-53, which stays below
-  an f32 ulp of the result up to |x| ~ 1e7), then the Taylor series of sin and cos to degree 17/18 on |r| <= pi/4
-  (truncation error < 1e-19) and the quadrant's sign.
+  an f32 ulp of the result up to |x| = 2^23), then the Taylor series of sin and cos to degree 17/18 on |r| <= pi/4
+  (truncation error < 1e-19) and the quadrant's sign. For |x| > 2^23 the device's GLSL Sin/Cos are used (bounded,
+  but Vulkan promises no precision there); infinities and NaN give NaN.
 - ``fmod``: |x| is reduced by |y| * 2^s in eleven steps whose quotients stay below 2^28, so every product and
   difference is exact in double: the result is exact, as C's fmod is.
 
@@ -20,7 +21,11 @@ from __future__ import annotations
 import math
 import struct
 
-_PIO2 = (1.57079632673412561417e+00, 6.07710050650619224932e-11, 2.02226624879595063154e-21)
+# fdlibm's pio2_1, pio2_2 and pio2_2t: pi/2 in three parts, the first two with 33 significant bits
+_PIO2 = (1.57079632673412561417e+00, 6.07710050630396597660e-11, 2.02226624879595063154e-21)
+#: beyond this |x| the three-part reduction is no longer accurate enough (a full Payne-Hanek reduction would be);
+#: there the device's own GLSL Sin/Cos are used (bounded, precision not promised by Vulkan)
+_REDUCE_LIMIT = 8388608.0  # 2^23
 _SIN = [(-1) ** i / math.factorial(2 * i + 1) for i in range(9)]  # r, r^3, ..., r^17
 _COS = [(-1) ** i / math.factorial(2 * i) for i in range(10)]  # 1, r^2, ..., r^18
 _FMOD_STEPS = 11  # (127 + 149) exponent bits of span / 27 bits per step, rounded up
@@ -65,7 +70,12 @@ class PreciseMath:
         out = op("OpFConvert", f32, v)
         if which == "sin":  # sin(-0) is -0 (the reduction turned it into +0)
             out = op("OpSelect", f32, op("OpFOrdEqual", boolean, x, self.f32c(0.0)), x, out)
-        return out
+        mag = self.glsl("FAbs", f32, x)
+        far = self.glsl("Sin" if which == "sin" else "Cos", f32, x)
+        out = op("OpSelect", f32, op("OpFOrdLessThanEqual", boolean, mag, self.f32c(_REDUCE_LIMIT)), out, far)
+        # NaN for infinities and NaN, decided in f32 (no f64 NaN/inf semantics are relied on)
+        finite = op("OpFOrdLessThan", boolean, mag, self.f32c(math.inf))
+        return op("OpSelect", f32, finite, out, self.f32c(math.nan))
 
     def _horner(self, r2: int, coeffs: list[float]) -> int:
         f64 = self._f64()
@@ -89,8 +99,10 @@ class PreciseMath:
             d = self.glsl("Ldexp", f64, ay, s)
             q = self.glsl("Trunc", f64, op("OpFDiv", f64, ax, d))
             ax = op("OpFSub", f64, ax, op("OpFMul", f64, q, d))
-            # the division may round up to the next integer: then the difference is below zero by less than d
+            # the division may round up to the next integer (the difference is then below zero by less than d) or,
+            # where the device's f64 division is not correctly rounded, down from an exact integer (it is then d)
             ax = op("OpSelect", f64, op("OpFOrdLessThan", boolean, ax, self.f64c(0.0)), op("OpFAdd", f64, ax, d), ax)
+            ax = op("OpSelect", f64, op("OpFOrdGreaterThanEqual", boolean, ax, d), op("OpFSub", f64, ax, d), ax)
         r = op("OpFConvert", f32, ax)  # exact: the remainder is a multiple of an f32 ulp below |y|
         sign = op("OpBitwiseAnd", u32, op("OpBitcast", u32, x), b.const_uint(0x80000000))
         return op("OpBitcast", f32, op("OpBitwiseOr", u32, op("OpBitcast", u32, r), sign))

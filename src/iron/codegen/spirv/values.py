@@ -208,6 +208,9 @@ class ValueOps:
         r = self.inst("OpSelect", f32, self.inst("OpIsInf", boolean, y), x, r)
         undefined = self.inst("OpLogicalOr", boolean, self.inst("OpFOrdEqual", boolean, y, self.f32c(0.0)),
                               self.inst("OpIsInf", boolean, x))
+        # NaN operands give NaN, decided in f32 (the double path need not carry NaN through)
+        undefined = self.inst("OpLogicalOr", boolean, undefined, self.inst(
+            "OpLogicalOr", boolean, self.inst("OpIsNan", boolean, x), self.inst("OpIsNan", boolean, y)))
         return self.inst("OpSelect", f32, undefined, nan, r)
 
     def compare(self, code: str, st: t.ScalarType, a: int, b: int) -> int:
@@ -238,8 +241,8 @@ class ValueOps:
             return self.inst("OpBitcast", ty, x)  # i32 <-> u32 keeps the bits (wraps)
         if src.is_int:
             name = "OpConvertSToF" if src.is_signed else "OpConvertUToF"
-            if dst == t.f16:  # one rounding, straight to half
-                return self.inst("OpFConvert", ty, self.inst(name, b.type_float(16), x))
+            if dst == t.f16:  # exact in f32 below 2^24, and every |x| >= 65520 is inf in f16: one rounding
+                return self.round_f16(self.inst(name, ty, x))
             # bf16: through f32, which rounds twice for |x| > 2^24 (a tie can land on the other neighbour)
             return self.rounded(self.inst(name, ty, x), dst)
         if dst.is_float:

@@ -13,6 +13,13 @@ from iron.std.softmax import softmax
 from iron.std.unary import iron_exp
 
 
+@iron.kernel
+def copy(a: iron.Tensor[iron.f32], out: iron.Tensor[iron.f32]):
+    """The same shape of work as exp without the math: tells a slow exp from a slow dispatch or memory path."""
+    i = iron.program_id(0)
+    out[i] = a[i]
+
+
 def cuda_ms(fn, reps=5):
     import torch
 
@@ -59,6 +66,10 @@ def main():
                         "vulkan_gbps": 8 * n / ms_vk / 1e6 if ms_vk else None, "cuda_gbps": 8 * n / ms_cu / 1e6,
                         "vulkan_max_rel_err": err, "wall_s": time.perf_counter() - t0,
                         "vulkan_ms_10_back_to_back_by_group": repeated})
+    ms_copy_vk = be.time_launch(copy.variant(None), {"a": a, "out": o}, {}, (n, 1, 1), (256, 1, 1), repeat=10)
+    ms_copy_cu = cuda_ms(lambda: copy[n](ta, to))
+    out["rows"].append({"kernel": "copy f32 (an Iron kernel)", "shape": [n], "vulkan_ms": ms_copy_vk,
+                        "cuda_ms": ms_copy_cu, "copy_correct_on_vulkan": bool(np.array_equal(o, a))})
     rows, cols = 16384, 8192
     x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
     y = np.full_like(x, np.nan)

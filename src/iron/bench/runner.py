@@ -103,32 +103,37 @@ def _have_torch() -> bool:
     return True
 
 
-def _vulkan_time(fn, repeats: int) -> float | None:
-    """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed), or None
-    when the queue cannot time (then the caller falls back to host wall-clock)."""
-    from ..runtime import get_backend
-
-    be = get_backend("vulkan")
-    original, dispatched = be.run_spirv, []
+def _recorded_time(fn, repeats: int, be, method: str, seconds_of) -> float | None:
+    """Median over ``repeats`` calls of ``fn`` of the GPU seconds that ``be.<method>`` reports for every launch it
+    makes (``seconds_of(return value)``, summed), after a warm-up; None when some launch cannot be timed (the
+    caller then falls back to host wall-clock)."""
+    original, recorded = getattr(be, method), []
 
     def timed(*args, **kwargs):
-        ms = original(*args, **kwargs)
-        dispatched.append(ms)
-        return ms
+        result = original(*args, **kwargs)
+        recorded.append(seconds_of(result))
+        return result
 
-    be.run_spirv = timed  # the instance attribute shadows the method for the duration
+    setattr(be, method, timed)  # the instance attribute shadows the method for the duration
     try:
         fn()  # warm-up: compiles the variant, builds the pipeline
         samples = []
         for _ in range(repeats):
-            dispatched.clear()
+            recorded.clear()
             fn()
-            if not dispatched or any(ms is None for ms in dispatched):
+            if not recorded or any(s is None for s in recorded):
                 return None
-            samples.append(sum(dispatched) * 1e-3)
+            samples.append(sum(recorded))
     finally:
-        del be.run_spirv
+        delattr(be, method)
     return statistics.median(samples)
+
+
+def _vulkan_time(fn, repeats: int) -> float | None:
+    """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed)."""
+    from ..runtime import get_backend
+
+    return _recorded_time(fn, repeats, get_backend("vulkan"), "run_spirv", lambda ms: None if ms is None else ms * 1e-3)
 
 
 def _metal_time(fn, repeats: int) -> float | None:
@@ -136,25 +141,7 @@ def _metal_time(fn, repeats: int) -> float | None:
     from ..runtime import get_backend
 
     be = get_backend("metal")
-    original, seconds = be.launch, []
-
-    def timed(*args, **kwargs):
-        original(*args, **kwargs)
-        seconds.append(be.last_gpu_seconds)
-
-    be.launch = timed  # the instance attribute shadows the method for the duration
-    try:
-        fn()  # warm-up: compiles the library and the pipeline
-        samples = []
-        for _ in range(repeats):
-            seconds.clear()
-            fn()
-            if not seconds or any(s is None for s in seconds):
-                return None
-            samples.append(sum(seconds))
-    finally:
-        del be.launch
-    return statistics.median(samples)
+    return _recorded_time(fn, repeats, be, "launch", lambda _: be.last_gpu_seconds)
 
 
 HOST_TIMING = "host wall-clock"

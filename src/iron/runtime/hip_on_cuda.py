@@ -4,7 +4,8 @@ HIP source is meant to run on NVIDIA GPUs too. This backend takes exactly what t
 wavefront (``HIP_ON_NVIDIA``), puts the project's small compatibility header in front of it (``HIP_COMPAT_HEADER``:
 Iron's masked wavefront shuffles as ``__shfl_sync``/``__shfl_xor_sync``, ``__ballot`` on the active lanes),
 compiles it with NVRTC and launches it through the CUDA runtime (same arrays, streams, caches and launchers as
-``backend="cuda"``). It exists to prove the HIP emitter on real hardware where no AMD GPU is at hand; on AMD GPUs use ``backend="hip"``.
+``backend="cuda"``). It exists to prove the HIP emitter on real hardware where no AMD GPU is at hand; on AMD
+GPUs use ``backend="hip"``.
 """
 
 from __future__ import annotations

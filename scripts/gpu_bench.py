@@ -2,8 +2,9 @@
 device-to-device copy ceiling and torch.exp; host overhead of launching a cached kernel from Python on torch tensors
 (Iron, torch, Triton); CUDA-graph replay of 100 launches against 100 launches. Writes JSON to argv[1].
 
-Timing: CUDA events around the region, warm-up first, median of repeats; inputs rotated among several buffers so
-the 60 MB L2 cannot serve them (each exp buffer is >= 512 MB anyway).
+Timing: CUDA events around the region with a sleep kernel queued ahead (the GPU's time, not the host's submission:
+iron.bench.cuda_timing), warm-up first, median of repeats; exp rows also timed from an idle GPU, as sessions 1-3 did;
+inputs rotated among several buffers so the 60 MB L2 cannot serve them (each exp buffer is >= 512 MB anyway).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import iron
 import iron.cuda
 import iron.runtime
 from iron import T, Tensor, exp, kernel, program_id
+from iron.bench.cuda_timing import event_seconds
 
 
 @kernel
@@ -40,19 +42,10 @@ def tiny(a: Tensor[iron.f32], out: Tensor[iron.f32]):
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def event_time_ms(fn, repeats: int = 20, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def event_time_ms(fn, repeats: int = 20, warmup: int = 3, idle_start: bool = False) -> float:
+    """Median GPU milliseconds of ``fn`` by CUDA events, with a sleep kernel queued ahead so that the host's launch
+    latency is not in the interval (iron.bench.cuda_timing); ``idle_start=True``: without it, as before."""
+    return event_seconds(fn, repeats, warmup, idle_start=idle_start) * 1e3
 
 
 def copy_ceiling_gbps(n_bytes: int = 4 << 30) -> float:
@@ -85,6 +78,8 @@ def exp_row(name: str, dt, n: int, ceiling: float) -> dict:
     ok = bool(torch.isfinite(outs[0]).all()) and bool((err <= tol * ref.abs() + 1e-30).all())
     t_iron = event_time_ms(run_iron)
     t_torch = event_time_ms(run_torch)
+    # the same timed from an idle GPU (the host's submission in the interval), as sessions 1-3 measured
+    idle = {"iron": event_time_ms(run_iron, idle_start=True), "torch": event_time_ms(run_torch, idle_start=True)}
     nbytes = 2 * n * sets[0].element_size()
 
     def run_copy():  # a copy that moves the same bytes as this row: the ceiling at this size
@@ -106,6 +101,7 @@ def exp_row(name: str, dt, n: int, ceiling: float) -> dict:
         "ok": ok,
         # the same bytes copied (torch), timed the same way; and all three timed back to back (10 per event pair)
         "same_size_copy_ms": t_copy, "iron_pct_of_same_size_copy": 100 * t_copy / t_iron,
+        "idle_start_ms": idle, "iron_pct_of_copy_idle_start": 100 * nbytes / idle["iron"] / 1e6 / ceiling,
         "back_to_back_ms": b2b, "iron_pct_of_copy_back_to_back": 100 * nbytes / b2b["iron"] / 1e6 / ceiling,
     }
 
@@ -181,6 +177,9 @@ def bench_launch(result: dict) -> None:
 
     result["iron_launch_us"] = host_overhead_us(lambda: tiny[1024](a, out))
     result["iron_launcher"] = "c" if cf.compiled_module() is not None else f"python ({cf.EXT_REASON})"
+    k = tiny[1024]  # what k[grid] is after the first launch (the compiled Direct launcher where it builds)
+    result["iron_launch_held_object_us"] = host_overhead_us(lambda: k(a, out))
+    result["iron_k_grid_type"] = type(k).__name__
     # the same with the generated-Python launcher, for comparison (a fresh k[grid] object: a fresh fast launcher)
     os.environ["IRON_CUDA_LAUNCHER"] = "python"
     tiny._launchers.clear()
@@ -267,7 +266,8 @@ def main() -> None:
         print(f"exp {r['dtype']:>4}: iron {r['iron_gbps']:7.0f} GB/s ({r['iron_pct_of_copy']:.1f}% of copy), "
               f"torch {r['torch_gbps']:7.0f} GB/s, ok={r['ok']}, max rel err {r['max_rel_err']:.2e}; "
               f"{r['iron_pct_of_same_size_copy']:.1f}% of a same-size copy, "
-              f"{r['iron_pct_of_copy_back_to_back']:.1f}% of copy back to back")
+              f"{r['iron_pct_of_copy_back_to_back']:.1f}% of copy back to back, "
+              f"{r['iron_pct_of_copy_idle_start']:.1f}% timed from an idle GPU")
     print(json.dumps(launch, indent=1))
     for r in sweep:
         print({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()})

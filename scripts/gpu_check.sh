@@ -8,12 +8,14 @@
 #     2. scripts/gpu_bench.py: exp 256M vs the copy ceiling and torch, launch overhead (compiled and Python
 #        launchers, torch, Triton), graph replay; the C++ launch floor (bench/experiments/launch_floor.cu) beside it
 #   scripts/gpu_check.sh tests   (1. only)
+#   scripts/gpu_check.sh speed   (2. only)
 #   scripts/gpu_check.sh bench
 #     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json,
 #        one worker per GPU where there are several
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, exp/softmax on Vulkan beside CUDA
-# Results go to $OUT (or ./gpu-out): logs and JSON, to be committed under bench/results/.
+# Several parts run in order: scripts/gpu_check.sh speed bench. Results go to $OUT (or ./gpu-out): logs and JSON,
+# to be committed under bench/results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -25,14 +27,15 @@ PY=${PY:-python3}
   $PY -c 'import cuda.core, cuda.bindings, torch, numpy; print("cuda.core", cuda.core.__version__, "bindings", cuda.bindings.__version__, "torch", torch.__version__, "numpy", numpy.__version__)'
   $PY -c 'from iron.codegen import nvrtc; print("nvrtc", nvrtc.nvrtc_version())'
 } 2>&1 | tee "$OUT/env.txt"
-PART=${1:-cuda}
+[ $# -eq 0 ] && set -- cuda
+for PART in "$@"; do
 if [ "$PART" = cuda ] || [ "$PART" = tests ]; then
   IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
     tests/std tests/codegen_hip/test_hip_on_nvidia_gpu.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
   IRON_TEST_BACKENDS=hip-on-cuda timeout 200 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_hip_on_cuda.txt" | tail -n 20
 fi
-if [ "$PART" = cuda ]; then
+if [ "$PART" = cuda ] || [ "$PART" = speed ]; then
   timeout 150 $PY scripts/gpu_bench.py "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/bench.txt"
   if command -v nvcc >/dev/null; then
     nvcc -O2 -arch=sm_90 bench/experiments/launch_floor.cu -o /tmp/launch_floor -lcuda && /tmp/launch_floor \
@@ -62,3 +65,4 @@ if [ "$PART" = vulkan ]; then
   timeout 120 $PY -m pytest -q -p no:cacheprovider tests/fuzz -rs 2>&1 | tee "$OUT/pytest_fuzz_vulkan.txt" | tail -n 10
   timeout 120 $PY bench/experiments/vulkan_vs_cuda.py "$OUT/vulkan_vs_cuda.json" 2>&1 | tail -n 20
 fi
+done

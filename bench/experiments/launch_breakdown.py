@@ -62,7 +62,9 @@ def main():
     result["iron_noop_driver_us"] = host_overhead_us(lambda: tiny[1024](a, out))
     cuda_fast._launch_address = real
     tiny._launchers.clear()
+    tiny[1024](a, out)
     k = tiny[1024]
+    fast = getattr(k, "fast", None)
     raw = torch._C._cuda_getCurrentRawStream
 
     def f(x, y):
@@ -74,7 +76,12 @@ def main():
         "torch._C._cuda_getCurrentRawStream(0)": ns("raw(0)", raw=raw), "k[1024]": ns("tiny[1024]", tiny=tiny),
         "python call f(a, out)": ns("f(a, out)", f=f, a=a, out=out),
         "k(a, out) bound launcher object": ns("k(a, out)", k=k, a=a, out=out, number=20000),
+        "t.is_cuda": ns("a.is_cuda", a=a), "t.device": ns("a.device", a=a), "t.nbytes": ns("a.nbytes", a=a),
+        "type(k)": type(k).__name__,
     }
+    if fast is not None:
+        result["per_call_ns"]["fast((a, out)) compiled launcher"] = ns("fast((a, out))", fast=fast, a=a, out=out,
+                                                                        number=20000)
     torch.cuda.synchronize()
     print(json.dumps(result, indent=1))
     if len(sys.argv) > 1:

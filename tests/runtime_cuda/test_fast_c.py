@@ -108,3 +108,100 @@ def test_launcher_setting_is_checked(monkeypatch):
     monkeypatch.setenv("IRON_CUDA_LAUNCHER", "fast")
     with pytest.raises(iron.LaunchError, match="IRON_CUDA_LAUNCHER must be auto, c or python"):
         cf.launcher_mode()
+
+
+def test_direct_launches_in_c_and_hands_every_other_call_to_its_fallback(driver):
+    variant = scaled.variant(None)
+    ctypes.c_int.in_dll(driver, "nslots").value = 8
+    x, out = FakeTensor(1000, 0x1000), FakeTensor(1000, 0x2000)
+    fast = cf.make_fast_launch(_Backend(), scaled, variant, (x, out, 1.5, 1000, 3), {}, (1000, 1, 1), (256, 1, 1),
+                               {"x": 1000, "out": 1000})
+    seen = []
+
+    class Fallback:
+        grid = (1000,)
+
+        def __call__(self, *args, **kwargs):
+            seen.append((args, kwargs))
+            return "fallback"
+
+    fb = Fallback()
+    d = fast.direct(fb)
+    assert d.fast is fast and d.fallback is fb and d.grid == (1000,)  # unknown attributes are the fallback's
+    calls = ctypes.c_int.in_dll(driver, "calls").value
+    assert d(FakeTensor(1000, 0x7000), out, 2.5, 1000, 3) is None
+    assert ctypes.c_int.in_dll(driver, "calls").value == calls + 1 and _rec(driver)[10] == 0x7000 and not seen
+    small = FakeTensor(999, 0x1000)
+    assert d(small, out, 1.5, 1000, 3) == "fallback" and seen[-1] == ((small, out, 1.5, 1000, 3), {})
+    assert d(x, out, 1.5, 1000, 3, backend="cpu") == "fallback" and seen[-1][1] == {"backend": "cpu"}
+    assert ctypes.c_int.in_dll(driver, "calls").value == calls + 1
+    ctypes.c_int.in_dll(driver, "result").value = 700
+    with pytest.raises(iron.LaunchError, match=r"CUresult 700"):
+        d(x, out, 1.5, 1000, 3)
+
+
+@kernel
+def plus_one(a: Tensor[iron.f32], out: Tensor[iron.f32]):
+    i = program_id(0)
+    out[i] = a[i] + 1.0
+
+
+class _Float32(type(F16)):
+    def __str__(self):
+        return "torch.float32"
+
+
+FLOAT32 = _Float32()
+
+
+class _ShapedTensor(FakeTensor):
+    """A FakeTensor the full launch path accepts (a shape, and a dtype named like torch's)."""
+
+    __module__ = "torch.fake"
+
+    def __init__(self, n, ptr):
+        super().__init__(n, ptr, dtype=FLOAT32)
+        self.shape = (n,)
+
+
+class _FakeCuda(_Backend):
+    """The CUDA backend's launch interface over the fake driver: the full path records, the fast one is real."""
+
+    def __init__(self):
+        self.full = []
+
+    def check_array(self, param, value, where):
+        return value
+
+    def launch(self, variant, arrays, scalars, grid, group):
+        self.full.append(dict(arrays))
+
+    def make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes):
+        return cf.make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)
+
+
+def test_k_grid_is_served_by_the_compiled_launcher_after_the_first_launch(driver, monkeypatch):
+    from iron import runtime
+
+    be = _FakeCuda()
+    monkeypatch.setitem(runtime._INSTANCES, "fakecuda", be)
+    monkeypatch.setenv("IRON_BACKEND", "fakecuda")
+    plus_one._launchers.clear()
+    ctypes.c_int.in_dll(driver, "nslots").value = 2
+    a, out = _ShapedTensor(1000, 0x1000), _ShapedTensor(1000, 0x2000)
+    first = plus_one[1000]
+    first(a, out)
+    assert len(be.full) == 1  # the first launch takes the full path ...
+    d = plus_one[1000]
+    assert type(d).__name__ == "Direct" and d.fallback is first and d.grid == first.grid
+    assert plus_one[1000] is d
+    calls = ctypes.c_int.in_dll(driver, "calls").value
+    d(_ShapedTensor(1000, 0x5000), out)  # ... and later ones go straight to the driver
+    assert len(be.full) == 1 and ctypes.c_int.in_dll(driver, "calls").value == calls + 1
+    assert _rec(driver)[10] == 0x5000 and _rec(driver)[11] == 0x2000
+    with pytest.raises(iron.LaunchError, match="argument 'a' has 999 elements"):  # the full path's checks
+        d(_ShapedTensor(999, 0x5000), out)
+    first(a, out)  # the Python launcher still takes the fast path too
+    assert len(be.full) == 1 and ctypes.c_int.in_dll(driver, "calls").value == calls + 2
+    d(a, out, backend="fakecuda")  # keywords: the full path
+    assert len(be.full) == 2

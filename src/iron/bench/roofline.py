@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .baseline import bench_dir
+from .cuda_timing import event_seconds
 
 #: a row this close to the launch overhead is dominated by it
 LAUNCH_BOUND_FACTOR = 3.0
@@ -64,16 +65,8 @@ def _cuda_copy_gbps(nbytes: int = 4 << 30) -> float:
     src = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
     dst.copy_(src)
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(7):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3)
-    return 2 * nbytes / statistics.median(samples) / 1e9
+    seconds = event_seconds(lambda: dst.copy_(src), repeats=7)
+    return 2 * nbytes / seconds / 1e9
 
 
 def _host_matrix_gflops(n: int = 1024) -> float:
@@ -88,18 +81,8 @@ def _cuda_matrix_gflops(n: int = 8192) -> float:
 
     a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        a @ b
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3)
-    return 2 * n**3 / statistics.median(samples) / 1e9
+    seconds = event_seconds(lambda: a @ b, repeats=5, warmup=3)
+    return 2 * n**3 / seconds / 1e9
 
 
 def _device_name(backend: str) -> str:

@@ -51,19 +51,10 @@ def _to_numpy(tensor, like: np.ndarray) -> np.ndarray:
 
 
 def _event_time(fn, repeats: int) -> float:
-    import torch
+    """Median GPU seconds of ``fn`` by CUDA events, the host's launch latency kept out (``cuda_timing``)."""
+    from .cuda_timing import event_seconds
 
-    fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(samples)
+    return event_seconds(fn, repeats)
 
 
 #: the inputs of a timed row are cycled through enough copies to span this many times the GPU's L2 cache, so that

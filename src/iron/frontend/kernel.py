@@ -217,7 +217,15 @@ class KernelFunction:
             launcher = Launcher(self, grid, group)
             if len(self._launchers) < 256:
                 self._launchers[key] = launcher
+                launcher.key = key
         return launcher
+
+    def _direct(self, key: Any, launcher: Any, direct: Any) -> None:
+        """Serve ``k[key]`` with ``direct`` from now on: a backend's compiled callable that launches calls shaped
+        like the last one without entering Python and hands any other call to ``launcher`` (cuda_launch.c)."""
+        current = self._launchers.get(key)
+        if current is launcher or getattr(current, "fallback", None) is launcher:
+            self._launchers[key] = direct
 
     def __call__(self, *args, **kwargs):
         from ..errors import LaunchError

@@ -80,6 +80,7 @@ class Launcher:
         self.grid = grid
         self.group = group
         self._fast: dict[str | None, Any] = {}  # backend= -> a backend's fast launcher for repeat calls
+        self.key: Any = None  # the k[...] key this launcher is cached under (set by KernelFunction.__getitem__)
 
     def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
         if not kwargs:
@@ -138,7 +139,10 @@ class Launcher:
         make_fast = getattr(be, "make_fast_launch", None)
         if make_fast is not None and not kwargs:
             min_sizes = {chk.param: grid3[chk.axis] for chk in variant.size_checks}
-            self._fast[backend] = make_fast(kfn, variant, args, bound, grid3, group3, min_sizes)
+            fast = self._fast[backend] = make_fast(kfn, variant, args, bound, grid3, group3, min_sizes)
+            direct = getattr(fast, "direct", None)
+            if backend is None and direct is not None and self.key is not None:
+                kfn._direct(self.key, self, direct(self))
 
 
 def _size(arr: Any) -> int:

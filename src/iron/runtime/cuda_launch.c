@@ -12,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -151,52 +152,57 @@ static int check_scalar(FastLaunch *self, const Param *p, PyObject *v) {
     return 1;
 }
 
+/* 1: launched, 0: the call does not match (nothing launched), -1: a Python error is set. */
+static int fast_try(FastLaunch *self, PyObject *const *items, Py_ssize_t n) {
+    if (n != self->nparams) return 0;
+    PyObject *capture = PyObject_GetAttr(self->backend, s_capture);
+    if (capture == NULL) return -1;
+    int capturing = capture != Py_None;
+    Py_DECREF(capture);
+    if (capturing) return 0;
+    for (Py_ssize_t i = 0; i < self->nparams; ++i) {
+        const Param *p = &self->params[i];
+        PyObject *v = items[i];
+        int ok;
+        if (p->kind == K_BUFFER) {
+            ok = check_buffer(self, p, v);
+        } else if (p->kind == K_CONSTEXPR) {
+            PyObject *k = PyObject_CallOneArg(self->ckey, v);
+            if (k == NULL) return -1;
+            ok = PyObject_RichCompareBool(k, p->key, Py_EQ);
+            Py_DECREF(k);
+        } else {
+            ok = check_scalar(self, p, v);
+        }
+        if (ok <= 0) return ok;
+    }
+    PyObject *dev = PyLong_FromLong(self->device);
+    if (dev == NULL) return -1;
+    PyObject *s = PyObject_CallOneArg(self->stream_of, dev);
+    Py_DECREF(dev);
+    if (s == NULL) return -1;
+    void *stream = PyLong_AsVoidPtr(s);
+    Py_DECREF(s);
+    if (stream == NULL && PyErr_Occurred()) return -1;
+    int err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0],
+                           self->block[1], self->block[2], self->shmem, stream, self->argv, NULL);
+    if (err != 0) {
+        PyErr_Format(self->error, "CUDA launch of %U failed (CUresult %d)", self->name, err);
+        return -1;
+    }
+    return 1;
+}
+
 static PyObject *FastLaunch_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    FastLaunch *self = (FastLaunch *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != 1 || kwnames != NULL || !PyTuple_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "FastLaunch takes one tuple of the kernel's arguments");
         return NULL;
     }
     PyObject *call_args = args[0];
-    if (PyTuple_GET_SIZE(call_args) != self->nparams) Py_RETURN_FALSE;
-    PyObject *capture = PyObject_GetAttr(self->backend, s_capture);
-    if (capture == NULL) return NULL;
-    int capturing = capture != Py_None;
-    Py_DECREF(capture);
-    if (capturing) Py_RETURN_FALSE;
-    for (Py_ssize_t i = 0; i < self->nparams; ++i) {
-        const Param *p = &self->params[i];
-        PyObject *v = PyTuple_GET_ITEM(call_args, i);
-        int ok;
-        if (p->kind == K_BUFFER) {
-            ok = check_buffer(self, p, v);
-        } else if (p->kind == K_CONSTEXPR) {
-            PyObject *k = PyObject_CallOneArg(self->ckey, v);
-            if (k == NULL) return NULL;
-            ok = PyObject_RichCompareBool(k, p->key, Py_EQ);
-            Py_DECREF(k);
-        } else {
-            ok = check_scalar(self, p, v);
-        }
-        if (ok < 0) return NULL;
-        if (ok == 0) Py_RETURN_FALSE;
-    }
-    PyObject *dev = PyLong_FromLong(self->device);
-    if (dev == NULL) return NULL;
-    PyObject *s = PyObject_CallOneArg(self->stream_of, dev);
-    Py_DECREF(dev);
-    if (s == NULL) return NULL;
-    void *stream = PyLong_AsVoidPtr(s);
-    Py_DECREF(s);
-    if (stream == NULL && PyErr_Occurred()) return NULL;
-    int err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0],
-                           self->block[1], self->block[2], self->shmem, stream, self->argv, NULL);
-    if (err != 0) {
-        PyErr_Format(self->error, "CUDA launch of %U failed (CUresult %d)", self->name, err);
-        return NULL;
-    }
-    Py_RETURN_TRUE;
+    int r = fast_try((FastLaunch *)callable, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args));
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
 }
 
 /* FastLaunch(launch_ptr, function_ptr, grid3, block3, shmem, device, backend, stream_of, ckey, error, name,
@@ -277,7 +283,11 @@ static PyObject *FastLaunch_argv_address(FastLaunch *self, PyObject *unused) {
     return PyLong_FromVoidPtr(self->argv);
 }
 
+static PyObject *FastLaunch_direct(FastLaunch *self, PyObject *fallback);
+
 static PyMethodDef FastLaunch_methods[] = {
+    {"direct", (PyCFunction)FastLaunch_direct, METH_O,
+     "a callable that launches through this fast launcher and calls `fallback` (same arguments) otherwise"},
     {"argv_address", (PyCFunction)FastLaunch_argv_address, METH_NOARGS, "address of the void*[] passed to the driver"},
     {NULL, NULL, 0, NULL},
 };
@@ -295,6 +305,77 @@ static PyTypeObject FastLaunchType = {
     .tp_methods = FastLaunch_methods,
 };
 
+/* Direct: what ``k[grid]`` returns once a compiled fast launcher exists for it. Calling it runs the fast launcher's
+ * checks on the positional arguments as they arrive (no tuple, no Python frame); a call with keywords, or one the
+ * fast launcher does not match, goes to the Python launcher (``fallback``) with the same arguments. Attributes it
+ * does not have (grid, group, ...) are the fallback's. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    FastLaunch *fast;
+    PyObject *fallback;
+} Direct;
+
+static PyObject *Direct_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Direct *self = (Direct *)callable;
+    if (kwnames == NULL) {
+        int r = fast_try(self->fast, args, PyVectorcall_NARGS(nargsf));
+        if (r < 0) return NULL;
+        if (r > 0) Py_RETURN_NONE;
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static void Direct_dealloc(Direct *self) {
+    Py_XDECREF(self->fast);
+    Py_XDECREF(self->fallback);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Direct_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyObject *Direct_getattro(PyObject *self, PyObject *name) {
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+    if (r != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+    PyErr_Clear();
+    return PyObject_GetAttr(((Direct *)self)->fallback, name);
+}
+
+static PyObject *Direct_repr(Direct *self) {
+    return PyObject_Repr(self->fallback);
+}
+
+static PyMemberDef Direct_members[] = {
+    {"fast", T_OBJECT, offsetof(Direct, fast), READONLY, "the compiled fast launcher"},
+    {"fallback", T_OBJECT, offsetof(Direct, fallback), READONLY, "the Python launcher for every other call"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject DirectType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "iron_cuda_launch.Direct",
+    .tp_basicsize = sizeof(Direct),
+    .tp_dealloc = (destructor)Direct_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "k[grid] with a compiled fast launcher: call it with the kernel's arguments",
+    .tp_call = Direct_call,
+    .tp_vectorcall_offset = offsetof(Direct, vectorcall),
+    .tp_getattro = Direct_getattro,
+    .tp_repr = (reprfunc)Direct_repr,
+    .tp_members = Direct_members,
+};
+
+static PyObject *FastLaunch_direct(FastLaunch *self, PyObject *fallback) {
+    Direct *d = PyObject_New(Direct, &DirectType);
+    if (d == NULL) return NULL;
+    d->vectorcall = Direct_vectorcall;
+    Py_INCREF(self); d->fast = self;
+    Py_INCREF(fallback); d->fallback = fallback;
+    return (PyObject *)d;
+}
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "iron_cuda_launch", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit_iron_cuda_launch(void) {
@@ -305,7 +386,7 @@ PyMODINIT_FUNC PyInit_iron_cuda_launch(void) {
     s_numel = PyUnicode_InternFromString("numel");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     if (!s_capture || !s_dtype || !s_get_device || !s_is_contiguous || !s_numel || !s_data_ptr) return NULL;
-    if (PyType_Ready(&FastLaunchType) < 0) return NULL;
+    if (PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&DirectType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&FastLaunchType);

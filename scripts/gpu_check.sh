@@ -59,6 +59,8 @@ if [ "$PART" = vulkan ]; then
   ldconfig
   J=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   [ -f "$J" ] && export VK_DRIVER_FILES=$J
+  $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
+    2>&1 | tee -a "$OUT/env.txt"
   IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_vulkan.txt" | tail -n 20
   # the differential fuzzer on NVIDIA's driver (the interpreter runs at its subgroup size, 32)

@@ -89,8 +89,7 @@ class PreciseMath:
         b, op = self.b, self.inst
         f64, f32, i32, u32 = self._f64(), b.type_float(32), b.type_int(32, True), b.type_int(32, False)
         boolean = b.type_bool()
-        ax = self.glsl("FAbs", f64, op("OpFConvert", f64, x))
-        ay = self.glsl("FAbs", f64, op("OpFConvert", f64, y))
+        ax, ay = self.abs_f32_to_f64(x), self.abs_f32_to_f64(y)
         ey = self._exponent(ay)
         for _ in range(_FMOD_STEPS):
             # d = |y| * 2^s with the quotient |x| / d below 2^28: its product with d (24 bits) is exact
@@ -103,9 +102,29 @@ class PreciseMath:
             # where the device's f64 division is not correctly rounded, down from an exact integer (it is then d)
             ax = op("OpSelect", f64, op("OpFOrdLessThan", boolean, ax, self.f64c(0.0)), op("OpFAdd", f64, ax, d), ax)
             ax = op("OpSelect", f64, op("OpFOrdGreaterThanEqual", boolean, ax, d), op("OpFSub", f64, ax, d), ax)
-        r = op("OpFConvert", f32, ax)  # exact: the remainder is a multiple of an f32 ulp below |y|
+        bits = self.abs_f64_to_f32_bits(ax)  # exact: the remainder is a multiple of an f32 ulp below |y|
         sign = op("OpBitwiseAnd", u32, op("OpBitcast", u32, x), b.const_uint(0x80000000))
-        return op("OpBitcast", f32, op("OpBitwiseOr", u32, op("OpBitcast", u32, r), sign))
+        return op("OpBitcast", f32, op("OpBitwiseOr", u32, bits, sign))
+
+    # Subnormal f32 values are built from and taken apart into their bits with integer operations: a device that
+    # flushes f32 subnormals (NVIDIA's, where DenormPreserve is not honoured) would flush them in OpFConvert.
+
+    def abs_f32_to_f64(self, x: int) -> int:
+        """|x| (an f32) as a double, exactly, also for subnormal x: mantissa * 2^-149 (a normal double)."""
+        b, op = self.b, self.inst
+        f64, u32, boolean = self._f64(), b.type_int(32, False), b.type_bool()
+        mag = op("OpBitwiseAnd", u32, op("OpBitcast", u32, x), b.const_uint(0x7FFFFFFF))
+        normal = self.glsl("FAbs", f64, op("OpFConvert", f64, x))
+        sub = op("OpFMul", f64, op("OpConvertUToF", f64, mag), self.f64c(2.0 ** -149))
+        return op("OpSelect", f64, op("OpULessThan", boolean, mag, b.const_uint(0x00800000)), sub, normal)
+
+    def abs_f64_to_f32_bits(self, v: int) -> int:
+        """The f32 bits of a non-negative double that is exactly an f32 (subnormal ones too), as u32."""
+        b, op = self.b, self.inst
+        f32, f64, u32, boolean = b.type_float(32), self._f64(), b.type_int(32, False), b.type_bool()
+        normal = op("OpBitcast", u32, op("OpFConvert", f32, v))
+        sub = op("OpConvertFToU", u32, op("OpFMul", f64, v, self.f64c(2.0 ** 149)))
+        return op("OpSelect", u32, op("OpFOrdLessThan", boolean, v, self.f64c(2.0 ** -126)), sub, normal)
 
     def _exponent(self, v: int) -> int:
         """The unbiased binary exponent of a positive normal double (as i32), from its high word."""

@@ -202,15 +202,22 @@ class ValueOps:
             return nan
         # exact in double where the device has it (precise.py); else OpFRem, within Vulkan's precision
         r = self.fmod64(x, y) if self.float64 else self.inst("OpFRem", f32, x, y)
+        # the special values are told apart on the bits: a device that flushes f32 subnormals would take a
+        # subnormal y (or result) for zero in a float comparison
+        exp_mask, abs_mask = b.const_uint(0x7F800000), b.const_uint(0x7FFFFFFF)
+
+        def magnitude(v: int) -> int:
+            return self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, v), abs_mask)
+
+        def is_(test: str, v: int, bound) -> int:
+            return self.inst(test, boolean, magnitude(v), bound)
+
         sign = self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, x), b.const_uint(0x80000000))
-        zero = self.inst("OpFOrdEqual", boolean, r, self.f32c(0.0))
-        r = self.inst("OpSelect", f32, zero, self.inst("OpBitcast", f32, sign), r)
-        r = self.inst("OpSelect", f32, self.inst("OpIsInf", boolean, y), x, r)
-        undefined = self.inst("OpLogicalOr", boolean, self.inst("OpFOrdEqual", boolean, y, self.f32c(0.0)),
-                              self.inst("OpIsInf", boolean, x))
-        # NaN operands give NaN, decided in f32 (the double path need not carry NaN through)
-        undefined = self.inst("OpLogicalOr", boolean, undefined, self.inst(
-            "OpLogicalOr", boolean, self.inst("OpIsNan", boolean, x), self.inst("OpIsNan", boolean, y)))
+        r = self.inst("OpSelect", f32, is_("OpIEqual", r, b.const_uint(0)), self.inst("OpBitcast", f32, sign), r)
+        r = self.inst("OpSelect", f32, is_("OpIEqual", y, exp_mask), x, r)  # y infinite, x finite: x
+        undefined = self.inst("OpLogicalOr", boolean, is_("OpIEqual", y, b.const_uint(0)),
+                              is_("OpUGreaterThanEqual", x, exp_mask))  # y zero, x infinite or NaN
+        undefined = self.inst("OpLogicalOr", boolean, undefined, is_("OpUGreaterThan", y, exp_mask))  # y NaN
         return self.inst("OpSelect", f32, undefined, nan, r)
 
     def compare(self, code: str, st: t.ScalarType, a: int, b: int) -> int:

@@ -9,6 +9,7 @@
 #        launchers, torch, Triton), graph replay; the C++ launch floor (bench/experiments/launch_floor.cu) beside it
 #   scripts/gpu_check.sh tests   (1. only)
 #   scripts/gpu_check.sh speed   (2. only)
+#   scripts/gpu_check.sh launch  (the launch floor in C++ and bench/experiments/launch_breakdown.py only)
 #   scripts/gpu_check.sh bench
 #     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json,
 #        one worker per GPU where there are several
@@ -30,9 +31,9 @@ PY=${PY:-python3}
 [ $# -eq 0 ] && set -- cuda
 for PART in "$@"; do
 if [ "$PART" = cuda ] || [ "$PART" = tests ]; then
-  IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
+  IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
     tests/std tests/codegen_hip/test_hip_on_nvidia_gpu.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
-  IRON_TEST_BACKENDS=hip-on-cuda timeout 200 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py \
+  IRON_TEST_BACKENDS=hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_hip_on_cuda.txt" | tail -n 20
 fi
 if [ "$PART" = cuda ] || [ "$PART" = speed ]; then
@@ -42,6 +43,11 @@ if [ "$PART" = cuda ] || [ "$PART" = speed ]; then
       2>&1 | tee "$OUT/launch_floor.txt"
   fi
   timeout 60 $PY bench/experiments/launch_breakdown.py "$OUT/launch_breakdown.json" 2>&1 | tail -n 20
+fi
+if [ "$PART" = launch ]; then
+  nvcc -O2 -arch=sm_90 bench/experiments/launch_floor.cu -o /tmp/launch_floor -lcuda && /tmp/launch_floor \
+    2>&1 | tee "$OUT/launch_floor.txt"
+  timeout 60 $PY bench/experiments/launch_breakdown.py "$OUT/launch_breakdown.json" 2>&1 | tail -n 40
 fi
 if [ "$PART" = bench ]; then
   nvidia-smi -L | tee -a "$OUT/env.txt"
@@ -61,10 +67,10 @@ if [ "$PART" = vulkan ]; then
   [ -f "$J" ] && export VK_DRIVER_FILES=$J
   $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
     2>&1 | tee -a "$OUT/env.txt"
-  IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -q -p no:cacheprovider tests/frontend/test_kernels.py \
+  IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_vulkan.txt" | tail -n 20
   # the differential fuzzer on NVIDIA's driver (the interpreter runs at its subgroup size, 32)
-  timeout 120 $PY -m pytest -q -p no:cacheprovider tests/fuzz -rs 2>&1 | tee "$OUT/pytest_fuzz_vulkan.txt" | tail -n 10
+  timeout 120 $PY -m pytest -p no:cacheprovider tests/fuzz -rs 2>&1 | tee "$OUT/pytest_fuzz_vulkan.txt" | tail -n 10
   timeout 120 $PY bench/experiments/vulkan_vs_cuda.py "$OUT/vulkan_vs_cuda.json" 2>&1 | tail -n 20
 fi
 done

@@ -54,6 +54,12 @@ def main():
     out = torch.empty_like(a)
     result = {"launcher": "c" if cuda_fast.compiled_module() is not None else f"python ({cuda_fast.EXT_REASON})"}
     result["iron_us"] = host_overhead_us(lambda: tiny[1024](a, out))
+    result["torch_us"] = host_overhead_us(lambda: torch.add(a, 1.0, out=out))
+    side = torch.cuda.Stream()  # the same on a created (blocking-flag-free) stream instead of the legacy default one
+    with torch.cuda.stream(side):
+        result["iron_side_stream_us"] = host_overhead_us(lambda: tiny[1024](a, out))
+        result["torch_side_stream_us"] = host_overhead_us(lambda: torch.add(a, 1.0, out=out))
+    torch.cuda.synchronize()
     real = cuda_fast._launch_address
     address = noop_address()
     cuda_fast._launch_address = lambda: address

@@ -46,6 +46,18 @@ int main() {
     }
     std::sort(per.begin(), per.end());
     printf("driver API cuLaunchKernel:  median %.2f us, min %.2f us per launch\n", per[per.size() / 2], per[0]);
+    // the same on the legacy default stream (stream 0: torch's current stream unless the code picks another)
+    per.clear();
+    for (int b = 0; b < 40; ++b) {
+        cudaDeviceSynchronize();
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 250; ++i) cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr);
+        auto t1 = std::chrono::steady_clock::now();
+        per.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 250);
+    }
+    std::sort(per.begin(), per.end());
+    printf("driver API cuLaunchKernel on the legacy default stream: median %.2f us, min %.2f us per launch\n",
+           per[per.size() / 2], per[0]);
     cudaError_t e = cudaStreamSynchronize(s);
     printf("status: %s\n", cudaGetErrorString(e));
     return 0;

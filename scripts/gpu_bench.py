@@ -170,6 +170,27 @@ def host_overhead_us(fn, batches: int = 40, batch: int = 250) -> float:
     return statistics.median(per)
 
 
+def loop_us(fn, n: int = 10000, repeats: int = 5) -> dict:
+    """The issue's own method: ``n`` launches in a row, host wall-clock per launch (median of ``repeats`` loops);
+    beside it the GPU's time per launch over the same loop (CUDA events), which shows whether the GPU, not the host,
+    set the pace (the two would then be equal)."""
+    for _ in range(200):
+        fn()
+    host, gpu = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        host.append((time.perf_counter() - t0) / n * 1e6)
+        end.record()
+        end.synchronize()
+        gpu.append(start.elapsed_time(end) * 1e3 / n)
+    return {"host_us": statistics.median(host), "gpu_us": statistics.median(gpu)}
+
+
 def bench_launch(result: dict) -> None:
     a = torch.randn(1024, device="cuda")
     out = torch.empty_like(a)
@@ -203,10 +224,14 @@ def bench_launch(result: dict) -> None:
             tl.store(out_ptr + offs, tl.load(a_ptr + offs, mask=m) + 1.0, mask=m)
 
         result["triton_launch_us"] = host_overhead_us(lambda: tiny_triton[(1,)](a, out, 1024, BLOCK=1024))
+        result["loop_10k"] = {"triton": loop_us(lambda: tiny_triton[(1,)](a, out, 1024, BLOCK=1024))}
         result["triton_version"] = triton.__version__
     except Exception as e:  # Triton missing or broken: say so, do not fail the run
         result["triton_launch_us"] = None
         result["triton_error"] = f"{type(e).__name__}: {e}"
+    loops = result.setdefault("loop_10k", {})
+    loops["iron"] = loop_us(lambda: tiny[1024](a, out))
+    loops["torch"] = loop_us(lambda: torch.add(a, 1.0, out=out))
     # graph replay of 100 launches vs 100 launches
     tiny[1024](a, out)
     torch.cuda.synchronize()
@@ -241,7 +266,17 @@ def bench_launch(result: dict) -> None:
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else "gpu_bench.json"
+    args = [a for a in sys.argv[1:] if a != "--launch-only"]
+    path = args[0] if args else "gpu_bench.json"
+    if "--launch-only" in sys.argv:  # only the launch figures (scripts/gpu_check.sh launch)
+        launch: dict = {"gpu": torch.cuda.get_device_name(), "git_sha": os.environ.get("IRON_GIT_SHA"),
+                        "date": datetime.now(UTC).isoformat(),
+                        "command": "scripts/gpu_check.sh launch (python3 scripts/gpu_bench.py --launch-only)"}
+        bench_launch(launch)
+        with open(path, "w") as f:
+            json.dump(launch, f, indent=2)
+        print(json.dumps(launch, indent=1))
+        return
     ceiling = copy_ceiling_gbps()
     rows: list = []
     bench_exp(rows, ceiling)

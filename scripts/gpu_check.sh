@@ -9,7 +9,8 @@
 #        launchers, torch, Triton), graph replay; the C++ launch floor (bench/experiments/launch_floor.cu) beside it
 #   scripts/gpu_check.sh tests   (1. only)
 #   scripts/gpu_check.sh speed   (2. only)
-#   scripts/gpu_check.sh launch  (the launch floor in C++ and bench/experiments/launch_breakdown.py only)
+#   scripts/gpu_check.sh launch  (the launch floor in C++, bench/experiments/launch_breakdown.py and the launch
+#                                 figures of scripts/gpu_bench.py only)
 #   scripts/gpu_check.sh bench
 #     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json,
 #        one worker per GPU where there are several
@@ -48,6 +49,7 @@ if [ "$PART" = launch ]; then
   nvcc -O2 -arch=sm_90 bench/experiments/launch_floor.cu -o /tmp/launch_floor -lcuda && /tmp/launch_floor \
     2>&1 | tee "$OUT/launch_floor.txt"
   timeout 60 $PY bench/experiments/launch_breakdown.py "$OUT/launch_breakdown.json" 2>&1 | tail -n 40
+  timeout 120 $PY scripts/gpu_bench.py --launch-only "$OUT/gpu_launch.json" 2>&1 | tail -n 60
 fi
 if [ "$PART" = bench ]; then
   nvidia-smi -L | tee -a "$OUT/env.txt"

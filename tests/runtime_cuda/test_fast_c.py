@@ -205,3 +205,17 @@ def test_k_grid_is_served_by_the_compiled_launcher_after_the_first_launch(driver
     assert len(be.full) == 1 and ctypes.c_int.in_dll(driver, "calls").value == calls + 2
     d(a, out, backend="fakecuda")  # keywords: the full path
     assert len(be.full) == 2
+
+
+@pytest.mark.parametrize("single", [True, False])
+def test_compiled_launcher_checks_the_device(driver, monkeypatch, single):
+    """One visible device: ``is_cuda`` decides; several: ``get_device()`` must be the kernel's device."""
+    monkeypatch.setattr(cf, "_single_cuda_device", lambda: single)
+    variant = scaled.variant(None)
+    x, out = FakeTensor(64, 0x1000), FakeTensor(64, 0x2000)
+    fast = cf.make_fast_launch(_Backend(), scaled, variant, (x, out, 1.0, 64, 0), {}, (64, 1, 1), (64, 1, 1),
+                               {"x": 64})
+    assert fast((x, out, 1.0, 64, 0)) is True
+    assert fast((FakeTensor(64, 0x1000, device=-1), out, 1.0, 64, 0)) is False  # a CPU tensor
+    assert fast((FakeTensor(64, 0x1000, device=1), out, 1.0, 64, 0)) is single  # another GPU: only seen if several
+    assert fast((FakeTensor(63, 0x1000), out, 1.0, 64, 0)) is False  # 252 bytes < 64 f32

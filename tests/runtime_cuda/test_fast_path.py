@@ -42,12 +42,19 @@ class FakeTensor:
 
     __module__ = "torch.fake"
 
-    def __init__(self, n, ptr, dtype=F32, contiguous=True):
+    def __init__(self, n, ptr, dtype=F32, contiguous=True, device=0):
         self.n, self.ptr, self.dtype, self.contiguous = n, ptr, dtype, contiguous
-        self.is_cuda, self.device = True, _Device()
+        self.is_cuda, self.device, self.dev = device >= 0, _Device(), device
 
     def get_device(self):
-        return 0
+        return self.dev
+
+    def element_size(self):
+        return 2 if self.dtype is F16 else 4
+
+    @property
+    def nbytes(self):
+        return self.n * self.element_size()
 
     def is_contiguous(self):
         return self.contiguous

@@ -118,6 +118,17 @@ def _build_extension():
     return module
 
 
+def _single_cuda_device() -> bool:
+    """Whether this process sees exactly one CUDA device (the compiled launcher then checks a tensor's device with
+    the ``is_cuda`` attribute, cheaper than ``get_device()``)."""
+    try:
+        import torch
+
+        return torch.cuda.device_count() == 1
+    except Exception:
+        return False
+
+
 def _launch_address() -> int:
     """The address of the driver's cuLaunchKernel (tests substitute a recording C function)."""
     return ctypes.cast(_libcuda().cuLaunchKernel, ctypes.c_void_p).value
@@ -140,11 +151,12 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             if type(value).__module__.split(".")[0] != "torch" or not value.is_cuda:
                 return None  # CuPy / NumPy: the full path handles them
             any_buffer = True
-            plan.append(("buffer", p.name, type(value), value.dtype, value.device.index, min_sizes.get(p.name, 0)))
+            plan.append(("buffer", p.name, type(value), value.dtype, value.device.index, min_sizes.get(p.name, 0),
+                         value.element_size()))
         elif p.kind == "scalar":
-            plan.append(("scalar", p.name, p.dtype.name, None, None, None))
+            plan.append(("scalar", p.name, p.dtype.name, None, None, None, None))
         else:
-            plan.append(("constexpr", p.name, None, _constexpr_key(value), None, None))
+            plan.append(("constexpr", p.name, None, _constexpr_key(value), None, None, None))
     if not any_buffer:
         return None
     mode = launcher_mode()
@@ -183,7 +195,7 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             f"    if backend.capture is not None or len(call_args) != {len(plan)}:",
             "        return False",
             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = call_args"]
-    for i, (kind, name, a, b, _, d) in enumerate(plan):
+    for i, (kind, name, a, b, _, d, _size) in enumerate(plan):
         v = names[i]
         if kind == "buffer":
             ns[f"T{i}"], ns[f"D{i}"], ns[f"S{i}"] = a, b, slots[index_of[name]]
@@ -229,15 +241,15 @@ def _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, gri
         else:
             slots.append((1, int(grid[cp.axis])))
     params = []
-    for kind, name, a, b, _, d in plan:
+    for kind, name, a, b, _, d, itemsize in plan:
         if kind == "buffer":
-            params.append((0, slot_of[name], a, b, int(d), None))
+            params.append((0, slot_of[name], a, b, int(d) * int(itemsize), None))
         elif kind == "scalar":
             params.append((_KIND[a], slot_of[name], None, None, 0, None))
         else:
             params.append((4, -1, None, None, 0, b))
     device_index = next(entry[4] for entry in plan if entry[0] == "buffer")
     fast = module.FastLaunch(_launch_address(), int(kern.handle), tuple(blocks), tuple(block),
-                             src.dynamic_shared_bytes, device_index, backend, _torch_stream_getter(), _constexpr_key,
+                             src.dynamic_shared_bytes, device_index, _single_cuda_device(), backend, _torch_stream_getter(), _constexpr_key,
                              LaunchError, variant.kernel.name, params, slots)
     return fast

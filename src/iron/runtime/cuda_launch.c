@@ -1,7 +1,7 @@
 /* The compiled CUDA launch fast path (see cuda_fast.py): one FastLaunch object per (k[grid], backend) call shape.
  *
  * Calling it with the kernel's positional arguments checks each against the facts the first launch recorded (the
- * tensor type, dtype object, device, contiguity, minimum element count; scalar types and ranges; constexpr keys),
+ * tensor type, dtype object, device, contiguity, minimum size in bytes; scalar types and ranges; constexpr keys),
  * writes the data pointers and scalars into the prebuilt argument slots, reads the torch stream, and calls
  * cuLaunchKernel through the function pointer it was given. It returns True when it launched, False when anything
  * does not match (the caller then takes the full path), and raises LaunchError when the driver fails.
@@ -26,7 +26,7 @@ typedef struct {
     int slot;                 /* index into the argument slots (-1 for constexprs) */
     PyObject *type;           /* buffers: the tensor type */
     PyObject *dtype;          /* buffers: the dtype object (compared by identity) */
-    long long min_numel;      /* buffers */
+    long long min_nbytes;     /* buffers: the size checks' minimum element count times the element size */
     PyObject *key;            /* constexprs: the expected key */
 } Param;
 
@@ -44,6 +44,7 @@ typedef struct {
     void *function;
     unsigned grid[3], block[3], shmem;
     int device;
+    int single_device;       /* the process sees one CUDA device: is_cuda is the device check */
     void *stream;
     PyObject *backend;       /* its .capture must be None */
     PyObject *stream_of;     /* callable(device) -> int stream handle */
@@ -57,7 +58,7 @@ typedef struct {
     void **argv;
 } FastLaunch;
 
-static PyObject *s_capture, *s_dtype, *s_get_device, *s_is_contiguous, *s_numel, *s_data_ptr;
+static PyObject *s_capture, *s_dtype, *s_get_device, *s_is_contiguous, *s_nbytes, *s_data_ptr, *s_is_cuda;
 
 static void FastLaunch_dealloc(FastLaunch *self) {
     for (Py_ssize_t i = 0; i < self->nparams; ++i) {
@@ -90,24 +91,34 @@ static int check_buffer(FastLaunch *self, const Param *p, PyObject *v) {
     int same = dt == p->dtype;
     Py_DECREF(dt);
     if (!same) return 0;
-    PyObject *r = call0(v, s_get_device);
-    if (r == NULL) return -1;
-    long dev = PyLong_AsLong(r);
-    Py_DECREF(r);
-    if (dev == -1 && PyErr_Occurred()) return -1;
-    if (dev != self->device) return 0;
+    /* the cheapest torch calls that decide each fact: attribute getters where torch has one */
+    PyObject *r;
+    if (self->single_device) {
+        r = PyObject_GetAttr(v, s_is_cuda);
+        if (r == NULL) return -1;
+        int cuda = r == Py_True;
+        Py_DECREF(r);
+        if (!cuda) return 0;
+    } else {
+        r = call0(v, s_get_device);
+        if (r == NULL) return -1;
+        long dev = PyLong_AsLong(r);
+        Py_DECREF(r);
+        if (dev == -1 && PyErr_Occurred()) return -1;
+        if (dev != self->device) return 0;
+    }
     r = call0(v, s_is_contiguous);
     if (r == NULL) return -1;
     int contiguous = r == Py_True;
     Py_DECREF(r);
     if (!contiguous) return 0;
-    if (p->min_numel > 0) {
-        r = call0(v, s_numel);
+    if (p->min_nbytes > 0) {
+        r = PyObject_GetAttr(v, s_nbytes);
         if (r == NULL) return -1;
         long long n = PyLong_AsLongLong(r);
         Py_DECREF(r);
         if (n == -1 && PyErr_Occurred()) return -1;
-        if (n < p->min_numel) return 0;
+        if (n < p->min_nbytes) return 0;
     }
     r = call0(v, s_data_ptr);
     if (r == NULL) return -1;
@@ -205,18 +216,18 @@ static PyObject *FastLaunch_vectorcall(PyObject *callable, PyObject *const *args
     return PyBool_FromLong(r);
 }
 
-/* FastLaunch(launch_ptr, function_ptr, grid3, block3, shmem, device, backend, stream_of, ckey, error, name,
- *            params, slots)
- *   params: [(kind, slot, type, dtype, min_numel, key)] per Python parameter, in order
+/* FastLaunch(launch_ptr, function_ptr, grid3, block3, shmem, device, single_device, backend, stream_of, ckey, error,
+ *            name, params, slots)
+ *   params: [(kind, slot, type, dtype, min_nbytes, key)] per Python parameter, in order
  *   slots:  [(kind, value)] per C parameter: kind 0 pointer (filled per call), 1 i32, 2 u32, 3 f32 (value: a
  *           fixed value, e.g. the exact-grid sizes) */
 static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     unsigned long long launch_ptr, function_ptr;
     unsigned gx, gy, gz, bx, by, bz, shmem;
-    int device;
+    int device, single_device;
     PyObject *backend, *stream_of, *ckey, *error, *name, *params, *slots;
-    if (!PyArg_ParseTuple(args, "KK(III)(III)IiOOOOUOO", &launch_ptr, &function_ptr, &gx, &gy, &gz, &bx, &by, &bz,
-                          &shmem, &device, &backend, &stream_of, &ckey, &error, &name, &params, &slots))
+    if (!PyArg_ParseTuple(args, "KK(III)(III)IipOOOOUOO", &launch_ptr, &function_ptr, &gx, &gy, &gz, &bx, &by, &bz,
+                          &shmem, &device, &single_device, &backend, &stream_of, &ckey, &error, &name, &params, &slots))
         return NULL;
     if (!PyList_Check(params) || !PyList_Check(slots)) {
         PyErr_SetString(PyExc_TypeError, "params and slots must be lists");
@@ -231,6 +242,7 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
     self->block[0] = bx; self->block[1] = by; self->block[2] = bz;
     self->shmem = shmem;
     self->device = device;
+    self->single_device = single_device;
     Py_INCREF(backend); self->backend = backend;
     Py_INCREF(stream_of); self->stream_of = stream_of;
     Py_INCREF(ckey); self->ckey = ckey;
@@ -259,7 +271,7 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
         Param *p = &self->params[i];
         PyObject *ptype, *pdtype, *pkey;
         if (!PyArg_ParseTuple(PyList_GET_ITEM(params, i), "iiOOLO", &p->kind, &p->slot, &ptype, &pdtype,
-                              &p->min_numel, &pkey))
+                              &p->min_nbytes, &pkey))
             goto fail;
         if (p->kind != K_CONSTEXPR && (p->slot < 0 || p->slot >= self->nslots)) {
             PyErr_SetString(PyExc_ValueError, "parameter slot out of range");
@@ -383,9 +395,10 @@ PyMODINIT_FUNC PyInit_iron_cuda_launch(void) {
     s_dtype = PyUnicode_InternFromString("dtype");
     s_get_device = PyUnicode_InternFromString("get_device");
     s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
-    s_numel = PyUnicode_InternFromString("numel");
+    s_nbytes = PyUnicode_InternFromString("nbytes");
+    s_is_cuda = PyUnicode_InternFromString("is_cuda");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
-    if (!s_capture || !s_dtype || !s_get_device || !s_is_contiguous || !s_numel || !s_data_ptr) return NULL;
+    if (!s_capture || !s_dtype || !s_get_device || !s_is_contiguous || !s_nbytes || !s_data_ptr || !s_is_cuda) return NULL;
     if (PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&DirectType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

@@ -140,8 +140,9 @@ TIMINGS = {"cuda": "CUDA events", "vulkan": "Vulkan timestamp queries", "metal":
 _DEVICE_TIMERS = {"vulkan": _vulkan_time, "metal": _metal_time}
 
 
-def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray, str]:
-    """(Iron seconds, reference seconds, Iron's output as NumPy, how Iron was timed) for one row."""
+def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray, str, int]:
+    """(Iron seconds, reference seconds, Iron's output as NumPy, how Iron was timed, how many copies of the inputs
+    the repeats cycled through) for one row."""
     if backend == "cuda" and entry.torch_reference is not None and _have_torch():
         dev = {k: _to_torch(v) for k, v in inputs.items()}
         dev["ref_out"] = dev[entry.output].clone()
@@ -149,7 +150,7 @@ def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, flo
         iron_s = _rotated_event_time([lambda d=d: entry.launch(d, backend) for d in sets], repeats)
         out = _to_numpy(dev[entry.output], inputs[entry.output])
         ref_s = _rotated_event_time([lambda d=d: entry.torch_reference(d) for d in sets], repeats)
-        return iron_s, ref_s, out, TIMINGS["cuda"]
+        return iron_s, ref_s, out, TIMINGS["cuda"], len(sets)
     iron_s, timing = None, HOST_TIMING
     if backend in _DEVICE_TIMERS:
         iron_s = _DEVICE_TIMERS[backend](lambda: entry.launch(inputs, backend), repeats)
@@ -157,18 +158,19 @@ def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, flo
     if iron_s is None:
         iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
     ref_s = _time(lambda: entry.reference(inputs), repeats) if entry.reference else None
-    return iron_s, ref_s, inputs[entry.output], timing
+    return iron_s, ref_s, inputs[entry.output], timing, 1
 
 
 def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: int, options: dict) -> dict:
     """One row, as a worker answers it (JSON-able): the times and the oracle check, or ``{"error": ...}``."""
     try:
         inputs = entry.make(shape, t.SCALAR_TYPES[dname].np_dtype, np.random.default_rng(seed))
-        iron_s, ref_s, out, timing = measure(entry, inputs, backend, options.get("repeats", 5))
+        iron_s, ref_s, out, timing, copies = measure(entry, inputs, backend, options.get("repeats", 5))
         result = compare(out, entry.oracle(inputs), entry.tolerance[dname]) if entry.oracle else None
     except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
         return {"error": f"{type(e).__name__}: {e}"}
-    return {"iron_s": iron_s, "ref_s": ref_s, "timing": timing, "ok": result.ok if result else True,
+    return {"iron_s": iron_s, "ref_s": ref_s, "timing": timing, "input_copies": copies,
+            "ok": result.ok if result else True,
             "max_abs": result.max_abs if result else float("nan"),
             "failure": result.describe() if result and not result.ok else None, "stats": launch_stats(backend)}
 
@@ -289,7 +291,7 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
                "ref_us": ref_s * 1e6 if ref_s else None, "iron_gbps": nbytes / iron_s / 1e9,
                "ref_gbps": nbytes / ref_s / 1e9 if ref_s else None, "gflops": flops / iron_s / 1e9,
                "intensity": flops / nbytes if nbytes else None, "max_err": err, "ok": ok,
-               "timing": answer["timing"], **extra}
+               "timing": answer["timing"], "input_copies": answer.get("input_copies"), **extra}
         cells = [entry.name, "x".join(map(str, shape)), dname, f"{row['iron_us']:.0f}",
                  f"{row['ref_us']:.0f}" if ref_s else "-", f"{row['iron_gbps']:.3f}",
                  f"{row['ref_gbps']:.3f}" if ref_s else "-", f"{100 * ref_s / iron_s:.1f}%" if ref_s else "-",
@@ -316,6 +318,11 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     ref_name = "torch on the same GPU" if device else "NumPy on the host CPU"
     ref_how = "CUDA events" if device else "host wall-clock"
     console.print(f"Reference: {ref_name} ({ref_how}). Iron % = reference time / Iron time.")
+    if device:
+        console.print(f"CUDA timing: events around each repeat with a sleep kernel queued ahead, so the interval is "
+                      f"the GPU's time and not the host's launch; the repeats cycle through copies of the inputs "
+                      f"spanning >= {ROTATE_L2_FACTOR}x the L2 cache (row field input_copies), so L2 does not serve "
+                      "them.")
     doc = {"date": datetime.now(UTC).isoformat(), "backend": backend, "host": platform.node(),
            "cpu": platform.processor() or platform.machine(), **_device_fields(backend), "git_sha": _git_sha(),
            "command": "iron " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("iron") else "iron bench",

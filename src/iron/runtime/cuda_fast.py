@@ -250,6 +250,6 @@ def _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, gri
             params.append((4, -1, None, None, 0, b))
     device_index = next(entry[4] for entry in plan if entry[0] == "buffer")
     fast = module.FastLaunch(_launch_address(), int(kern.handle), tuple(blocks), tuple(block),
-                             src.dynamic_shared_bytes, device_index, _single_cuda_device(), backend, _torch_stream_getter(), _constexpr_key,
-                             LaunchError, variant.kernel.name, params, slots)
+                             src.dynamic_shared_bytes, device_index, _single_cuda_device(), backend,
+                             _torch_stream_getter(), _constexpr_key, LaunchError, variant.kernel.name, params, slots)
     return fast

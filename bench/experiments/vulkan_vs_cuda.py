@@ -70,6 +70,25 @@ def main():
     ms_copy_cu = cuda_ms(lambda: copy[n](ta, to))
     out["rows"].append({"kernel": "copy f32 (an Iron kernel)", "shape": [n], "vulkan_ms": ms_copy_vk,
                         "cuda_ms": ms_copy_cu, "copy_correct_on_vulkan": bool(np.array_equal(o, a))})
+    # what SignedZeroInfNanPreserve (declared by every Iron module, for IEEE special values) costs on this driver
+    from iron.codegen.spirv import emit as spirv_emit
+
+    @iron.kernel
+    def affine(a: iron.Tensor[iron.f32], out: iron.Tensor[iron.f32]):
+        i = iron.program_id(0)
+        out[i] = a[i] * 1.5 + 0.25
+
+    modes = {}
+    for keep in (True, False):
+        spirv_emit.IEEE_SPECIALS = keep
+        for k, v in ((iron_exp, variant), (affine, affine.variant(None)), (copy, copy.variant(None))):
+            v.artifacts.clear()
+            modes[f"{k.__name__} signed_zero_inf_nan_preserve={keep}"] = be.time_launch(
+                v, {"a": a, "out": o}, {}, (n, 1, 1), (256, 1, 1), repeat=10)
+    spirv_emit.IEEE_SPECIALS = True
+    for v in (variant, affine.variant(None), copy.variant(None)):
+        v.artifacts.clear()
+    out["float_controls_ms"] = modes
     rows, cols = 16384, 8192
     x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
     y = np.full_like(x, np.nan)

@@ -34,6 +34,9 @@ _DEVICE_SCOPE, _WORKGROUP_SCOPE = 1, 2
 # AcquireRelease | UniformMemory | WorkgroupMemory: CUDA's __syncthreads also orders global memory within the group
 _BARRIER_SEMANTICS = 0x8 | 0x40 | 0x100
 #: float arithmetic whose results are decorated NoContraction
+#: declare SignedZeroInfNanPreserve (always; False only for experiments measuring what the mode costs a driver:
+#: bench/experiments/vulkan_vs_cuda.py)
+IEEE_SPECIALS = True
 _EXACT_FLOAT_OPS = frozenset({"OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFNegate"})
 _SIMD_REDUCE = {("simd_sum", "float"): "OpGroupNonUniformFAdd", ("simd_max", "float"): "OpGroupNonUniformFMax",
                 ("simd_min", "float"): "OpGroupNonUniformFMin", ("simd_sum", "int"): "OpGroupNonUniformIAdd",
@@ -149,11 +152,12 @@ class SpirvEmitter(ValueOps, PreciseMath):
         # keep IEEE signed zeros, infinities and NaNs through f32 arithmetic (x + 0.0 must give +0.0 for x = -0.0),
         # as the interpreter and CUDA do; without it drivers may fold such identities (lavapipe does). Vulkan 1.2
         # devices report shaderSignedZeroInfNanPreserveFloat32 (lavapipe and NVIDIA do).
-        self.capability("SignedZeroInfNanPreserve")
-        b.extension("SPV_KHR_float_controls")
-        b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
-        if "Float16" in b.capabilities:
-            b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
+        if IEEE_SPECIALS:
+            self.capability("SignedZeroInfNanPreserve")
+            b.extension("SPV_KHR_float_controls")
+            b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
+            if "Float16" in b.capabilities:
+                b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
         if self.denorm_preserve:
             # f32 subnormals are numbers (CUDA and the interpreter keep them); NVIDIA's driver flushes them to zero
             # unless the module asks, so fmod(x, 1e-38) became fmod(x, 0) = NaN there

@@ -212,6 +212,13 @@ def launch_overhead(backend: str, repeats: int = 5) -> float:
 
 
 def _git_sha() -> str:
+    """``IRON_GIT_SHA`` when set (a copy of the tree whose .git is not the source's, e.g. on a lent GPU machine),
+    else the checkout's HEAD."""
+    import os
+
+    env = os.environ.get("IRON_GIT_SHA")
+    if env and env != "unknown":
+        return env
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
     except OSError:

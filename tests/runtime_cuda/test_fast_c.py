@@ -219,3 +219,33 @@ def test_compiled_launcher_checks_the_device(driver, monkeypatch, single):
     assert fast((FakeTensor(64, 0x1000, device=-1), out, 1.0, 64, 0)) is False  # a CPU tensor
     assert fast((FakeTensor(64, 0x1000, device=1), out, 1.0, 64, 0)) is single  # another GPU: only seen if several
     assert fast((FakeTensor(63, 0x1000), out, 1.0, 64, 0)) is False  # 252 bytes < 64 f32
+
+
+def test_a_kernel_made_at_run_time_is_freed_with_its_compiled_launcher(driver, monkeypatch):
+    """k[grid] -> Direct -> Launcher -> kernel -> k's launcher cache -> Direct: a cycle the garbage collector frees."""
+    import gc
+    import weakref
+
+    from iron import runtime
+
+    be = _FakeCuda()
+    monkeypatch.setitem(runtime._INSTANCES, "fakecuda", be)
+    monkeypatch.setenv("IRON_BACKEND", "fakecuda")
+    ctypes.c_int.in_dll(driver, "nslots").value = 2
+
+    def make():
+        @kernel
+        def scratch(a: Tensor[iron.f32], out: Tensor[iron.f32]):
+            i = program_id(0)
+            out[i] = a[i] * 2.0
+
+        return scratch
+
+    k = make()
+    a, out = _ShapedTensor(64, 0x1000), _ShapedTensor(64, 0x2000)
+    k[64](a, out)
+    assert type(k[64]).__name__ == "Direct"
+    gone = weakref.ref(k)
+    del k
+    gc.collect()
+    assert gone() is None

@@ -330,7 +330,11 @@ typedef struct {
 
 static PyObject *Direct_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Direct *self = (Direct *)callable;
-    if (kwnames == NULL) {
+    if (self->fallback == NULL) {  /* cleared by the garbage collector */
+        PyErr_SetString(PyExc_RuntimeError, "this launcher was cleared");
+        return NULL;
+    }
+    if (kwnames == NULL && self->fast != NULL) {
         int r = fast_try(self->fast, args, PyVectorcall_NARGS(nargsf));
         if (r < 0) return NULL;
         if (r > 0) Py_RETURN_NONE;
@@ -338,9 +342,23 @@ static PyObject *Direct_vectorcall(PyObject *callable, PyObject *const *args, si
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
+/* Direct takes part in garbage collection: k[grid] -> Direct -> Launcher -> kernel -> k's launcher cache -> Direct
+ * is a cycle, which must stay collectable for kernels made at run time. */
+static int Direct_traverse(Direct *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fast);
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int Direct_clear(Direct *self) {
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
 static void Direct_dealloc(Direct *self) {
-    Py_XDECREF(self->fast);
-    Py_XDECREF(self->fallback);
+    PyObject_GC_UnTrack(self);
+    Direct_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -350,12 +368,13 @@ static PyObject *Direct_call(PyObject *self, PyObject *args, PyObject *kwargs) {
 
 static PyObject *Direct_getattro(PyObject *self, PyObject *name) {
     PyObject *r = PyObject_GenericGetAttr(self, name);
-    if (r != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+    if (r != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || ((Direct *)self)->fallback == NULL) return r;
     PyErr_Clear();
     return PyObject_GetAttr(((Direct *)self)->fallback, name);
 }
 
 static PyObject *Direct_repr(Direct *self) {
+    if (self->fallback == NULL) return PyUnicode_FromString("<iron_cuda_launch.Direct (cleared)>");
     return PyObject_Repr(self->fallback);
 }
 
@@ -370,8 +389,10 @@ static PyTypeObject DirectType = {
     .tp_name = "iron_cuda_launch.Direct",
     .tp_basicsize = sizeof(Direct),
     .tp_dealloc = (destructor)Direct_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "k[grid] with a compiled fast launcher: call it with the kernel's arguments",
+    .tp_traverse = (traverseproc)Direct_traverse,
+    .tp_clear = (inquiry)Direct_clear,
     .tp_call = Direct_call,
     .tp_vectorcall_offset = offsetof(Direct, vectorcall),
     .tp_getattro = Direct_getattro,
@@ -380,11 +401,12 @@ static PyTypeObject DirectType = {
 };
 
 static PyObject *FastLaunch_direct(FastLaunch *self, PyObject *fallback) {
-    Direct *d = PyObject_New(Direct, &DirectType);
+    Direct *d = PyObject_GC_New(Direct, &DirectType);
     if (d == NULL) return NULL;
     d->vectorcall = Direct_vectorcall;
     Py_INCREF(self); d->fast = self;
     Py_INCREF(fallback); d->fallback = fallback;
+    PyObject_GC_Track((PyObject *)d);
     return (PyObject *)d;
 }
 

@@ -45,6 +45,16 @@ def vulkan_ms(fn, reps=3):
     return float(np.median(times)) if all(t is not None for t in times) else None
 
 
+def _sm_clock():
+    import subprocess
+
+    try:
+        return int(subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", "0"],
+                                  capture_output=True, text=True, timeout=10).stdout.split()[0])
+    except Exception:  # noqa: BLE001 - a figure for the record only
+        return None
+
+
 def main():
     import torch
 
@@ -54,10 +64,16 @@ def main():
     a = rng.standard_normal(n, dtype=np.float32)
     o = np.full_like(a, np.nan)
     t0 = time.perf_counter()
+    # before any CUDA work: does the Vulkan exp speed up over consecutive submissions (the GPU's clocks ramping)?
+    variant = iron_exp.variant(iron.f32)
+    be = get_backend("vulkan")
+    series = []
+    for _ in range(8):
+        ms = be.time_launch(variant, {"a": a, "out": o}, {}, (n, 1, 1), (256, 1, 1), repeat=10)
+        series.append({"ms_per_dispatch": ms, "sm_clock_mhz": _sm_clock()})
+    out["vulkan_exp_series_before_cuda"] = series
     ms_vk = vulkan_ms(lambda: iron_exp[n](a, o, backend="vulkan"))
     err = float(np.max(np.abs(o.astype(np.float64) - np.exp(a.astype(np.float64))) / np.exp(a.astype(np.float64))))
-    be = get_backend("vulkan")
-    variant = iron_exp.variant(iron.f32)
     repeated = {g: be.time_launch(variant, {"a": a, "out": o}, {}, (n, 1, 1), (g, 1, 1), repeat=10)
                 for g in (256, 1024)}
     ta, to = torch.from_numpy(a).cuda(), torch.empty(n, device="cuda")
@@ -89,6 +105,17 @@ def main():
     for v in (variant, affine.variant(None), copy.variant(None)):
         v.artifacts.clear()
     out["float_controls_ms"] = modes
+    # the lanes module (4 elements per invocation, the default for 1-D elementwise launches) against the plain one
+    import os
+
+    lanes = {}
+    for setting in ("1", "0"):
+        os.environ["IRON_VULKAN_VECTORIZE"] = setting
+        for k, v in ((iron_exp, variant), (copy, copy.variant(None))):
+            lanes[f"{k.__name__} lanes={'on' if setting == '1' else 'off'}"] = be.time_launch(
+                v, {"a": a, "out": o}, {}, (n, 1, 1), (256, 1, 1), repeat=10)
+    del os.environ["IRON_VULKAN_VECTORIZE"]
+    out["lanes_ms"] = lanes
     rows, cols = 16384, 8192
     x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
     y = np.full_like(x, np.nan)

@@ -42,24 +42,32 @@ def _fake_torch(monkeypatch, reached_early: int = 0):
     return log
 
 
-def test_each_repeat_is_queued_behind_a_sleep(monkeypatch):
+def test_each_repeat_and_the_warm_up_are_queued_behind_a_sleep(monkeypatch):
     log = _fake_torch(monkeypatch)
     assert cuda_timing.event_seconds(lambda: log.append("work"), repeats=3, warmup=1) == 0.01
-    assert log[:2] == ["work", "sync"]
-    timed = log[2:]
-    assert timed == [("sleep", cuda_timing.LEAD_CYCLES), "start", "work", "end"] * 3
+    one = [("sleep", cuda_timing.LEAD_CYCLES), "start", "work", "end"]
+    assert log == one + ["sync"] + one * 3
+    assert cuda_timing.last_lead_ok
 
 
-def test_a_sleep_too_short_is_doubled_and_its_sample_dropped(monkeypatch):
-    log = _fake_torch(monkeypatch, reached_early=2)
-    cuda_timing.event_seconds(lambda: log.append("work"), repeats=2, warmup=0)
+def test_the_warm_up_settles_the_sleep_and_a_timed_repeat_too_short_is_taken_again(monkeypatch):
+    log = _fake_torch(monkeypatch, reached_early=2)  # the warm-up's and the first timed repeat's sleeps are short
+    cuda_timing.event_seconds(lambda: log.append("work"), repeats=2, warmup=1)
     sleeps = [e[1] for e in log if isinstance(e, tuple)]
     base = cuda_timing.LEAD_CYCLES
-    assert sleeps == [base, 2 * base, 4 * base, 4 * base]  # two retries, then two kept samples
-    assert log.count("work") == 4
+    assert sleeps == [base, 2 * base, 4 * base, 4 * base]  # warm-up, a dropped repeat, then two kept samples
+    assert log.count("work") == 4 and cuda_timing.last_lead_ok
+
+
+def test_a_function_no_sleep_can_cover_is_flagged(monkeypatch):
+    log = _fake_torch(monkeypatch, reached_early=10**6)
+    cuda_timing.event_seconds(lambda: log.append("work"), repeats=2, warmup=0)
+    assert not cuda_timing.last_lead_ok
+    assert max(e[1] for e in log if isinstance(e, tuple)) == cuda_timing.MAX_LEAD_CYCLES
 
 
 def test_idle_start_queues_no_sleep(monkeypatch):
     log = _fake_torch(monkeypatch)
     cuda_timing.event_seconds(lambda: log.append("work"), repeats=2, warmup=0, idle_start=True)
     assert not any(isinstance(e, tuple) for e in log)
+    assert not cuda_timing.last_lead_ok

@@ -188,3 +188,20 @@ def test_random_kernels_validate():
             assert err is None, f"{err}\n{disassemble(module)}"
 
     check()
+
+
+@needs_spirv_val
+@pytest.mark.parametrize("kernel,dtype,constexprs", variants())
+def test_every_lanes_module_passes_spirv_val(kernel, dtype, constexprs):
+    """The lanes module (several elements per invocation) of every kernel that has one."""
+    from iron.codegen.spirv import lanes_plan
+
+    ir = variant_kernel(kernel, dtype, constexprs)
+    plan = lanes_plan(ir)
+    if plan is None:
+        return
+    module = emit_spirv(ir, lanes=plan)
+    err = validate(module)
+    assert err is None, f"spirv-val rejects the lanes module of {kernel.__name__}:\n{err}\n{disassemble(module)}"
+    assert module.lanes == plan.width > 1
+    assert emit_spirv(ir, lanes=plan).words == module.words

@@ -826,6 +826,34 @@ def test_float_rem_is_c_fmod(backend, dtype, rng):
     assert (err <= allowed).all(), f"fmod({x[ns + worst]}, {y[ns + worst]}) = {got[worst]}, want {w[worst]}"
 
 
+def test_float_rem_of_subnormals_is_exact(backend, dtype, rng):
+    """fmod with subnormal operands and results, mixed with small and ordinary normals: exact, as C's. (NVIDIA's
+    Vulkan driver flushes f32 subnormals; Iron's fmod there works on the bits.)"""
+    if backend == "vulkan" and not vulkan_has("float64"):
+        pytest.skip("this Vulkan device has no 64-bit floats: fmod is OpFRem, within Vulkan's precision")
+    tiny = 2.0 ** {"f32": -149, "f16": -24, "bf16": -133}[dtype]  # the smallest subnormal of the dtype
+    least_normal = 2.0 ** (-14 if dtype == "f16" else -126)
+    n = 600
+
+    def pick(kind):
+        sign = rng.choice([-1.0, 1.0], n)
+        if kind == "sub":
+            return sign * rng.integers(1, int(least_normal / tiny), n) * tiny
+        if kind == "small":
+            return sign * least_normal * rng.uniform(1.0, 64.0, n)
+        return sign * rng.uniform(0.5, 100.0, n) * (1.0 if dtype == "f16" else 1e3)
+
+    kinds = [("sub", "sub"), ("small", "sub"), ("normal", "sub"), ("sub", "small"), ("small", "small")]
+    x = as_dtype(np.concatenate([pick(a) for a, _ in kinds]), dtype)
+    y = as_dtype(np.concatenate([pick(b) for _, b in kinds]), dtype)
+    assert (f64(y) != 0).all()
+    out = poisoned(x.size, dtype)
+    K.float_rem[x.size](x, y, out, backend=backend)
+    want = f64(as_dtype(np.fmod(f64(x), f64(y)), dtype))
+    assert (np.abs(want) < least_normal).sum() > n  # many results are subnormal themselves
+    assert_exact(out, want, "fmod of subnormals")
+
+
 def test_int_arith_i32_truncates_toward_zero(backend, rng):
     """`//` and `%` on ints follow C (and CUDA, Triton): the quotient truncates toward zero and the remainder takes
     the dividend's sign. Python's floor semantics would give -4 and 1 for -7 // 2 and -7 % 2; Iron gives -3 and -1."""

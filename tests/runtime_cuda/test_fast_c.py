@@ -249,3 +249,38 @@ def test_a_kernel_made_at_run_time_is_freed_with_its_compiled_launcher(driver, m
     del k
     gc.collect()
     assert gone() is None
+
+
+@kernel
+def times_const(x: Tensor[iron.f32], out: Tensor[iron.f32], k: iron.constexpr):
+    i = program_id(0)
+    out[i] = x[i] * k
+
+
+def test_a_call_reentered_during_its_checks_still_launches_its_own_pointers(driver, monkeypatch):
+    """Python code runs during the checks (here the constexpr key): a second call made meanwhile (another thread, or
+    re-entry) must not change the first call's arguments: each call has its own argument slots."""
+    pending = []
+    real = cf._constexpr_key
+
+    def key(value):
+        if pending:
+            pending.pop()()
+        return real(value)
+
+    monkeypatch.setattr(cf, "_constexpr_key", key)
+    ctypes.c_int.in_dll(driver, "nslots").value = 2
+    x, out = FakeTensor(64, 0x1000), FakeTensor(64, 0x2000)
+    fast = cf.make_fast_launch(_Backend(), times_const, times_const.variant(None, (2.0,)), (x, out, 2.0), {},
+                               (64, 1, 1), (64, 1, 1), {"x": 64})
+    d = fast.direct(lambda *args, **kwargs: "fallback")
+    rec, seen = _rec(driver), []
+
+    def inner():
+        assert d(FakeTensor(64, 0xBBBB), FakeTensor(64, 0xCCCC), 2.0) is None
+        seen.append((rec[10], rec[11]))
+
+    pending.append(inner)
+    assert d(FakeTensor(64, 0xAAAA), out, 2.0) is None
+    assert seen == [(0xBBBB, 0xCCCC)]
+    assert (rec[10], rec[11]) == (0xAAAA, 0x2000)

@@ -84,7 +84,7 @@ class _Backend:
 def recorder(monkeypatch):
     rec = _Recorder()
     fake_ctypes = types.SimpleNamespace(**{k: getattr(ctypes, k) for k in dir(ctypes) if not k.startswith("__")})
-    fake_ctypes.CDLL = lambda name: rec
+    fake_ctypes.CDLL = fake_ctypes.PyDLL = lambda name: rec
     monkeypatch.setattr(cf, "ctypes", fake_ctypes)
     monkeypatch.setattr(cf, "_torch_stream_getter", lambda: (lambda dev: 1234))
     monkeypatch.setenv("IRON_CUDA_LAUNCHER", "python")  # the generated-Python launcher (the C one: test_fast_c.py)

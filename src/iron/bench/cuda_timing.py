@@ -17,31 +17,48 @@ LEAD_CYCLES = 1 << 19
 MAX_LEAD_CYCLES = 1 << 27
 
 
+#: whether the last ``event_seconds`` kept the host's latency out of every sample (False: idle_start, no sleep kernel
+#: in this torch, or a function that waits for the GPU itself, which no sleep can cover)
+last_lead_ok = True
+
+
 def event_seconds(fn, repeats: int, warmup: int = 1, idle_start: bool = False) -> float:
     """Median GPU seconds of ``fn`` (the CUDA work it queues on torch's current stream) over ``repeats`` calls,
     after ``warmup`` calls. ``idle_start=True`` times without the sleep ahead (host latency included), for
     comparison."""
+    global last_lead_ok
     import torch
 
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
     sleep = getattr(torch.cuda, "_sleep", None)
+    lead = sleep is not None and not idle_start
     cycles = LEAD_CYCLES
-    samples = []
-    while len(samples) < repeats:
+
+    def once() -> tuple[float, bool]:
+        """One timed call: (ms, whether the host had submitted everything before the GPU reached the start)."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        lead = sleep is not None and not idle_start
         if lead:
             sleep(cycles)
         start.record()
         fn()
         end.record()
-        if lead and start.query() and cycles < MAX_LEAD_CYCLES:
-            # the GPU reached the start event before the host had submitted everything: again, sleeping longer
-            end.synchronize()
-            cycles *= 2
-            continue
+        covered = not (lead and start.query())
         end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3)
+        return start.elapsed_time(end), covered
+
+    # the warm-up runs behind the sleep too and settles its length, so that a timed repeat is rarely taken again
+    # (each take calls fn: a caller rotating inputs moves on to the next copy)
+    for _ in range(warmup):
+        if not once()[1] and cycles < MAX_LEAD_CYCLES:
+            cycles *= 2
+    torch.cuda.synchronize()
+    samples, ok = [], lead
+    while len(samples) < repeats:
+        ms, covered = once()
+        if not covered:
+            if cycles < MAX_LEAD_CYCLES:  # the GPU reached the start before the host was done: again, longer
+                cycles *= 2
+                continue
+            ok = False  # a function that waits for the GPU itself: no sleep covers it
+        samples.append(ms * 1e-3)
+    last_lead_ok = ok
     return statistics.median(samples)

@@ -114,7 +114,7 @@ class KernelFunction:
         self.dtypes: tuple[t.ScalarType, ...] = FLOAT_DTYPES if self.generic else ()
         self.constexpr_names = tuple(p.name for p in self.params if p.kind == "constexpr")
         self._variants: dict[tuple, Variant] = {}
-        self._launchers: dict[Any, Any] = {}  # launch key -> Launcher (keeps each one's fast path warm)
+        self._launchers: dict[Any, Any] = {}  # launch key -> Launcher, or the compiled launcher wrapping it
 
     def __repr__(self) -> str:
         return f"<iron.kernel {self.fn.__qualname__}>"

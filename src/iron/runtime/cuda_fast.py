@@ -187,7 +187,8 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     stream = ctypes.c_void_p(0)
     ns: dict[str, Any] = {
         "backend": backend, "stream_of": _torch_stream_getter(), "DEV": device_index, "stream": stream,
-        "launch": ctypes.CDLL("libcuda.so.1").cuLaunchKernel, "fixed": fixed, "argv": ctypes.c_void_p(
+        # PyDLL: the driver call keeps the GIL, so no other thread can rewrite the shared slots while it reads them
+        "launch": ctypes.PyDLL("libcuda.so.1").cuLaunchKernel, "fixed": fixed, "argv": ctypes.c_void_p(
             ctypes.addressof(argv)), "LaunchError": LaunchError, "ckey": _constexpr_key, "NAME": variant.kernel.name,
     }
     names = [f"a{i}" for i in range(len(plan))]
@@ -195,14 +196,15 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             f"    if backend.capture is not None or len(call_args) != {len(plan)}:",
             "        return False",
             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = call_args"]
+    writes = []  # after every check: no Python code of ours runs between the slot writes and the launch
     for i, (kind, name, a, b, _, d, _size) in enumerate(plan):
         v = names[i]
         if kind == "buffer":
             ns[f"T{i}"], ns[f"D{i}"], ns[f"S{i}"] = a, b, slots[index_of[name]]
             code += [f"    if (type({v}) is not T{i} or {v}.dtype is not D{i} or {v}.get_device() != DEV"
                      f" or not {v}.is_contiguous() or {v}.numel() < {int(d)}):",
-                     "        return False",
-                     f"    S{i}.value = {v}.data_ptr()"]
+                     "        return False"]
+            writes.append(f"    S{i}.value = {v}.data_ptr()")
         elif kind == "scalar":
             ns[f"S{i}"] = slots[index_of[name]]
             if a in _SCALAR_RANGE:
@@ -210,12 +212,13 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
                 code += [f"    if type({v}) is not int or not {lo} <= {v} <= {hi}:", "        return False"]
             else:
                 code += [f"    if type({v}) is not float and type({v}) is not int:", "        return False"]
-            code.append(f"    S{i}.value = {v}")
+            writes.append(f"    S{i}.value = {v}")
         else:
             ns[f"K{i}"] = b
             code += [f"    if ckey({v}) != K{i}:", "        return False"]
-    code += ["    s = stream_of(DEV)",
-             "    if s != stream.value:",
+    code += ["    s = stream_of(DEV)"]  # (may be Python code on an older torch: before the writes)
+    code += writes
+    code += ["    if s != stream.value:",
              "        stream.value = s",
              "    err = launch(*fixed, stream, argv, None)",
              "    if err:",

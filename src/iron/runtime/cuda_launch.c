@@ -55,7 +55,6 @@ typedef struct {
     Param *params;
     Py_ssize_t nslots;
     Slot *slots;
-    void **argv;
 } FastLaunch;
 
 static PyObject *s_capture, *s_dtype, *s_get_device, *s_is_contiguous, *s_nbytes, *s_data_ptr, *s_is_cuda;
@@ -68,7 +67,6 @@ static void FastLaunch_dealloc(FastLaunch *self) {
     }
     PyMem_Free(self->params);
     PyMem_Free(self->slots);
-    PyMem_Free(self->argv);
     Py_XDECREF(self->backend);
     Py_XDECREF(self->stream_of);
     Py_XDECREF(self->ckey);
@@ -83,8 +81,15 @@ static inline PyObject *call0(PyObject *obj, PyObject *name) {
     return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
+/* A getter the tensor type lacks (an older torch): not a match, so the full path handles the call. */
+static int attribute_missing(void) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* 1: matches (slot written), 0: does not match, -1: a Python error is set. */
-static int check_buffer(FastLaunch *self, const Param *p, PyObject *v) {
+static int check_buffer(FastLaunch *self, const Param *p, PyObject *v, Slot *slots) {
     if ((PyObject *)Py_TYPE(v) != p->type) return 0;
     PyObject *dt = PyObject_GetAttr(v, s_dtype);
     if (dt == NULL) return -1;
@@ -95,7 +100,7 @@ static int check_buffer(FastLaunch *self, const Param *p, PyObject *v) {
     PyObject *r;
     if (self->single_device) {
         r = PyObject_GetAttr(v, s_is_cuda);
-        if (r == NULL) return -1;
+        if (r == NULL) return attribute_missing();
         int cuda = r == Py_True;
         Py_DECREF(r);
         if (!cuda) return 0;
@@ -114,7 +119,7 @@ static int check_buffer(FastLaunch *self, const Param *p, PyObject *v) {
     if (!contiguous) return 0;
     if (p->min_nbytes > 0) {
         r = PyObject_GetAttr(v, s_nbytes);
-        if (r == NULL) return -1;
+        if (r == NULL) return attribute_missing();
         long long n = PyLong_AsLongLong(r);
         Py_DECREF(r);
         if (n == -1 && PyErr_Occurred()) return -1;
@@ -125,11 +130,11 @@ static int check_buffer(FastLaunch *self, const Param *p, PyObject *v) {
     void *ptr = PyLong_AsVoidPtr(r);
     Py_DECREF(r);
     if (ptr == NULL && PyErr_Occurred()) return -1;
-    self->slots[p->slot].ptr = ptr;
+    slots[p->slot].ptr = ptr;
     return 1;
 }
 
-static int check_scalar(FastLaunch *self, const Param *p, PyObject *v) {
+static int check_scalar(const Param *p, PyObject *v, Slot *slots) {
     if (p->kind == K_F32) {
         double d;
         if (PyFloat_CheckExact(v)) {
@@ -143,7 +148,7 @@ static int check_scalar(FastLaunch *self, const Param *p, PyObject *v) {
         } else {
             return 0;
         }
-        self->slots[p->slot].f32 = (float)d;
+        slots[p->slot].f32 = (float)d;
         return 1;
     }
     if (!PyLong_CheckExact(v)) return 0;
@@ -155,17 +160,48 @@ static int check_scalar(FastLaunch *self, const Param *p, PyObject *v) {
     }
     if (p->kind == K_I32) {
         if (x < INT32_MIN || x > INT32_MAX) return 0;
-        self->slots[p->slot].i32 = (int32_t)x;
+        slots[p->slot].i32 = (int32_t)x;
     } else {
         if (x < 0 || x > (long long)UINT32_MAX) return 0;
-        self->slots[p->slot].u32 = (uint32_t)x;
+        slots[p->slot].u32 = (uint32_t)x;
     }
     return 1;
 }
 
-/* 1: launched, 0: the call does not match (nothing launched), -1: a Python error is set. */
+/* 1: launched, 0: the call does not match (nothing launched), -1: a Python error is set.
+ * The argument slots and the void*[] the driver reads are this call's own (on the stack; copied from the template,
+ * which holds the fixed grid sizes): Python code that runs during the checks (a constexpr key, the stream query) may
+ * switch threads or re-enter this launcher, and must not be able to change another call's arguments. */
+#define STACK_SLOTS 32
+static int fast_try_with(FastLaunch *self, PyObject *const *items, Slot *slots, void **argv);
+
 static int fast_try(FastLaunch *self, PyObject *const *items, Py_ssize_t n) {
     if (n != self->nparams) return 0;
+    Slot stack_slots[STACK_SLOTS];
+    void *stack_argv[STACK_SLOTS];
+    Slot *slots = stack_slots;
+    void **argv = stack_argv;
+    if (self->nslots > STACK_SLOTS) {
+        slots = PyMem_Malloc(self->nslots * sizeof(Slot));
+        argv = PyMem_Malloc(self->nslots * sizeof(void *));
+        if (slots == NULL || argv == NULL) {
+            PyMem_Free(slots);
+            PyMem_Free(argv);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    int r = fast_try_with(self, items, slots, argv);
+    if (slots != stack_slots) {
+        PyMem_Free(slots);
+        PyMem_Free(argv);
+    }
+    return r;
+}
+
+static int fast_try_with(FastLaunch *self, PyObject *const *items, Slot *slots, void **argv) {
+    memcpy(slots, self->slots, self->nslots * sizeof(Slot));
+    for (Py_ssize_t i = 0; i < self->nslots; ++i) argv[i] = &slots[i];
     PyObject *capture = PyObject_GetAttr(self->backend, s_capture);
     if (capture == NULL) return -1;
     int capturing = capture != Py_None;
@@ -176,14 +212,14 @@ static int fast_try(FastLaunch *self, PyObject *const *items, Py_ssize_t n) {
         PyObject *v = items[i];
         int ok;
         if (p->kind == K_BUFFER) {
-            ok = check_buffer(self, p, v);
+            ok = check_buffer(self, p, v, slots);
         } else if (p->kind == K_CONSTEXPR) {
             PyObject *k = PyObject_CallOneArg(self->ckey, v);
             if (k == NULL) return -1;
             ok = PyObject_RichCompareBool(k, p->key, Py_EQ);
             Py_DECREF(k);
         } else {
-            ok = check_scalar(self, p, v);
+            ok = check_scalar(p, v, slots);
         }
         if (ok <= 0) return ok;
     }
@@ -196,7 +232,7 @@ static int fast_try(FastLaunch *self, PyObject *const *items, Py_ssize_t n) {
     Py_DECREF(s);
     if (stream == NULL && PyErr_Occurred()) return -1;
     int err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0],
-                           self->block[1], self->block[2], self->shmem, stream, self->argv, NULL);
+                           self->block[1], self->block[2], self->shmem, stream, argv, NULL);
     if (err != 0) {
         PyErr_Format(self->error, "CUDA launch of %U failed (CUresult %d)", self->name, err);
         return -1;
@@ -248,15 +284,15 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
     Py_INCREF(ckey); self->ckey = ckey;
     Py_INCREF(error); self->error = error;
     Py_INCREF(name); self->name = name;
-    self->nslots = PyList_GET_SIZE(slots);
-    self->slots = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(Slot));
-    self->argv = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(void *));
-    self->nparams = PyList_GET_SIZE(params);
-    self->params = PyMem_Calloc(self->nparams ? self->nparams : 1, sizeof(Param));
-    if (self->slots == NULL || self->argv == NULL || self->params == NULL) {
-        Py_DECREF(self);
+    Py_ssize_t nslots = PyList_GET_SIZE(slots), nparams = PyList_GET_SIZE(params);
+    self->slots = PyMem_Calloc(nslots ? nslots : 1, sizeof(Slot));
+    self->params = PyMem_Calloc(nparams ? nparams : 1, sizeof(Param));
+    if (self->slots == NULL || self->params == NULL) {
+        Py_DECREF(self);  /* nparams is still 0: the dealloc reads no Param */
         return PyErr_NoMemory();
     }
+    self->nslots = nslots;
+    self->nparams = nparams;
     for (Py_ssize_t i = 0; i < self->nslots; ++i) {
         int kind;
         PyObject *value;
@@ -265,7 +301,6 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
         else if (kind == 2) self->slots[i].u32 = (uint32_t)PyLong_AsUnsignedLong(value);
         else if (kind == 3) self->slots[i].f32 = (float)PyFloat_AsDouble(value);
         if (PyErr_Occurred()) goto fail;
-        self->argv[i] = &self->slots[i];
     }
     for (Py_ssize_t i = 0; i < self->nparams; ++i) {
         Param *p = &self->params[i];
@@ -291,16 +326,11 @@ static PyObject *FastLaunch_call(PyObject *self, PyObject *args, PyObject *kwarg
     return PyVectorcall_Call(self, args, kwargs);
 }
 
-static PyObject *FastLaunch_argv_address(FastLaunch *self, PyObject *unused) {
-    return PyLong_FromVoidPtr(self->argv);
-}
-
 static PyObject *FastLaunch_direct(FastLaunch *self, PyObject *fallback);
 
 static PyMethodDef FastLaunch_methods[] = {
     {"direct", (PyCFunction)FastLaunch_direct, METH_O,
      "a callable that launches through this fast launcher and calls `fallback` (same arguments) otherwise"},
-    {"argv_address", (PyCFunction)FastLaunch_argv_address, METH_NOARGS, "address of the void*[] passed to the driver"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -334,7 +364,7 @@ static PyObject *Direct_vectorcall(PyObject *callable, PyObject *const *args, si
         PyErr_SetString(PyExc_RuntimeError, "this launcher was cleared");
         return NULL;
     }
-    if (kwnames == NULL && self->fast != NULL) {
+    if ((kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) && self->fast != NULL) {
         int r = fast_try(self->fast, args, PyVectorcall_NARGS(nargsf));
         if (r < 0) return NULL;
         if (r > 0) Py_RETURN_NONE;
@@ -375,7 +405,7 @@ static PyObject *Direct_getattro(PyObject *self, PyObject *name) {
 
 static PyObject *Direct_repr(Direct *self) {
     if (self->fallback == NULL) return PyUnicode_FromString("<iron_cuda_launch.Direct (cleared)>");
-    return PyObject_Repr(self->fallback);
+    return PyUnicode_FromFormat("<compiled CUDA launcher of %R>", self->fallback);
 }
 
 static PyMemberDef Direct_members[] = {
@@ -427,6 +457,12 @@ PyMODINIT_FUNC PyInit_iron_cuda_launch(void) {
     Py_INCREF(&FastLaunchType);
     if (PyModule_AddObject(m, "FastLaunch", (PyObject *)&FastLaunchType) < 0) {
         Py_DECREF(&FastLaunchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&DirectType);
+    if (PyModule_AddObject(m, "Direct", (PyObject *)&DirectType) < 0) {
+        Py_DECREF(&DirectType);
         Py_DECREF(m);
         return NULL;
     }

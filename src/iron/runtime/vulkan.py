@@ -10,6 +10,10 @@ GPU time of the last launch (dispatch only, no copies; None where the queue cann
 ``backend.time_launch(variant, arrays, scalars, grid, group, repeat=n)`` records ``n`` back-to-back dispatches in one
 submission and returns the mean GPU time of one, in ms.
 
+Elementwise kernels on a 1-D grid run through their *lanes module* (``codegen.spirv.lanes_plan``): each invocation
+handles 4 consecutive elements (8 for 16-bit buffers), with the loads of all of them in flight at once;
+``IRON_VULKAN_VECTORIZE=0`` turns it off.
+
 Nothing here touches Vulkan until a launch, ``iron device`` or ``probe()`` asks; ``compile()`` needs no device.
 """
 
@@ -99,30 +103,40 @@ class VulkanBackend(Backend):
     # -- compile --------------------------------------------------------------------------------------------------
 
     def emitted(self, variant, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-                float64: bool = False, denorm_preserve: bool = False):
+                float64: bool = False, denorm_preserve: bool = False, lanes: bool = False):
         """The variant's SpirvKernel (emitted once per device-dependent mode, cached in ``variant.artifacts``).
         ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
         ``shaderBufferFloat32AtomicAdd``; ``uniform_control_flow`` declares SubgroupUniformControlFlowKHR where the
         device has it; ``float64`` computes sin, cos and float % in double where the device has 64-bit floats;
-        ``denorm_preserve`` declares DenormPreserve for f32 where the device can keep subnormals;
-        compile/source show the portable form."""
-        key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve)
-        spk = variant.artifacts.get(key)
-        if spk is None:
-            try:
-                from ..codegen.spirv import emit_spirv
-            except ImportError:
-                raise LaunchError("the SPIR-V emitter (iron.codegen.spirv) is not available in this build") from None
-            spk = variant.artifacts[key] = emit_spirv(variant.kernel, atomic_float_add=atomic_float_add,
-                                                      uniform_control_flow=uniform_control_flow, float64=float64,
-                                                      denorm_preserve=denorm_preserve)
+        ``denorm_preserve`` declares DenormPreserve for f32 where the device can keep subnormals; ``lanes``
+        asks for the lanes module (None when the kernel has none); compile/source show the portable form."""
+        key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes)
+        if key in variant.artifacts:
+            return variant.artifacts[key]
+        try:
+            from ..codegen.spirv import emit_spirv, lanes_plan
+        except ImportError:
+            raise LaunchError("the SPIR-V emitter (iron.codegen.spirv) is not available in this build") from None
+        plan = lanes_plan(variant.kernel) if lanes else None
+        spk = None if lanes and plan is None else emit_spirv(
+            variant.kernel, atomic_float_add=atomic_float_add, uniform_control_flow=uniform_control_flow,
+            float64=float64, denorm_preserve=denorm_preserve, lanes=plan)
+        variant.artifacts[key] = spk
         return spk
 
-    def _device_module(self, variant):
+    def _device_module(self, variant, grid: tuple[int, int, int] | None = None):
+        """The module a launch on ``grid`` runs: the lanes module for a 1-D grid where the kernel has one (and
+        ``IRON_VULKAN_VECTORIZE`` is not 0), else the plain one."""
+        import os
+
         has = self.context().has
-        return self.emitted(variant, atomic_float_add=has["atomic_float_add"],
-                            uniform_control_flow=has["subgroup_uniform_control_flow"], float64=has["float64"],
-                            denorm_preserve=has["denorm_preserve"])
+        modes = dict(atomic_float_add=has["atomic_float_add"], float64=has["float64"],
+                     uniform_control_flow=has["subgroup_uniform_control_flow"], denorm_preserve=has["denorm_preserve"])
+        if grid is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_VULKAN_VECTORIZE", "1") != "0":
+            spk = self.emitted(variant, lanes=True, **modes)
+            if spk is not None:
+                return spk
+        return self.emitted(variant, **modes)
 
     def source(self, variant) -> str:
         from ..codegen.spirv import disassemble
@@ -146,12 +160,12 @@ class VulkanBackend(Backend):
         return value
 
     def launch(self, variant, arrays, scalars, grid, group) -> None:
-        self.run_spirv(self._device_module(variant), arrays, scalars, grid, group)
+        self.run_spirv(self._device_module(variant, grid), arrays, scalars, grid, group)
 
     def time_launch(self, variant, arrays, scalars, grid, group, repeat: int = 10) -> float | None:
         """Run the variant ``repeat`` times back to back in one submission; the mean GPU ms of one dispatch (None
         where the device has no timestamps). The arrays end up as after ``repeat`` launches."""
-        return self.run_spirv(self._device_module(variant), arrays, scalars, grid, group, repeat=repeat)
+        return self.run_spirv(self._device_module(variant, grid), arrays, scalars, grid, group, repeat=repeat)
 
     def run_spirv(self, spk, arrays: dict[str, np.ndarray], scalars: dict[str, Any], grid: tuple[int, int, int],
                   group: tuple[int, int, int], repeat: int = 1) -> float | None:
@@ -167,7 +181,10 @@ class VulkanBackend(Backend):
             if not b.readonly and not arr.flags.writeable:
                 raise LaunchError(f"argument '{b.param}' is read-only but {spk.entry} writes to it")
             host[b.param] = arr.reshape(-1)
-        push = pack_push(spk, scalars, grid)
+        push = pack_push(spk, scalars, grid)  # the exact grid, also for a lanes module
+        lanes = getattr(spk, "lanes", 1)
+        if lanes > 1:  # a lanes module: one invocation per `lanes` elements of axis 0
+            grid = (-(-grid[0] // lanes), grid[1], grid[2])
         try:
             return ctx.dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat)
         except IronError:

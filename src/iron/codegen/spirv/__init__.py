@@ -54,10 +54,21 @@ class SpirvKernel:
     local_size_spec_ids: tuple[int, int, int]  # specialization constant ids giving the group size x, y, z
     shared_bytes: int
     features: frozenset[str]  # device features the module needs (see FEATURES)
+    lanes: int = 1  # elements of axis 0 per invocation: 1, or the width of a lanes module (``lanes_plan``)
+
+
+def lanes_plan(kernel: Kernel):
+    """How ``kernel`` runs several consecutive elements per invocation (a ``LanePlan``), or None when it cannot:
+    the elementwise kernels of the CUDA vector entry (``codegen/cfamily/vectorize.py``) that have no ``return``."""
+    from ..cfamily.vectorize import plan_lanes
+
+    if any(op.opcode == "return" for op in kernel.walk()):
+        return None
+    return plan_lanes(kernel)
 
 
 def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-               float64: bool = False, denorm_preserve: bool = False) -> SpirvKernel:
+               float64: bool = False, denorm_preserve: bool = False, lanes=None) -> SpirvKernel:
     """The SPIR-V module of ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``).
 
     ``atomic_float_add=False``: f32 ``atomic_add`` becomes a compare-and-swap loop instead of ``OpAtomicFAddEXT``
@@ -65,12 +76,16 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     declares ``SubgroupUniformControlFlowKHR`` (devices with ``shaderSubgroupUniformControlFlow``), so that lanes
     reconverge after branches and loops the whole subgroup entered. ``float64=True`` (devices with
     ``shaderFloat64``): sin, cos and float ``%`` are computed in double and rounded once (``precise.py``).
-    ``denorm_preserve=True`` (devices with ``shaderDenormPreserveFloat32``): f32 subnormals are kept. Raises
-    ``CompileError`` for ops the backend lacks.
+    ``denorm_preserve=True`` (devices with ``shaderDenormPreserveFloat32``): f32 subnormals are kept.
+    ``lanes`` (a ``lanes_plan``): the *lanes module* instead, in which invocation t runs the kernel for the
+    ``lanes.width`` elements ``width * t ...`` of axis 0 (launch ceil(n0 / width) invocations with the same push
+    constants): the lane buffers' elements are all loaded before the first element's body and stored after the last,
+    so that each invocation has ``width`` independent loads in flight (one 4-byte load per invocation cannot fill a
+    big GPU's memory pipeline). Raises ``CompileError`` for ops the backend lacks.
     """
     from .emit import SpirvEmitter
 
-    return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64, denorm_preserve).run()
+    return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes).run()
 
 
 def disassemble(words: bytes | SpirvKernel) -> str:
@@ -119,4 +134,4 @@ def validate(words: bytes | SpirvKernel, target_env: str = "vulkan1.2") -> str |
 
 
 __all__ = ["FEATURES", "SpirvBuffer", "SpirvKernel", "SpirvModuleBuilder", "SpirvPush", "disassemble", "emit_spirv",
-           "validate"]
+           "lanes_plan", "validate"]

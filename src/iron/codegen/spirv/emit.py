@@ -57,8 +57,11 @@ class _Memory:
 
 class SpirvEmitter(ValueOps, PreciseMath):
     def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-                 float64: bool = False, denorm_preserve: bool = False):
+                 float64: bool = False, denorm_preserve: bool = False, lanes=None):
         self.k = kernel
+        self.lanes = lanes  # a LanePlan: emit the lanes module (see emit_spirv)
+        self.pid0: int | None = None  # in the lanes module: program_id(0) of the element being emitted
+        self.lane_regs: dict[int, int] | None = None  # lane buffer uid -> the Function variable of its element
         self.b = SpirvModuleBuilder()
         self.atomic_float_add = atomic_float_add
         self.uniform_control_flow = uniform_control_flow
@@ -138,8 +141,11 @@ class SpirvEmitter(ValueOps, PreciseMath):
         fn = b.new_id()
         entry = b.new_id()
         self._load_push(push)
-        self._guard()
-        self.region(self.k.body)
+        if self.lanes is not None:
+            self._lanes_body()
+        else:
+            self._guard()
+            self.region(self.k.body)
         if not self.terminated:
             self.stmt("OpReturn")
         b.code("OpFunction", void, fn, 0, b.type_function(void))
@@ -176,7 +182,7 @@ class SpirvEmitter(ValueOps, PreciseMath):
         push_fields = tuple(SpirvPush(name, 4 * i, st) for i, (name, st) in enumerate(push))
         return SpirvKernel(words=words, entry=self.k.name, buffers=tuple(buffers), push=push_fields,
                            push_size=4 * len(push), local_size_spec_ids=SPEC_IDS, shared_bytes=self.shared_bytes,
-                           features=frozenset(self.features))
+                           features=frozenset(self.features), lanes=self.lanes.width if self.lanes else 1)
 
     def _params(self):
         from . import SpirvBuffer
@@ -266,6 +272,66 @@ class SpirvEmitter(ValueOps, PreciseMath):
         self.label(leave)
         self.stmt("OpReturn")
         self.label(merge)
+
+    def _lanes_body(self) -> None:
+        """The lanes module's body (see ``emit_spirv``): invocation t runs the kernel for elements first = width * t
+        ... first + width - 1 of axis 0. When all of them are inside the grid, the lane buffers' elements are
+        loaded first (independent loads, all in flight), each element's body works on registers, and the stores
+        follow; at the grid's tail each element below n0 runs the plain body."""
+        b, plan = self.b, self.lanes
+        i32, bool_t, w = b.type_int(32, True), b.type_bool(), plan.width
+        first = self.inst("OpIMul", i32, self.thread("program_id", 0), b.const_int(w))
+        out = self.inst("OpSGreaterThanEqual", bool_t, first, self.grid[0])
+        for axis in (1, 2):
+            past = self.inst("OpSGreaterThanEqual", bool_t, self.thread("program_id", axis), self.grid[axis])
+            out = self.inst("OpLogicalOr", bool_t, out, past)
+        leave, go = b.new_id(), b.new_id()
+        self.stmt("OpSelectionMerge", go, 0)
+        self.stmt("OpBranchConditional", out, leave, go)
+        self.label(leave)
+        self.stmt("OpReturn")
+        self.label(go)
+        index = [first] + [self.inst("OpIAdd", i32, first, b.const_int(k)) for k in range(1, w)]
+        full = self.inst("OpSLessThanEqual", bool_t, self.inst("OpIAdd", i32, first, b.const_int(w)), self.grid[0])
+        whole, tail, end = b.new_id(), b.new_id(), b.new_id()
+        self.stmt("OpSelectionMerge", end, 0)
+        self.stmt("OpBranchConditional", full, whole, tail)
+        self.label(whole)
+        regs: dict[int, list[int]] = {}
+        for i in plan.lanes:
+            p = self.k.params[i]
+            ptr = b.type_pointer("Function", self.reg_type(p.type.elem))
+            regs[p.value.uid] = vids = [b.new_id() for _ in range(w)]
+            for vid in vids:
+                self.fvars.append(b.instruction("OpVariable", ptr, vid, b.enum("StorageClass", "Function")))
+        for i in sorted(plan.preload):
+            uid = self.k.params[i].value.uid
+            for k in range(w):
+                self.stmt("OpStore", regs[uid][k], self._load_at(uid, index[k]))
+        for k in range(w):
+            self.pid0, self.lane_regs = index[k], {uid: vids[k] for uid, vids in regs.items()}
+            self.region(self.k.body)
+        self.lane_regs = None
+        for i in sorted(plan.writeback):
+            p = self.k.params[i]
+            for k in range(w):
+                value = self.inst("OpLoad", self.reg_type(p.type.elem), regs[p.value.uid][k])
+                self._store_at(p.value.uid, index[k], value)
+        self.branch(end)
+        self.label(tail)
+        for k in range(w):
+            inside, after = b.new_id(), b.new_id()
+            below = self.inst("OpSLessThan", bool_t, index[k], self.grid[0])
+            self.stmt("OpSelectionMerge", after, 0)
+            self.stmt("OpBranchConditional", below, inside, after)
+            self.label(inside)
+            self.pid0 = index[k]
+            self.region(self.k.body)
+            self.branch(after)
+            self.label(after)
+        self.pid0 = None
+        self.branch(end)
+        self.label(end)
 
     # -- statements ------------------------------------------------------------------------------------------------
 
@@ -419,16 +485,21 @@ class SpirvEmitter(ValueOps, PreciseMath):
         self.shared_bytes += 4 * size
         self.mem[op.result.uid] = _Memory(var, "Workgroup", elem_type, kind, elem)
 
-    def _pointer(self, buf: Value, index: Value) -> tuple[_Memory, int]:
-        m = self.mem[buf.uid]
+    def _pointer(self, buf_uid: int, idx: int) -> tuple[_Memory, int]:
+        m = self.mem[buf_uid]
         ptr_t = self.b.type_pointer(m.storage, m.elem_type)
-        idx = self.value(index)
         chain = (self.b.const_int(0), idx) if m.storage == "StorageBuffer" else (idx,)
         return m, self.inst("OpAccessChain", ptr_t, m.var, *chain)
 
     def _load(self, op: Op) -> int:
+        buf = op.operands[0]
+        if self.lane_regs is not None and buf.uid in self.lane_regs:  # the lanes module: this element's register
+            return self.inst("OpLoad", self.reg_type(buf.type.elem), self.lane_regs[buf.uid])
+        return self._load_at(buf.uid, self.value(op.operands[1]))
+
+    def _load_at(self, buf_uid: int, idx: int) -> int:
         b = self.b
-        m, ptr = self._pointer(op.operands[0], op.operands[1])
+        m, ptr = self._pointer(buf_uid, idx)
         raw = self.inst("OpLoad", m.elem_type, ptr)
         f32, u32 = b.type_float(32), b.type_int(32, False)
         if m.kind == "f16":
@@ -453,8 +524,15 @@ class SpirvEmitter(ValueOps, PreciseMath):
         return v
 
     def _store(self, op: Op) -> None:
-        m, ptr = self._pointer(op.operands[0], op.operands[1])
-        self.stmt("OpStore", ptr, self._to_storage(m, self.value(op.operands[2])))
+        buf = op.operands[0]
+        if self.lane_regs is not None and buf.uid in self.lane_regs:
+            self.stmt("OpStore", self.lane_regs[buf.uid], self.value(op.operands[2]))
+            return
+        self._store_at(buf.uid, self.value(op.operands[1]), self.value(op.operands[2]))
+
+    def _store_at(self, buf_uid: int, idx: int, value: int) -> None:
+        m, ptr = self._pointer(buf_uid, idx)
+        self.stmt("OpStore", ptr, self._to_storage(m, value))
 
     # -- threads, SIMD groups, atomics -------------------------------------------------------------------------------
 
@@ -475,6 +553,8 @@ class SpirvEmitter(ValueOps, PreciseMath):
             value = self.inst("OpCompositeExtract", u32, self._builtin(_THREAD_BUILTINS[code], True), axis)
         elif code == "group_size":
             value = self.inst("OpCompositeExtract", u32, self.group_size, axis)
+        elif code == "program_id" and axis == 0 and self.pid0 is not None:
+            return self.pid0  # the lanes module: the element being emitted
         elif code == "program_id":
             gid = self.inst("OpCompositeExtract", u32, self._builtin("WorkgroupId", True), axis)
             size = self.inst("OpCompositeExtract", u32, self.group_size, axis)
@@ -525,7 +605,7 @@ class SpirvEmitter(ValueOps, PreciseMath):
 
     def _atomic(self, op: Op) -> int:
         b = self.b
-        m, ptr = self._pointer(op.operands[0], op.operands[1])
+        m, ptr = self._pointer(op.operands[0].uid, self.value(op.operands[1]))
         elem = m.elem
         val = self.value(op.operands[2])
         scope = b.const_uint(_DEVICE_SCOPE if m.storage == "StorageBuffer" else _WORKGROUP_SCOPE)

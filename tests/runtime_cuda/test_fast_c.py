@@ -284,3 +284,24 @@ def test_a_call_reentered_during_its_checks_still_launches_its_own_pointers(driv
     assert d(FakeTensor(64, 0xAAAA), out, 2.0) is None
     assert seen == [(0xBBBB, 0xCCCC)]
     assert (rec[10], rec[11]) == (0xAAAA, 0x2000)
+
+
+@pytest.mark.parametrize("mode", ["c", "python"])
+def test_iron_backend_set_later_sends_calls_to_the_full_path(driver, monkeypatch, mode):
+    monkeypatch.setenv("IRON_CUDA_LAUNCHER", mode)
+    if mode == "python":
+        monkeypatch.setattr(cf, "_libcuda", lambda: driver)
+        import types as _types
+        fake = _types.SimpleNamespace(**{k: getattr(ctypes, k) for k in dir(ctypes) if not k.startswith("__")})
+        fake.CDLL = fake.PyDLL = lambda name: driver
+        monkeypatch.setattr(cf, "ctypes", fake)
+    ctypes.c_int.in_dll(driver, "nslots").value = 2
+    x, out = FakeTensor(64, 0x1000), FakeTensor(64, 0x2000)
+    monkeypatch.delenv("IRON_BACKEND", raising=False)
+    fast = cf.make_fast_launch(_Backend(), plus_one, plus_one.variant(None), (x, out), {}, (64, 1, 1), (64, 1, 1),
+                               {"a": 64})
+    assert fast((x, out)) is True
+    monkeypatch.setenv("IRON_BACKEND", "cpu")  # set after the launcher was made: the full path decides
+    assert fast((x, out)) is False
+    monkeypatch.delenv("IRON_BACKEND")
+    assert fast((x, out)) is True

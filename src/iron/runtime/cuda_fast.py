@@ -187,6 +187,7 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     stream = ctypes.c_void_p(0)
     ns: dict[str, Any] = {
         "backend": backend, "stream_of": _torch_stream_getter(), "DEV": device_index, "stream": stream,
+        "environ": os.environ, "ENV0": os.environ.get("IRON_BACKEND"),
         # PyDLL: the driver call keeps the GIL, so no other thread can rewrite the shared slots while it reads them
         "launch": ctypes.PyDLL("libcuda.so.1").cuLaunchKernel, "fixed": fixed, "argv": ctypes.c_void_p(
             ctypes.addressof(argv)), "LaunchError": LaunchError, "ckey": _constexpr_key, "NAME": variant.kernel.name,
@@ -194,6 +195,8 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     names = [f"a{i}" for i in range(len(plan))]
     code = ["def fast(call_args):",
             f"    if backend.capture is not None or len(call_args) != {len(plan)}:",
+            "        return False",
+            "    if environ.get('IRON_BACKEND') != ENV0:  # IRON_BACKEND changed since: the full path decides",
             "        return False",
             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = call_args"]
     writes = []  # after every check: no Python code of ours runs between the slot writes and the launch

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <structmember.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -51,6 +52,7 @@ typedef struct {
     PyObject *ckey;          /* callable(value) -> constexpr key */
     PyObject *error;         /* LaunchError */
     PyObject *name;          /* kernel name, for messages */
+    char *backend_env;       /* IRON_BACKEND when this launcher was made (NULL: unset) */
     Py_ssize_t nparams;
     Param *params;
     Py_ssize_t nslots;
@@ -67,6 +69,7 @@ static void FastLaunch_dealloc(FastLaunch *self) {
     }
     PyMem_Free(self->params);
     PyMem_Free(self->slots);
+    PyMem_Free(self->backend_env);
     Py_XDECREF(self->backend);
     Py_XDECREF(self->stream_of);
     Py_XDECREF(self->ckey);
@@ -200,6 +203,9 @@ static int fast_try(FastLaunch *self, PyObject *const *items, Py_ssize_t n) {
 }
 
 static int fast_try_with(FastLaunch *self, PyObject *const *items, Slot *slots, void **argv) {
+    /* IRON_BACKEND changed since this launcher was made: the full path decides where the call goes */
+    const char *env = getenv("IRON_BACKEND");
+    if ((env == NULL) != (self->backend_env == NULL) || (env != NULL && strcmp(env, self->backend_env) != 0)) return 0;
     memcpy(slots, self->slots, self->nslots * sizeof(Slot));
     for (Py_ssize_t i = 0; i < self->nslots; ++i) argv[i] = &slots[i];
     PyObject *capture = PyObject_GetAttr(self->backend, s_capture);
@@ -293,6 +299,15 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
     }
     self->nslots = nslots;
     self->nparams = nparams;
+    const char *env = getenv("IRON_BACKEND");
+    if (env != NULL) {
+        self->backend_env = PyMem_Malloc(strlen(env) + 1);
+        if (self->backend_env == NULL) {
+            Py_DECREF(self);
+            return PyErr_NoMemory();
+        }
+        strcpy(self->backend_env, env);
+    }
     for (Py_ssize_t i = 0; i < self->nslots; ++i) {
         int kind;
         PyObject *value;

@@ -37,6 +37,13 @@ def half_of_them(x: Tensor[T], out: Tensor[T]):
         out[i] = x[i] * 2.0
 
 
+@kernel
+def widen(x: Tensor[T], out: Tensor[iron.f32], back: Tensor[T]):
+    i = program_id(0)
+    out[i] = x[i] * 2.0  # an f32 lane beside 16-bit ones: two 16-byte words per invocation for it
+    back[i] = x[i] + 1.0
+
+
 _TOL = {"f32": 2e-6, "f16": 2e-3, "bf16": 1.6e-2}
 
 
@@ -81,6 +88,17 @@ def test_lanes_match_numpy_around_the_width(be, rng, dtype, n):
     out = as_dtype(np.full(n, 7.0), dtype)
     half_of_them[n](x, out, backend="vulkan")
     _close(out, np.where(f64(x) > 0, f64(x) * 2.0, 7.0), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("n", [5, 16, 1003])
+def test_lanes_with_buffers_of_two_widths(be, rng, dtype, n):
+    assert _module(be, widen, dtype, n).lanes == 8
+    x = as_dtype(rng.standard_normal(n), dtype)
+    out, back = poisoned(n, "f32"), poisoned(n, dtype)
+    widen[n](x, out, back, backend="vulkan")
+    _close(out, f64(x) * 2.0, "f32")
+    _close(back, f64(x) + 1.0, dtype)
 
 
 def test_vectorize_off_takes_the_plain_module(be, rng, monkeypatch):

@@ -62,6 +62,7 @@ class SpirvEmitter(ValueOps, PreciseMath):
         self.lanes = lanes  # a LanePlan: emit the lanes module (see emit_spirv)
         self.pid0: int | None = None  # in the lanes module: program_id(0) of the element being emitted
         self.lane_regs: dict[int, int] | None = None  # lane buffer uid -> the Function variable of its element
+        self.views: dict[int, int] = {}  # lane buffer uid -> its 16-byte view (the lanes module)
         self.b = SpirvModuleBuilder()
         self.atomic_float_add = atomic_float_add
         self.uniform_control_flow = uniform_control_flow
@@ -203,6 +204,8 @@ class SpirvEmitter(ValueOps, PreciseMath):
                 b.decorate(var, "Binding", binding)
                 b.name(var, p.name)
                 self.mem[p.value.uid] = _Memory(var, "StorageBuffer", elem_type, kind, elem)
+                if self.lanes is not None and self.k.params.index(p) in self.lanes.lanes:
+                    self.views[p.value.uid] = self._vector_view(binding, p.readonly, p.name)
                 buffers.append(SpirvBuffer(p.name, binding, elem, p.readonly))
             else:
                 push.append((p.name, p.type))
@@ -216,6 +219,19 @@ class SpirvEmitter(ValueOps, PreciseMath):
         self.push_var = b.global_variable("PushConstant", block)
         b.name(self.push_var, "iron_args")
         return buffers, push
+
+    def _vector_view(self, binding: int, readonly: bool, name: str) -> int:
+        """A second variable on a lane buffer's binding, typed as 16-byte words (``uvec4[]``): the lanes module moves
+        each invocation's elements with whole-word loads and stores through it (the driver need not merge scalar
+        accesses). The body never touches a lane buffer through both views, so they need not be declared Aliased."""
+        b = self.b
+        u32 = b.type_int(32, False)
+        block = self._buffer_block(b.type_vector(u32, 4), 16, readonly)
+        var = b.global_variable("StorageBuffer", block)
+        b.decorate(var, "DescriptorSet", 0)
+        b.decorate(var, "Binding", binding)
+        b.name(var, f"{name}_x16")
+        return var
 
     def _storage_elem(self, elem: t.ScalarType, cas: bool, space: str) -> tuple[str, int]:
         b = self.b
@@ -304,19 +320,19 @@ class SpirvEmitter(ValueOps, PreciseMath):
             regs[p.value.uid] = vids = [b.new_id() for _ in range(w)]
             for vid in vids:
                 self.fvars.append(b.instruction("OpVariable", ptr, vid, b.enum("StorageClass", "Function")))
+        pid = self.thread("program_id", 0)
         for i in sorted(plan.preload):
             uid = self.k.params[i].value.uid
-            for k in range(w):
-                self.stmt("OpStore", regs[uid][k], self._load_at(uid, index[k]))
+            for k, value in enumerate(self._load_words(uid, pid, w)):
+                self.stmt("OpStore", regs[uid][k], value)
         for k in range(w):
             self.pid0, self.lane_regs = index[k], {uid: vids[k] for uid, vids in regs.items()}
             self.region(self.k.body)
         self.lane_regs = None
         for i in sorted(plan.writeback):
             p = self.k.params[i]
-            for k in range(w):
-                value = self.inst("OpLoad", self.reg_type(p.type.elem), regs[p.value.uid][k])
-                self._store_at(p.value.uid, index[k], value)
+            values = [self.inst("OpLoad", self.reg_type(p.type.elem), regs[p.value.uid][k]) for k in range(w)]
+            self._store_words(p.value.uid, pid, values)
         self.branch(end)
         self.label(tail)
         for k in range(w):
@@ -332,6 +348,62 @@ class SpirvEmitter(ValueOps, PreciseMath):
         self.pid0 = None
         self.branch(end)
         self.label(end)
+
+    def _view_pointer(self, uid: int, pid: int, chunk: int, chunks: int) -> int:
+        """Pointer to 16-byte word ``pid * chunks + chunk`` of a lane buffer's view."""
+        b = self.b
+        i32, u32 = b.type_int(32, True), b.type_int(32, False)
+        at = self.inst("OpIAdd", i32, self.inst("OpIMul", i32, pid, b.const_int(chunks)), b.const_int(chunk))
+        ptr_t = b.type_pointer("StorageBuffer", b.type_vector(u32, 4))
+        return self.inst("OpAccessChain", ptr_t, self.views[uid], b.const_int(0), at)
+
+    def _load_words(self, uid: int, pid: int, w: int) -> list[int]:
+        """The ``w`` register values of an invocation's elements of a lane buffer, loaded as 16-byte words."""
+        b, m = self.b, self.mem[uid]
+        u32, f32 = b.type_int(32, False), b.type_float(32)
+        per_word = 4 // m.elem.itemsize  # elements in each 32-bit component
+        chunks = w // (4 * per_word)
+        values = []
+        for c in range(chunks):
+            word4 = self.inst("OpLoad", b.type_vector(u32, 4), self._view_pointer(uid, pid, c, chunks))
+            for j in range(4):
+                word = self.inst("OpCompositeExtract", u32, word4, j)
+                if per_word == 1:
+                    values.append(self.inst("OpBitcast", self.reg_type(m.elem), word))
+                elif m.kind == "f16":
+                    pair = self.inst("OpBitcast", b.type_vector(m.elem_type, 2), word)
+                    values += [self.inst("OpFConvert", f32, self.inst("OpCompositeExtract", m.elem_type, pair, h))
+                               for h in (0, 1)]
+                else:  # bf16: the upper 16 bits of an f32
+                    low = self.inst("OpShiftLeftLogical", u32, word, b.const_uint(16))
+                    high = self.inst("OpBitwiseAnd", u32, word, b.const_uint(0xFFFF0000))
+                    values += [self.inst("OpBitcast", f32, low), self.inst("OpBitcast", f32, high)]
+        return values
+
+    def _store_words(self, uid: int, pid: int, values: list[int]) -> None:
+        """Store an invocation's register values of a lane buffer as 16-byte words."""
+        b, m = self.b, self.mem[uid]
+        u32 = b.type_int(32, False)
+        per_word = 4 // m.elem.itemsize
+        chunks = len(values) // (4 * per_word)
+        for c in range(chunks):
+            words = []
+            for j in range(4):
+                part = values[(4 * c + j) * per_word:(4 * c + j + 1) * per_word]
+                if per_word == 1:
+                    words.append(self.inst("OpBitcast", u32, part[0]))
+                elif m.kind == "f16":
+                    halves = [self.inst("OpFConvert", m.elem_type, v) for v in part]  # exact: already f16 values
+                    pair = self.inst("OpCompositeConstruct", b.type_vector(m.elem_type, 2), *halves)
+                    words.append(self.inst("OpBitcast", u32, pair))
+                else:  # bf16: the upper 16 bits of each f32 (already a bf16 value)
+                    low = self.inst("OpShiftRightLogical", u32, self.inst("OpBitcast", u32, part[0]),
+                                    b.const_uint(16))
+                    high = self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, part[1]),
+                                     b.const_uint(0xFFFF0000))
+                    words.append(self.inst("OpBitwiseOr", u32, low, high))
+            word4 = self.inst("OpCompositeConstruct", b.type_vector(u32, 4), *words)
+            self.stmt("OpStore", self._view_pointer(uid, pid, c, chunks), word4)
 
     # -- statements ------------------------------------------------------------------------------------------------
 

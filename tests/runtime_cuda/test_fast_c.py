@@ -60,12 +60,17 @@ def _rec(dll):
     return (ctypes.c_uint64 * 32).in_dll(dll, "rec")
 
 
-def test_compiled_launcher_writes_pointers_and_falls_back(driver):
-    variant = scaled.variant(None)
+def _scaled_launcher(driver):
+    """(x, out, the compiled fast launcher of `scaled` for a 1000-thread grid) over the fake driver."""
     ctypes.c_int.in_dll(driver, "nslots").value = 8
     x, out = FakeTensor(1000, 0x1000), FakeTensor(1000, 0x2000)
-    fast = cf.make_fast_launch(_Backend(), scaled, variant, (x, out, 1.5, 1000, 3), {}, (1000, 1, 1), (256, 1, 1),
-                               {"x": 1000, "out": 1000})
+    fast = cf.make_fast_launch(_Backend(), scaled, scaled.variant(None), (x, out, 1.5, 1000, 3), {}, (1000, 1, 1),
+                               (256, 1, 1), {"x": 1000, "out": 1000})
+    return x, out, fast
+
+
+def test_compiled_launcher_writes_pointers_and_falls_back(driver):
+    x, out, fast = _scaled_launcher(driver)
     assert type(fast).__name__ == "FastLaunch"
     assert fast((x, out, 1.5, 1000, 3)) is True
     rec = _rec(driver)
@@ -111,11 +116,7 @@ def test_launcher_setting_is_checked(monkeypatch):
 
 
 def test_direct_launches_in_c_and_hands_every_other_call_to_its_fallback(driver):
-    variant = scaled.variant(None)
-    ctypes.c_int.in_dll(driver, "nslots").value = 8
-    x, out = FakeTensor(1000, 0x1000), FakeTensor(1000, 0x2000)
-    fast = cf.make_fast_launch(_Backend(), scaled, variant, (x, out, 1.5, 1000, 3), {}, (1000, 1, 1), (256, 1, 1),
-                               {"x": 1000, "out": 1000})
+    x, out, fast = _scaled_launcher(driver)
     seen = []
 
     class Fallback:
@@ -180,12 +181,18 @@ class _FakeCuda(_Backend):
         return cf.make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)
 
 
-def test_k_grid_is_served_by_the_compiled_launcher_after_the_first_launch(driver, monkeypatch):
+def _use_fake_cuda(monkeypatch) -> _FakeCuda:
+    """Route launches (IRON_BACKEND) to a _FakeCuda backend for this test."""
     from iron import runtime
 
     be = _FakeCuda()
     monkeypatch.setitem(runtime._INSTANCES, "fakecuda", be)
     monkeypatch.setenv("IRON_BACKEND", "fakecuda")
+    return be
+
+
+def test_k_grid_is_served_by_the_compiled_launcher_after_the_first_launch(driver, monkeypatch):
+    be = _use_fake_cuda(monkeypatch)
     plus_one._launchers.clear()
     ctypes.c_int.in_dll(driver, "nslots").value = 2
     a, out = _ShapedTensor(1000, 0x1000), _ShapedTensor(1000, 0x2000)
@@ -226,11 +233,7 @@ def test_a_kernel_made_at_run_time_is_freed_with_its_compiled_launcher(driver, m
     import gc
     import weakref
 
-    from iron import runtime
-
-    be = _FakeCuda()
-    monkeypatch.setitem(runtime._INSTANCES, "fakecuda", be)
-    monkeypatch.setenv("IRON_BACKEND", "fakecuda")
+    _use_fake_cuda(monkeypatch)
     ctypes.c_int.in_dll(driver, "nslots").value = 2
 
     def make():

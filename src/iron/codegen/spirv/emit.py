@@ -274,13 +274,15 @@ class SpirvEmitter(ValueOps, PreciseMath):
             else:
                 self.grid.append(v)
 
-    def _guard(self) -> None:
-        """Exact grid: threads past ``iron_n{axis}`` return (kernels with collectives get whole groups only)."""
+    def _guard(self, first: int | None = None) -> None:
+        """Exact grid: threads past ``iron_n{axis}`` return (kernels with collectives get whole groups only).
+        ``first``: the axis-0 element an invocation starts at, where it is not ``program_id(0)`` (lanes module)."""
         b = self.b
         bool_t = b.type_bool()
         out = None
         for axis in range(3):
-            past = self.inst("OpSGreaterThanEqual", bool_t, self.thread("program_id", axis), self.grid[axis])
+            at = first if axis == 0 and first is not None else self.thread("program_id", axis)
+            past = self.inst("OpSGreaterThanEqual", bool_t, at, self.grid[axis])
             out = past if out is None else self.inst("OpLogicalOr", bool_t, out, past)
         leave, merge = b.new_id(), b.new_id()
         self.stmt("OpSelectionMerge", merge, 0)
@@ -296,17 +298,9 @@ class SpirvEmitter(ValueOps, PreciseMath):
         follow; at the grid's tail each element below n0 runs the plain body."""
         b, plan = self.b, self.lanes
         i32, bool_t, w = b.type_int(32, True), b.type_bool(), plan.width
-        first = self.inst("OpIMul", i32, self.thread("program_id", 0), b.const_int(w))
-        out = self.inst("OpSGreaterThanEqual", bool_t, first, self.grid[0])
-        for axis in (1, 2):
-            past = self.inst("OpSGreaterThanEqual", bool_t, self.thread("program_id", axis), self.grid[axis])
-            out = self.inst("OpLogicalOr", bool_t, out, past)
-        leave, go = b.new_id(), b.new_id()
-        self.stmt("OpSelectionMerge", go, 0)
-        self.stmt("OpBranchConditional", out, leave, go)
-        self.label(leave)
-        self.stmt("OpReturn")
-        self.label(go)
+        pid = self.thread("program_id", 0)
+        first = self.inst("OpIMul", i32, pid, b.const_int(w))
+        self._guard(first)
         index = [first] + [self.inst("OpIAdd", i32, first, b.const_int(k)) for k in range(1, w)]
         full = self.inst("OpSLessThanEqual", bool_t, self.inst("OpIAdd", i32, first, b.const_int(w)), self.grid[0])
         whole, tail, end = b.new_id(), b.new_id(), b.new_id()
@@ -320,7 +314,6 @@ class SpirvEmitter(ValueOps, PreciseMath):
             regs[p.value.uid] = vids = [b.new_id() for _ in range(w)]
             for vid in vids:
                 self.fvars.append(b.instruction("OpVariable", ptr, vid, b.enum("StorageClass", "Function")))
-        pid = self.thread("program_id", 0)
         for i in sorted(plan.preload):
             uid = self.k.params[i].value.uid
             for k, value in enumerate(self._load_words(uid, pid, w)):

@@ -21,6 +21,42 @@ if os.environ.get("IRON_CI") == "1":
     settings.load_profile("ci")
 
 
+def _cpu_model() -> str:
+    """The host CPU's model and its widest x86 vector extension (lavapipe's code differs between AVX2 and AVX-512)."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "?")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
+    widest = next((f for f in ("avx512f", "avx2", "avx", "sse4_1") if f in flags), "none of avx512f/avx2/avx/sse4_1")
+    return f"{model} ({widest}, {os.cpu_count()} cores)"
+
+
+def pytest_sessionstart(session) -> None:
+    """Ties a CI log to its host: prints the CPU and the Vulkan device the suite runs on (also under ``-q``)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        for line in _host_lines():
+            reporter.write_line(line)
+
+
+def _host_lines() -> list[str]:
+    lines = [f"iron host CPU: {_cpu_model()}"]
+    try:
+        from iron.runtime import get_backend, unavailable_reason
+
+        reason = unavailable_reason("vulkan")
+        info = get_backend("vulkan").info() if not reason else {}
+        lines.append(f"iron Vulkan device: {info.get('name')} ({info.get('driver')}), subgroup "
+                     f"{info.get('subgroup_size')}" if info else f"iron Vulkan device: none ({reason})")
+    except Exception as e:  # the header must never stop the run
+        lines.append(f"iron Vulkan device: unknown ({type(e).__name__}: {e})")
+    return lines
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     seed = int(os.environ.get("IRON_TEST_SEED") or np.random.SeedSequence().entropy)

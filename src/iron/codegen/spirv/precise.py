@@ -1,21 +1,23 @@
-"""f32 ``sin``, ``cos`` and ``%`` computed in double precision, for Vulkan devices with ``shaderFloat64``.
+"""Exact f32 ``sin``, ``cos`` (through double precision, on devices with ``shaderFloat64``) and ``%`` (in integer
+arithmetic, on every device) for the SPIR-V emitter.
 
 Vulkan only promises 2^-11 absolute error for GLSL.std.450 ``Sin``/``Cos`` (on [-pi, pi]) and the precision of
 x - y * trunc(x / y) for ``OpFRem``. NVIDIA's driver is that loose: sin/cos were off by 2e-6 and fmod(-9.26, 3.8e-5)
 gave -0.0 where C gives -3.78e-5. Iron's semantics are the correctly rounded result (the interpreter and CUDA
-agree), so where the device has 64-bit floats these are computed in double and rounded once to f32:
+agree), so:
 
-- ``sin``/``cos``: k = round(x * 2/pi), r = x - k * pi/2 with pi/2 in three parts (fdlibm's Cody-Waite split:
-  exact for |k| < 2^20, i.e. |x| < 1.6e6; beyond that the reduction's error is about |x| * 2^-53, which stays below
-  an f32 ulp of the result up to |x| = 2^23), then the Taylor series of sin and cos to degree 17/18 on |r| <= pi/4
-  (truncation error < 1e-19) and the quadrant's sign. For |x| > 2^23 the device's GLSL Sin/Cos are used (bounded,
-  but Vulkan promises no precision there); infinities and NaN give NaN.
-- ``fmod``: |x| is reduced by |y| * 2^s in eleven steps whose quotients stay below 2^28, so every product and
-  difference is exact in double: the result is exact, as C's fmod is.
-
-Without ``shaderFloat64`` the emitter keeps the GLSL instructions and the documented Vulkan precision.
+- ``sin``/``cos`` (where the device has 64-bit floats): k = round(x * 2/pi), r = x - k * pi/2 with pi/2 in three
+  parts (fdlibm's Cody-Waite split: exact for |k| < 2^20, i.e. |x| < 1.6e6; beyond that the reduction's error is
+  about |x| * 2^-53, which stays below an f32 ulp of the result up to |x| = 2^23), then the Taylor series of sin and
+  cos to degree 17/18 on |r| <= pi/4 (truncation error < 1e-19) and the quadrant's sign. For |x| > 2^23 the device's
+  GLSL Sin/Cos are used (bounded, but Vulkan promises no precision there); infinities and NaN give NaN. The f64
+  RoundEven and Floor only ever see |k| < 2^23: lavapipe without AVX-512 computes f64 Trunc/Round/RoundEven as the
+  identity from 2^24 on (issue 12), against the spec, and this keeps clear of it. Without ``shaderFloat64`` the
+  GLSL instructions and the documented Vulkan precision are kept.
+- ``fmod``: the significands are reduced with ``OpUMod``, 8 exponent bits per step (integer operations are exact
+  in SPIR-V), and the remainder is rebuilt into f32 bits: exact as C's fmod is, on any conformant device. The
+  earlier version reduced in f64 with Trunc and met lavapipe's Trunc above (every quotient past 2^24 gave 0).
 """
-
 from __future__ import annotations
 
 import math
@@ -28,7 +30,7 @@ _PIO2 = (1.57079632673412561417e+00, 6.07710050630396597660e-11, 2.0222662487959
 _REDUCE_LIMIT = 8388608.0  # 2^23
 _SIN = [(-1) ** i / math.factorial(2 * i + 1) for i in range(9)]  # r, r^3, ..., r^17
 _COS = [(-1) ** i / math.factorial(2 * i) for i in range(10)]  # 1, r^2, ..., r^18
-_FMOD_STEPS = 11  # (127 + 149) exponent bits of span / 27 bits per step, rounded up
+_FMOD_STEPS = 32  # exponent differences up to 253 (254 - 1), reduced 8 bits per step
 
 
 class PreciseMath:
@@ -84,53 +86,41 @@ class PreciseMath:
             acc = self.inst("OpFAdd", f64, self.inst("OpFMul", f64, acc, r2), self.f64c(c))
         return acc
 
-    def fmod64(self, x: int, y: int) -> int:
-        """|fmod(x, y)| with the sign of x, exact, for finite x and nonzero finite y (the caller handles the rest)."""
+    def fmod_bits(self, x: int, y: int) -> int:
+        """fmod(x, y) for finite x and nonzero finite y (the caller handles the rest), exact, in integer arithmetic
+        alone: the significands are reduced with OpUMod, 8 exponent bits per step, so no floating-point instruction's
+        precision (nor a driver's rounding of it) is relied on."""
         b, op = self.b, self.inst
-        f64, f32, i32, u32 = self._f64(), b.type_float(32), b.type_int(32, True), b.type_int(32, False)
-        boolean = b.type_bool()
-        ax, ay = self.abs_f32_to_f64(x), self.abs_f32_to_f64(y)
-        ey = self._exponent(ay)
+        f32, u32, boolean = b.type_float(32), b.type_int(32, False), b.type_bool()
+        ax = op("OpBitwiseAnd", u32, op("OpBitcast", u32, x), b.const_uint(0x7FFFFFFF))
+        ay = op("OpBitwiseAnd", u32, op("OpBitcast", u32, y), b.const_uint(0x7FFFFFFF))
+        mx, ex = self._significand(ax)
+        my, ey = self._significand(ay)
+        # |x| = mx * 2^(ex - 150) and |y| = my * 2^(ey - 150), mx and my below 2^24: (mx << k) % my stays exact in
+        # 32 bits for k <= 8, and 32 steps of 8 span any exponent difference (at most 253)
+        diff = op("OpISub", u32, ex, op("OpSelect", u32, op("OpULessThan", boolean, ex, ey), ex, ey))
         for _ in range(_FMOD_STEPS):
-            # d = |y| * 2^s with the quotient |x| / d below 2^28: its product with d (24 bits) is exact
-            s = self.glsl("SMax", i32, op("OpISub", i32, op("OpISub", i32, self._exponent(ax), ey), b.const_int(27)),
-                          b.const_int(0))
-            d = self.glsl("Ldexp", f64, ay, s)
-            q = self.glsl("Trunc", f64, op("OpFDiv", f64, ax, d))
-            ax = op("OpFSub", f64, ax, op("OpFMul", f64, q, d))
-            # the division may round up to the next integer (the difference is then below zero by less than d) or,
-            # where the device's f64 division is not correctly rounded, down from an exact integer (it is then d)
-            ax = op("OpSelect", f64, op("OpFOrdLessThan", boolean, ax, self.f64c(0.0)), op("OpFAdd", f64, ax, d), ax)
-            ax = op("OpSelect", f64, op("OpFOrdGreaterThanEqual", boolean, ax, d), op("OpFSub", f64, ax, d), ax)
-        bits = self.abs_f64_to_f32_bits(ax)  # exact: the remainder is a multiple of an f32 ulp below |y|
+            k = self.glsl("UMin", u32, diff, b.const_uint(8))
+            mx = op("OpUMod", u32, op("OpShiftLeftLogical", u32, mx, k), my)
+            diff = op("OpISub", u32, diff, k)
+        # the remainder mx * 2^(ey - 150), normalised (or left subnormal) back into f32 bits; exact, as it is < |y|
+        shift = op("OpISub", u32, b.const_uint(23), self.glsl("FindUMsb", u32, mx))
+        shift = self.glsl("UMin", u32, shift, op("OpISub", u32, ey, b.const_uint(1)))
+        bits = op("OpIAdd", u32, op("OpShiftLeftLogical", u32, op("OpISub", u32, ey, op("OpIAdd", u32, shift,
+                                                                                            b.const_uint(1))),
+                                    b.const_uint(23)), op("OpShiftLeftLogical", u32, mx, shift))
+        bits = op("OpSelect", u32, op("OpIEqual", boolean, mx, b.const_uint(0)), b.const_uint(0), bits)
+        bits = op("OpSelect", u32, op("OpULessThan", boolean, ax, ay), ax, bits)  # |x| < |y|: x itself
         sign = op("OpBitwiseAnd", u32, op("OpBitcast", u32, x), b.const_uint(0x80000000))
         return op("OpBitcast", f32, op("OpBitwiseOr", u32, bits, sign))
 
-    # Subnormal f32 values are built from and taken apart into their bits with integer operations: a device that
-    # flushes f32 subnormals (NVIDIA's, where DenormPreserve is not honoured) would flush them in OpFConvert.
-
-    def abs_f32_to_f64(self, x: int) -> int:
-        """|x| (an f32) as a double, exactly, also for subnormal x: mantissa * 2^-149 (a normal double)."""
+    def _significand(self, magnitude: int) -> tuple[int, int]:
+        """(significand, biased exponent) of a finite non-negative f32 given as bits: value = s * 2^(e - 150), with
+        the hidden bit in s for normal numbers and e = 1 for subnormal ones (so both read alike)."""
         b, op = self.b, self.inst
-        f64, u32, boolean = self._f64(), b.type_int(32, False), b.type_bool()
-        mag = op("OpBitwiseAnd", u32, op("OpBitcast", u32, x), b.const_uint(0x7FFFFFFF))
-        normal = self.glsl("FAbs", f64, op("OpFConvert", f64, x))
-        sub = op("OpFMul", f64, op("OpConvertUToF", f64, mag), self.f64c(2.0 ** -149))
-        return op("OpSelect", f64, op("OpULessThan", boolean, mag, b.const_uint(0x00800000)), sub, normal)
-
-    def abs_f64_to_f32_bits(self, v: int) -> int:
-        """The f32 bits of a non-negative double that is exactly an f32 (subnormal ones too), as u32."""
-        b, op = self.b, self.inst
-        f32, f64, u32, boolean = b.type_float(32), self._f64(), b.type_int(32, False), b.type_bool()
-        normal = op("OpBitcast", u32, op("OpFConvert", f32, v))
-        sub = op("OpConvertFToU", u32, op("OpFMul", f64, v, self.f64c(2.0 ** 149)))
-        return op("OpSelect", u32, op("OpFOrdLessThan", boolean, v, self.f64c(2.0 ** -126)), sub, normal)
-
-    def _exponent(self, v: int) -> int:
-        """The unbiased binary exponent of a positive normal double (as i32), from its high word."""
-        b, op = self.b, self.inst
-        u32, i32 = b.type_int(32, False), b.type_int(32, True)
-        words = op("OpBitcast", b.type_vector(u32, 2), v)
-        high = op("OpCompositeExtract", u32, words, 1)
-        biased = op("OpBitwiseAnd", u32, op("OpShiftRightLogical", u32, high, b.const_uint(20)), b.const_uint(0x7FF))
-        return op("OpISub", i32, op("OpBitcast", i32, biased), b.const_int(1023))
+        u32, boolean = b.type_int(32, False), b.type_bool()
+        e = op("OpShiftRightLogical", u32, magnitude, b.const_uint(23))
+        frac = op("OpBitwiseAnd", u32, magnitude, b.const_uint(0x007FFFFF))
+        normal = op("OpINotEqual", boolean, e, b.const_uint(0))
+        s = op("OpSelect", u32, normal, op("OpBitwiseOr", u32, frac, b.const_uint(0x00800000)), frac)
+        return s, op("OpSelect", u32, normal, e, b.const_uint(1))

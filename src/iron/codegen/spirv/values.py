@@ -191,17 +191,17 @@ class ValueOps:
         return self.inst("OpSelect", i32, self.inst("OpSLessThan", boolean, a, zero), self.inst("OpSNegate", i32, r), r)
 
     def fmod(self, x: int, y: int, y_const: bool | int | float | None) -> int:
-        """C ``fmod`` on f32 registers: exact through double precision on devices with 64-bit floats, else OpFRem,
-        whose precision is that of x - y * trunc(x / y) (Vulkan spec) and which is undefined for y = 0. The special
-        values are made C's here: NaN for y = 0, infinite x or a NaN, x itself for an infinite y and finite x, and a
-        zero result carries the sign of x."""
+        """C ``fmod`` on f32 registers, exact on every device: the significands are reduced in integer arithmetic
+        (``precise.fmod_bits``). OpFRem is not used: Vulkan gives it only the precision of x - y * trunc(x / y), and
+        an earlier exact version through f64 Trunc met lavapipe's f64 Trunc, the identity past 2^24 on hosts without
+        AVX-512 (issue 12). The special values are made C's here: NaN for y = 0, infinite x or a NaN, x itself for
+        an infinite y and finite x, and a zero result carries the sign of x."""
         b = self.b
         f32, u32, boolean = b.type_float(32), b.type_int(32, False), b.type_bool()
         nan = self.f32c(math.nan)
         if y_const is not None and float(y_const) == 0.0:
             return nan
-        # exact in double where the device has it (precise.py); else OpFRem, within Vulkan's precision
-        r = self.fmod64(x, y) if self.float64 else self.inst("OpFRem", f32, x, y)
+        r = self.fmod_bits(x, y)
         # the special values are told apart on the bits: a device that flushes f32 subnormals would take a
         # subnormal y (or result) for zero in a float comparison
         exp_mask, abs_mask = b.const_uint(0x7F800000), b.const_uint(0x7FFFFFFF)

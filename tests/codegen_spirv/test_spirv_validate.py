@@ -124,17 +124,22 @@ def test_subgroup_uniform_control_flow_mode_validates():
 
 @needs_spirv_val
 def test_device_dependent_modes_validate():
-    """float64 (sin/cos/fmod in double) and DenormPreserve, as emitted for a device that has them."""
+    """float64 (sin/cos in double), DenormPreserve and RoundingModeRTE, as emitted for a device that has them, and
+    without SignedZeroInfNanPreserve for one that lacks it; float % never needs 64-bit floats (integer reduction)."""
     fk = _frontend_kernels()
     sin = fk.unary_math.variant(iron.f32, (fk.UNARY_OP_CODE["sin"],)).kernel
     rem = fk.float_rem.variant(iron.f32).kernel
     for k in (sin, rem):
-        module = emit_spirv(k, float64=True, denorm_preserve=True)
+        module = emit_spirv(k, float64=True, denorm_preserve=True, rounding_rte=True)
         assert validate(module) is None, disassemble(module)
         text = disassemble(module)
-        assert "OpCapability Float64" in text and "DenormPreserve 32" in text
-        assert {"float64", "denorm_preserve"} <= module.features
+        assert "DenormPreserve 32" in text and "RoundingModeRTE 32" in text
+        assert {"denorm_preserve", "rounding_rte", "ieee_specials"} <= module.features
+        assert ("OpCapability Float64" in text) == (k is sin) and ("RoundingModeRTE 64" in text) == (k is sin)
         assert "Float64" not in disassemble(emit_spirv(k))
+        bare = emit_spirv(k, ieee_specials=False)
+        assert validate(bare) is None and "SignedZeroInfNanPreserve" not in disassemble(bare)
+        assert "ieee_specials" not in bare.features
 
 
 def test_read_only_and_writable_buffers_never_share_a_block_type():

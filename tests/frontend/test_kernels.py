@@ -871,13 +871,14 @@ def test_int_arith_i32_truncates_toward_zero(backend, rng):
     b = rng.integers(-50, 50, n).astype(np.int32)
     b[b == 0] = 7
     b[:3], a[:3] = 2, (-7, 7, -8)
+    a[3:6], b[3:6] = (-(2**31), -(2**31), 5), -1  # INT_MIN / -1 wraps to INT_MIN (OpSDiv leaves it undefined)
     q, r, bits = (int_poisoned(n) for _ in range(3))
     K.int_arith_i32[n](a, b, q, r, bits, backend=backend)
     A, B = a.astype(np.int64), b.astype(np.int64)
-    want_q = np.sign(A) * np.sign(B) * (np.abs(A) // np.abs(B))
+    want_q = _wrap_i32(np.sign(A) * np.sign(B) * (np.abs(A) // np.abs(B)))
     assert (want_q != A // B).any(), "the data must contain cases where C and Python division differ"
     assert_exact(q, want_q, "a // b")
-    assert_exact(r, A - B * want_q, "a % b")
+    assert_exact(r, _wrap_i32(A - B * want_q), "a % b")
     want_bits = ((A & B) ^ (A | 12345)) + (A >> 3) - _wrap_i32(B << 2) + ~A
     assert_exact(bits, _wrap_i32(want_bits), "bit ops")
 

@@ -103,14 +103,17 @@ class VulkanBackend(Backend):
     # -- compile --------------------------------------------------------------------------------------------------
 
     def emitted(self, variant, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-                float64: bool = False, denorm_preserve: bool = False, lanes: bool = False):
+                float64: bool = False, denorm_preserve: bool = False, lanes: bool = False, ieee_specials: bool = True,
+                rounding_rte: bool = False):
         """The variant's SpirvKernel (emitted once per device-dependent mode, cached in ``variant.artifacts``).
         ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
         ``shaderBufferFloat32AtomicAdd``; ``uniform_control_flow`` declares SubgroupUniformControlFlowKHR where the
         device has it; ``float64`` computes sin, cos and float % in double where the device has 64-bit floats;
         ``denorm_preserve`` declares DenormPreserve for f32 where the device can keep subnormals; ``lanes``
-        asks for the lanes module (None when the kernel has none); compile/source show the portable form."""
-        key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes)
+        asks for the lanes module (None when the kernel has none); ``ieee_specials``/``rounding_rte`` declare the
+        float-controls modes the device supports; compile/source show the portable form."""
+        key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes, ieee_specials,
+               rounding_rte)
         if key in variant.artifacts:
             return variant.artifacts[key]
         try:
@@ -120,7 +123,8 @@ class VulkanBackend(Backend):
         plan = lanes_plan(variant.kernel) if lanes else None
         spk = None if lanes and plan is None else emit_spirv(
             variant.kernel, atomic_float_add=atomic_float_add, uniform_control_flow=uniform_control_flow,
-            float64=float64, denorm_preserve=denorm_preserve, lanes=plan)
+            float64=float64, denorm_preserve=denorm_preserve, lanes=plan, ieee_specials=ieee_specials,
+            rounding_rte=rounding_rte)
         variant.artifacts[key] = spk
         return spk
 
@@ -131,7 +135,8 @@ class VulkanBackend(Backend):
 
         has = self.context().has
         modes = dict(atomic_float_add=has["atomic_float_add"], float64=has["float64"],
-                     uniform_control_flow=has["subgroup_uniform_control_flow"], denorm_preserve=has["denorm_preserve"])
+                     uniform_control_flow=has["subgroup_uniform_control_flow"], denorm_preserve=has["denorm_preserve"],
+                     ieee_specials=has["ieee_specials"], rounding_rte=has["rounding_rte"])
         if grid is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_VULKAN_VECTORIZE", "1") != "0":
             spk = self.emitted(variant, lanes=True, **modes)
             if spk is not None:

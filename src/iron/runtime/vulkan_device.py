@@ -22,7 +22,8 @@ from .vulkan_select import choose_device, create_instance, list_devices, load_vu
 
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
-            "atomic_float_add", "subgroup_uniform_control_flow", "float64", "denorm_preserve")
+            "atomic_float_add", "subgroup_uniform_control_flow", "float64", "denorm_preserve", "ieee_specials",
+            "rounding_rte")
 _UCF = "VK_KHR_shader_subgroup_uniform_control_flow"
 _UCF_STYPE = "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_UNIFORM_CONTROL_FLOW_FEATURES_KHR"
 _ALIGN = 256
@@ -90,6 +91,7 @@ class VulkanContext:
         # DenormPreserve is declared for 32-bit floats only: legal unless every width must share one behaviour
         self.denorm_preserve = (self.phys.api >= (1 << 22 | 2 << 12) and bool(fc.shaderDenormPreserveFloat32)
                                 and fc.denormBehaviorIndependence != vk.VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE)
+        self.float_controls = self._float_controls(fc)
         props = p2.properties
         self.limits = props.limits
         self.props = props
@@ -143,6 +145,7 @@ class VulkanContext:
             "float64": bool(f2.features.shaderFloat64),
             # f32 subnormals kept, not flushed to zero (NVIDIA flushes them unless asked)
             "denorm_preserve": self.denorm_preserve,
+            **self.float_controls,
         }
         # what the device is created with: exactly the optional features Iron's modules may declare
         self._enable = {"f11": {}, "f12": {}, "f13": {}, "fat": {}, "core": {}}
@@ -273,6 +276,20 @@ class VulkanContext:
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only or full disk only costs a recompile next time
+
+    def _float_controls(self, fc) -> dict[str, bool]:
+        """Which float-controls execution modes modules may declare here (Vulkan 1.2 properties): a mode the device
+        does not report makes the module invalid on it, so the emitter leaves it out (codegen/spirv/emit.py)."""
+        if self.phys.api < (1 << 22 | 2 << 12):
+            return {"ieee_specials": False, "rounding_rte": False}
+        return {
+            # SignedZeroInfNanPreserve for f32 and, where a kernel computes in f16, f16
+            "ieee_specials": bool(fc.shaderSignedZeroInfNanPreserveFloat32
+                                  and fc.shaderSignedZeroInfNanPreserveFloat16),
+            # RoundingModeRTE for every width a module may use (f16 math, f32, the f64 of precise.py)
+            "rounding_rte": bool(fc.shaderRoundingModeRTEFloat16 and fc.shaderRoundingModeRTEFloat32
+                                 and fc.shaderRoundingModeRTEFloat64),
+        }
 
     def info(self) -> dict[str, Any]:
         lim = self.limits

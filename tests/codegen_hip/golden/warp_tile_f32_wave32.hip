@@ -8,6 +8,11 @@
 #define iron_wave_shfl_xor(v, lane_mask, mask) __shfl_xor((v), (lane_mask))
 #endif
 
+// a % b with the dividend's sign, as C, but INT_MIN % -1 is 0 (undefined in C; x86 traps).
+__device__ __forceinline__ int iron_rem(int a, int b) {
+    return b == -1 ? 0 : a % b;
+}
+
 // The thread's index in its group, x fastest: warps are cut from this order.
 __device__ __forceinline__ int iron_local_linear() {
     return (int)(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y);
@@ -109,7 +114,7 @@ extern "C" __global__ void warp_tile(
     // line 70: m = simd_max(v)
     const float m = iron_simd_max(v, iron_live);
     // line 71: left = simd_shuffle(v, (simd_lane() + 1) % simd_size())
-    const float left = iron_simd_shuffle(v, (int)((unsigned)(iron_local_linear() & 31) + 1u) % 32, iron_live);
+    const float left = iron_simd_shuffle(v, iron_rem((int)((unsigned)(iron_local_linear() & 31) + 1u), 32), iron_live);
     // line 72: pair = simd_shuffle_xor(v, 1)
     const float pair = iron_simd_shuffle_xor(v, 1, iron_live);
     // line 73: first = simd_broadcast(v, 0)

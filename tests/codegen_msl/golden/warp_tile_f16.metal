@@ -3,6 +3,11 @@
 #include <metal_stdlib>
 using namespace metal;
 
+// a % b with the dividend's sign, as C, but INT_MIN % -1 is 0 (undefined in C; x86 traps).
+static inline int iron_rem(int a, int b) {
+    return b == -1 ? 0 : a % b;
+}
+
 // simd_shuffle_xor reads lane (own ^ mask); whether that lane exists needs the reader's own lane, a kernel
 // attribute parameter, so the helper is called through this macro.
 #define iron_simd_shuffle_xor(v, mask) iron_simd_shuffle_xor_from(v, mask, simd_lane_id)
@@ -75,7 +80,7 @@ kernel void warp_tile(
     // line 70: m = simd_max(v)
     const float m = iron_simd_max(t1);
     // line 71: left = simd_shuffle(v, (simd_lane() + 1) % simd_size())
-    const float left = iron_simd_shuffle(t1, (int)((uint)((int)simd_lane_id) + 1u) % (int)simd_width);
+    const float left = iron_simd_shuffle(t1, iron_rem((int)((uint)((int)simd_lane_id) + 1u), (int)simd_width));
     // line 72: pair = simd_shuffle_xor(v, 1)
     const float pair = iron_simd_shuffle_xor(t1, 1);
     // line 73: first = simd_broadcast(v, 0)

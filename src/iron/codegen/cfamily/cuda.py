@@ -11,7 +11,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ...ir import types as t
-from .dialect import CDialect, CParam, SimdMasks, Snippet, Template, VectorParts
+from .dialect import (
+    WRAPPING_INT_MATH,
+    CDialect,
+    CParam,
+    SimdMasks,
+    Snippet,
+    Template,
+    VectorParts,
+    wrapping_int_helpers,
+)
 from .expr import UNARY, Expr
 
 _F16 = Snippet("""\
@@ -61,12 +70,6 @@ __device__ __forceinline__ float iron_i32_to_f32_odd(int x) {
 __device__ __forceinline__ float iron_u32_to_f32_odd(unsigned x) {
     const float f = __uint2float_rz(x);
     return __uint2float_rd(x) == __uint2float_ru(x) ? f : __uint_as_float(__float_as_uint(f) | 1u);
-}""")
-
-_ABS_I32 = Snippet("""\
-// |x| with Iron's wrapping semantics: abs(INT_MIN) is INT_MIN (C's abs is undefined there).
-__device__ __forceinline__ int iron_abs(int x) {
-    return x < 0 ? (int)(0u - (unsigned)x) : x;
 }""")
 
 _LOCAL_LINEAR = Snippet("""\
@@ -183,7 +186,8 @@ __device__ __forceinline__ iron_{half} {fn}(iron_{half} v, int lane, {mask_ctype
 
 
 def _snippets() -> dict[str, Snippet]:
-    table = {"f16": _F16, "bf16": _BF16, "int_to_f32_odd": _INT_TO_F32_ODD, "abs_i32": _ABS_I32,
+    table = {"f16": _F16, "bf16": _BF16, "int_to_f32_odd": _INT_TO_F32_ODD,
+             **wrapping_int_helpers("__device__ __forceinline__", "unsigned"),
              "local_linear": _LOCAL_LINEAR, "warp_lanes": _WARP_LANES,
              "lanes_mask": _LANES_MASK, "atomic_max_f32": _ATOMIC_MAX_F32}
     for op in ("sum", "max", "min"):
@@ -219,7 +223,7 @@ class CudaDialect(CDialect):
     }
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
-        "abs:i32": Template("iron_abs({})", needs=("abs_i32",)),
+        **WRAPPING_INT_MATH,
     }
     conversions: ClassVar[dict[tuple[str, str], Template]] = {
         # PTX cvt.rzi: truncates, saturates to the integer range, and sends NaN to 0 -- Iron's cast semantics

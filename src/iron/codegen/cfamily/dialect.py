@@ -133,6 +133,36 @@ class SimdMasks:
     divergent: str
 
 
+def wrapping_int_helpers(qualifier: str, unsigned: str) -> dict[str, Snippet]:
+    """i32 ``abs``, ``/`` and ``%`` with Iron's wrapping semantics, where C leaves INT_MIN undefined (and an x86 host
+    running the Metal model traps on INT_MIN / -1): ``qualifier`` prefixes each function (``static inline``)."""
+    return {
+        "abs_i32": Snippet(f"""\
+// |x| with Iron's wrapping semantics: abs(INT_MIN) is INT_MIN (C's abs is undefined there).
+{qualifier} int iron_abs(int x) {{
+    return x < 0 ? (int)(0u - ({unsigned})x) : x;
+}}"""),
+        "div_i32": Snippet(f"""\
+// a / b truncating, as C, but INT_MIN / -1 wraps to INT_MIN (undefined in C; x86 traps).
+{qualifier} int iron_div(int a, int b) {{
+    return b == -1 ? (int)(0u - ({unsigned})a) : a / b;
+}}"""),
+        "rem_i32": Snippet(f"""\
+// a % b with the dividend's sign, as C, but INT_MIN % -1 is 0 (undefined in C; x86 traps).
+{qualifier} int iron_rem(int a, int b) {{
+    return b == -1 ? 0 : a % b;
+}}"""),
+    }
+
+
+#: the ``int_math`` entries that use ``wrapping_int_helpers``
+WRAPPING_INT_MATH = {
+    "abs:i32": Template("iron_abs({})", needs=("abs_i32",)),
+    "div:i32": Template("iron_div({}, {})", needs=("div_i32",)),
+    "rem:i32": Template("iron_rem({}, {})", needs=("rem_i32",)),
+}
+
+
 class CDialect:
     """The base dialect: plain C spellings shared by the family; subclasses fill in the target's tables."""
 

@@ -29,7 +29,7 @@ import numpy as np
 from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Kernel
-from .dialect import CDialect, CParam, Features, Snippet, Template
+from .dialect import WRAPPING_INT_MATH, CDialect, CParam, Features, Snippet, Template, wrapping_int_helpers
 from .expr import UNARY, Expr
 from .printer import KernelSource, emit_source
 
@@ -127,12 +127,6 @@ static inline uint iron_f32_to_u32(float x) {
     return isnan(x) || x <= 0.0f ? 0u : x >= 4294967296.0f ? 4294967295u : (uint)x;
 }""")
 
-_ABS_I32 = Snippet("""\
-// |x| with Iron's wrapping semantics: abs(INT_MIN) is INT_MIN.
-static inline int iron_abs(int x) {
-    return x < 0 ? (int)(0u - (uint)x) : x;
-}""")
-
 _INT_TO_F32_ODD = Snippet("""\
 // i32/u32 -> half/bfloat must round once; going through float could round twice, so convert to float rounding to
 // odd (keep 24 significant bits, OR the dropped bits into the last kept one): a later round to nearest even to 11
@@ -212,7 +206,8 @@ static inline {ctype} {fn}({ctype} v, int lane{extra}) {{
 
 
 def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
-    table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "abs_i32": _ABS_I32, "int_to_f32_odd": _INT_TO_F32_ODD,
+    table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "int_to_f32_odd": _INT_TO_F32_ODD,
+             **wrapping_int_helpers("static inline", "uint"),
              "lane_macro": _LANE_MACRO}
     for space in ("device", "threadgroup"):
         table[f"atomic_max_f32:{space}"] = Snippet(_ATOMIC_MAX_F32.format(space=space))
@@ -262,7 +257,7 @@ class MslDialect(CDialect):
     }
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
-        "abs:i32": Template("iron_abs({})", needs=("abs_i32",)),
+        **WRAPPING_INT_MATH,
     }
     conversions: ClassVar[dict[tuple[str, str], Template]] = {
         ("f32", "i32"): Template("iron_f32_to_i32({})", needs=("f32_to_int",)),

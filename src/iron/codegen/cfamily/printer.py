@@ -532,8 +532,8 @@ class _Printer:
             a, b = self.expr(xs[0]), self.expr(xs[1])
             if code in ("add", "sub", "mul") and rt == t.i32:
                 return self._wrapping(_ARITH_OPS[code], a, b)
-            if code in ("min", "max"):
-                return self._int_math(code, rt, op, a, b)
+            if code in ("min", "max") or (code in ("div", "rem") and rt == t.i32 and _const_value(xs[1]) in (None, -1)):
+                return self._int_math(code, rt, op, a, b)  # i32 / and % wrap at INT_MIN / -1
             return E.binary(_ARITH_OPS.get(code, "%"), a, b)
         if code in _BIT_OPS:
             return E.binary(_BIT_OPS[code], self.expr(xs[0]), self.expr(xs[1]))

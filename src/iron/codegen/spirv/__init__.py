@@ -22,7 +22,7 @@ from .builder import SpirvModuleBuilder
 #: device feature names ``SpirvKernel.features`` may hold
 FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle",
                       "atomic_float_add", "subgroup_uniform_control_flow", "float64",
-                      "denorm_preserve"})
+                      "denorm_preserve", "ieee_specials", "rounding_rte"})
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ def lanes_plan(kernel: Kernel):
 
 
 def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-               float64: bool = False, denorm_preserve: bool = False, lanes=None) -> SpirvKernel:
+               float64: bool = False, denorm_preserve: bool = False, lanes=None, ieee_specials: bool = True,
+               rounding_rte: bool = False) -> SpirvKernel:
     """The SPIR-V module of ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``).
 
     ``atomic_float_add=False``: f32 ``atomic_add`` becomes a compare-and-swap loop instead of ``OpAtomicFAddEXT``
@@ -77,6 +78,9 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     reconverge after branches and loops the whole subgroup entered. ``float64=True`` (devices with
     ``shaderFloat64``): sin, cos and float ``%`` are computed in double and rounded once (``precise.py``).
     ``denorm_preserve=True`` (devices with ``shaderDenormPreserveFloat32``): f32 subnormals are kept.
+    ``ieee_specials`` declares SignedZeroInfNanPreserve (the portable default; the runtime drops it on a device
+    without ``shaderSignedZeroInfNanPreserveFloat32/16``); ``rounding_rte=True`` declares RoundingModeRTE for every
+    float width the module uses (devices with ``shaderRoundingModeRTEFloat16/32/64``).
     ``lanes`` (a ``lanes_plan``): the *lanes module* instead, in which invocation t runs the kernel for the
     ``lanes.width`` elements ``width * t ...`` of axis 0 (launch ceil(n0 / width) invocations with the same push
     constants): the lane buffers' elements are all loaded before the first element's body and stored after the last,
@@ -85,7 +89,8 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     """
     from .emit import SpirvEmitter
 
-    return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes).run()
+    return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes,
+                        ieee_specials=ieee_specials, rounding_rte=rounding_rte).run()
 
 
 def disassemble(words: bytes | SpirvKernel) -> str:

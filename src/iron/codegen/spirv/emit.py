@@ -57,7 +57,8 @@ class _Memory:
 
 class SpirvEmitter(ValueOps, PreciseMath):
     def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
-                 float64: bool = False, denorm_preserve: bool = False, lanes=None):
+                 float64: bool = False, denorm_preserve: bool = False, lanes=None, *, ieee_specials: bool = True,
+                 rounding_rte: bool = False):
         self.k = kernel
         self.lanes = lanes  # a LanePlan: emit the lanes module (see emit_spirv)
         self.pid0: int | None = None  # in the lanes module: program_id(0) of the element being emitted
@@ -68,6 +69,8 @@ class SpirvEmitter(ValueOps, PreciseMath):
         self.uniform_control_flow = uniform_control_flow
         self.float64 = float64  # sin, cos and float % in double precision (precise.py)
         self.denorm_preserve = denorm_preserve
+        self.ieee_specials = ieee_specials and IEEE_SPECIALS
+        self.rounding_rte = rounding_rte
         self.features: set[str] = set()
         self.vals: dict[int, int] = {}
         self.mem: dict[int, _Memory] = {}
@@ -158,13 +161,24 @@ class SpirvEmitter(ValueOps, PreciseMath):
         b.execution_mode(fn, "LocalSize", 1, 1, 1)  # overridden by the WorkgroupSize built-in
         # keep IEEE signed zeros, infinities and NaNs through f32 arithmetic (x + 0.0 must give +0.0 for x = -0.0),
         # as the interpreter and CUDA do; without it drivers may fold such identities (lavapipe does). Vulkan 1.2
-        # devices report shaderSignedZeroInfNanPreserveFloat32 (lavapipe and NVIDIA do).
-        if IEEE_SPECIALS:
+        # devices report shaderSignedZeroInfNanPreserveFloat32 (lavapipe and NVIDIA do); the runtime leaves the mode
+        # out on a device that does not (declaring it there would make the module invalid for that device)
+        if self.ieee_specials:
             self.capability("SignedZeroInfNanPreserve")
             b.extension("SPV_KHR_float_controls")
             b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
             if "Float16" in b.capabilities:
                 b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
+            self.features.add("ieee_specials")
+        if self.rounding_rte:
+            # without a declared mode Vulkan lets a device round f32 add/sub/mul and conversions either to nearest
+            # even or toward zero; Iron's results (the interpreter's, CUDA's) are round-to-nearest-even
+            self.capability("RoundingModeRTE")
+            b.extension("SPV_KHR_float_controls")
+            for width, cap in ((32, None), (16, "Float16"), (64, "Float64")):
+                if cap is None or cap in b.capabilities:
+                    b.execution_mode(fn, "RoundingModeRTE", width)
+            self.features.add("rounding_rte")
         if self.denorm_preserve:
             # f32 subnormals are numbers (CUDA and the interpreter keep them); NVIDIA's driver flushes them to zero
             # unless the module asks, so fmod(x, 1e-38) became fmod(x, 0) = NaN there

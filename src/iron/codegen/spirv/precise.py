@@ -49,7 +49,12 @@ class PreciseMath:
         """f32 sin(x) or cos(x) (``which``), through double precision."""
         b, op = self.b, self.inst
         f64, f32, u32, boolean = self._f64(), b.type_float(32), b.type_int(32, False), b.type_bool()
-        d = op("OpFConvert", f64, x)
+        # only |x| <= 2^23 takes this path (the selects below); feeding the f64 code 0 otherwise keeps every value
+        # in it finite and |k| below 2^24: f64 RoundEven past 2^24, inf or NaN, and OpConvertFToU of an out-of-range
+        # q, would be undefined (and lavapipe's f64 RoundEven is wrong past 2^24, issue 12)
+        near = op("OpULessThanEqual", boolean, op("OpBitwiseAnd", u32, op("OpBitcast", u32, x),
+                                                  b.const_uint(0x7FFFFFFF)), b.const_uint(0x4B000000))
+        d = op("OpFConvert", f64, op("OpSelect", f32, near, x, self.f32c(0.0)))
         k = self.glsl("RoundEven", f64, op("OpFMul", f64, d, self.f64c(2 / math.pi)))
         r = d
         for part in _PIO2:
@@ -61,8 +66,7 @@ class PreciseMath:
         # quadrant of k (0..3), exactly: k - 4 * floor(k / 4); cos(x) = sin(x + pi/2) is one quadrant on
         quarter = self.glsl("Floor", f64, op("OpFMul", f64, k, self.f64c(0.25)))
         q = op("OpFSub", f64, k, op("OpFMul", f64, quarter, self.f64c(4.0)))
-        finite = op("OpLogicalNot", boolean, op("OpIsNan", boolean, q))
-        q = op("OpConvertFToU", u32, op("OpSelect", f64, finite, q, self.f64c(0.0)))
+        q = op("OpConvertFToU", u32, q)
         if which == "cos":
             q = op("OpIAdd", u32, q, b.const_uint(1))
         odd = op("OpINotEqual", boolean, op("OpBitwiseAnd", u32, q, b.const_uint(1)), b.const_uint(0))
@@ -96,6 +100,8 @@ class PreciseMath:
         ay = op("OpBitwiseAnd", u32, op("OpBitcast", u32, y), b.const_uint(0x7FFFFFFF))
         mx, ex = self._significand(ax)
         my, ey = self._significand(ay)
+        # y = +-0 is answered by the caller, but every lane runs this: OpUMod by 0 is undefined behaviour in SPIR-V
+        my = op("OpSelect", u32, op("OpIEqual", boolean, my, b.const_uint(0)), b.const_uint(1), my)
         # |x| = mx * 2^(ex - 150) and |y| = my * 2^(ey - 150), mx and my below 2^24: (mx << k) % my stays exact in
         # 32 bits for k <= 8, and 32 steps of 8 span any exponent difference (at most 253)
         diff = op("OpISub", u32, ex, op("OpSelect", u32, op("OpULessThan", boolean, ex, ey), ex, ey))

@@ -138,6 +138,12 @@ class ValueOps:
             return self.glsl(_INT_MINMAX[code, rt.is_signed], ty, *xs)
         if code == "rem" and rt.is_signed:
             return self.srem(xs[0], xs[1])
+        if code == "div" and rt.is_signed:
+            # OpSDiv is undefined for INT_MIN / -1 (SPIR-V); Iron wraps (INT_MIN): a divisor of -1 negates instead
+            minus_one = self.inst("OpIEqual", self.b.type_bool(), xs[1], self.const(-1, t.i32))
+            safe = self.inst("OpSelect", ty, minus_one, self.const(1, t.i32), xs[1])
+            return self.inst("OpSelect", ty, minus_one, self.inst("OpSNegate", ty, xs[0]),
+                             self.inst("OpSDiv", ty, xs[0], safe))
         if code in ("div", "rem"):
             name = {("div", True): "OpSDiv", ("div", False): "OpUDiv", ("rem", False): "OpUMod"}[code, rt.is_signed]
             return self.inst(name, ty, *xs)

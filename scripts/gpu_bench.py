@@ -3,7 +3,7 @@ device-to-device copy ceiling and torch.exp; host overhead of launching a cached
 (Iron, torch, Triton); CUDA-graph replay of 100 launches against 100 launches. Writes JSON to argv[1].
 
 Timing: CUDA events around the region with a sleep kernel queued ahead (the GPU's time, not the host's submission:
-iron.bench.cuda_timing), warm-up first, median of repeats; exp rows also timed from an idle GPU, as sessions 1-3 did;
+iron.runtime.cuda_timing), warm-up first, median of repeats; exp rows also timed from an idle GPU, as sessions 1-3 did;
 inputs rotated among several buffers so the 60 MB L2 cannot serve them (each exp buffer is >= 512 MB anyway).
 """
 
@@ -24,7 +24,7 @@ import iron
 import iron.cuda
 import iron.runtime
 from iron import T, Tensor, exp, kernel, program_id
-from iron.bench.cuda_timing import event_seconds
+from iron.runtime.cuda_timing import event_seconds
 
 
 @kernel
@@ -44,7 +44,7 @@ DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 def event_time_ms(fn, repeats: int = 20, warmup: int = 3, idle_start: bool = False) -> float:
     """Median GPU milliseconds of ``fn`` by CUDA events, with a sleep kernel queued ahead so that the host's launch
-    latency is not in the interval (iron.bench.cuda_timing); ``idle_start=True``: without it, as before."""
+    latency is not in the interval (iron.runtime.cuda_timing); ``idle_start=True``: without it, as before."""
     return event_seconds(fn, repeats, warmup, idle_start=idle_start) * 1e3
 
 

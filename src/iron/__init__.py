@@ -17,13 +17,12 @@ Quick start::
 from __future__ import annotations
 
 from . import cuda
-from .bench.registry import InputGen, bench, test_kernel  # noqa: E402 - `iron.bench` is the decorator
 from .errors import CompileError, ExecutionError, IronError, LaunchError
 from .frontend import IronFunc, KernelFunction, func, kernel
+from .harness.registry import InputGen, bench, test_kernel
 from .lang import *  # noqa: F403
 from .lang import BUILTINS, FLOAT_DTYPES, DTypeVar, T, Tensor, bf16, constexpr, f16, f32, i32, u32
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = ["BUILTINS", "CompileError", "DTypeVar", "ExecutionError", "FLOAT_DTYPES", "IronError", "IronFunc",
            "InputGen", "KernelFunction", "LaunchError", "T", "Tensor", "bench", "bf16", "constexpr", "cuda", "f16",

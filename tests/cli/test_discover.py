@@ -10,9 +10,9 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from iron.bench.registry import REGISTRY, unregister
-from iron.cli import discover
 from iron.cli.main import cli
+from iron.harness import discover
+from iron.harness.registry import REGISTRY, unregister
 
 KERNEL_SOURCE = '''
 import numpy as np

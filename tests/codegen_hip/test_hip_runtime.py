@@ -333,7 +333,7 @@ def test_every_registered_std_kernel_matches_the_cpu_backend_bit_for_bit(install
     """Each std kernel's own launch callback, on its smallest test shape: through the HIP launch path (copies,
     argument array, grid) into the fake, which runs the interpreter at wavefront 32, against the cpu backend, which
     runs the same interpreter at SIMD width 32 on the arrays directly. Any slip in the HIP path shows as a mismatch."""
-    from iron.bench.registry import selected
+    from iron.harness.registry import selected
     from iron.ir.types import SCALAR_TYPES
 
     monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", "32")

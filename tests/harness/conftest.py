@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from iron.bench.registry import unregister
+from iron.harness.registry import unregister
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import iron
-from iron.bench.registry import InputGen, bench, test_kernel
+from iron.harness.registry import InputGen, bench, test_kernel
 
 NAMES = ("broken/wrong", "broken/fault", "crash/exit", "crash/segv", "crash/good", "hang/sleep")
 

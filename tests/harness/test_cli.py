@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from iron.bench import baseline
 from iron.cli.main import cli
+from iron.harness import baseline
 
 
 def run(*args):
@@ -131,7 +131,7 @@ def test_help_lists_the_commands():
 
 
 def test_verdicts_from_time_traffic_work_and_occupancy():
-    from iron.bench.roofline import verdict
+    from iron.harness.roofline import verdict
 
     gb, ms = 1e9, 1e-3
     # 1 GB in 1 ms against a 1000 GB/s copy ceiling: at the ceiling
@@ -152,7 +152,7 @@ def test_verdicts_from_time_traffic_work_and_occupancy():
 def test_bench_verbose_shows_registers_and_occupancy_where_reported(monkeypatch):
     """A backend that reports launch statistics (CUDA does, from cuFuncGetAttribute and the occupancy API) gets
     regs / occ% columns and the under-occupied verdict; here the interpreter is given a stand-in report."""
-    from iron.bench import worker
+    from iron.harness import worker
     from iron.runtime import get_backend
 
     monkeypatch.setenv(worker.INPROCESS_ENV, "1")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import types
 
-from iron.bench import cuda_timing
+from iron.runtime import cuda_timing
 
 
 def _fake_torch(monkeypatch, reached_early: int = 0):

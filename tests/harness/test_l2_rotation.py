@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import types
 
-from iron.bench import runner
+from iron.harness import measure as runner
 
 
 class _Tensor:

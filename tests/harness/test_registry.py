@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import iron
-from iron.bench.checking import compare
-from iron.bench.registry import REGISTRY, InputGen, bench, load_all, matches, test_kernel, unregister
+from iron.harness.checking import compare
+from iron.harness.registry import REGISTRY, InputGen, bench, load_all, matches, test_kernel, unregister
 
 
 @iron.kernel

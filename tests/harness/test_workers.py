@@ -1,4 +1,4 @@
-"""Workers (``iron.bench.worker``): a kernel that kills its process is a failed row and the sweep goes on; with
+"""Workers (``iron.harness.worker``): a kernel that kills its process is a failed row and the sweep goes on; with
 several GPUs (a fake count here) one worker per GPU; ``IRON_BENCH_INPROCESS=1`` keeps everything in one process.
 Also Vulkan timestamp timing, the roofline chart (``--plot``) and the sweep progress bar."""
 
@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from iron.bench import baseline, worker
-from iron.bench.progress import sweep_progress
-from iron.bench.roofline import Ceiling, write_plot
+from iron.harness import baseline, worker
+from iron.harness.progress import sweep_progress
+from iron.harness.roofline import Ceiling, write_plot
 from iron.runtime import unavailable_reason
 
 from .test_cli import run
@@ -75,7 +75,7 @@ def test_inprocess_mode_still_reports_a_raising_kernel(broken_kernels, monkeypat
 
 
 def test_entry_registered_at_run_time_is_a_failed_row_in_a_worker():
-    from iron.bench.registry import bench, unregister
+    from iron.harness.registry import bench, unregister
 
     def runtime_kernel():
         pass

@@ -12,6 +12,7 @@ import pytest
 
 import iron
 import iron.runtime.cuda_fast as cf
+from iron.runtime.cuda import CudaBackend
 from iron import Tensor, kernel, program_id
 
 from .test_fast_path import F16, FakeTensor, _Backend
@@ -177,8 +178,11 @@ class _FakeCuda(_Backend):
     def launch(self, variant, arrays, scalars, grid, group):
         self.full.append(dict(arrays))
 
-    def make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes):
+    def fast_launcher(self, kfn, variant, args, bound, grid, group, min_sizes):
         return cf.make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)
+
+    def direct_launcher(self, fast, fallback):
+        return CudaBackend.direct_launcher(self, fast, fallback)  # the real one: fast.direct(fallback)
 
 
 def _use_fake_cuda(monkeypatch) -> _FakeCuda:

@@ -14,6 +14,7 @@ import pytest
 import iron
 import iron.runtime.cuda_fast as cf
 from iron.codegen import emit_cuda
+from iron.runtime.backend import Backend
 from iron.std.unary import iron_exp
 
 
@@ -70,7 +71,7 @@ class _Kern:
     handle = 0xDEAD
 
 
-class _Backend:
+class _Backend(Backend):
     capture = None
 
     def geometry(self, variant, grid, group):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iron.bench.checking import compare
+from iron.harness.checking import compare
 from iron.ir import types as t
 from iron.std import load_all
 

@@ -19,9 +19,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import IronError
-from ..frontend.kernel import Variant
+from ..errors import CompileError, IronError
 from ..ir import types as t
+from ..ir.variant import Variant
+from ..runtime import get_backend
+from ..version import __version__
 from .targets import BuildTarget
 from .writers import PLANNED, TARGETED, WRITERS, Emitted, emit_artifacts
 
@@ -29,8 +31,6 @@ MANIFEST_FORMAT = 1
 
 
 def iron_version() -> str:
-    from .. import __version__
-
     return __version__
 
 
@@ -96,26 +96,22 @@ def check_backends(backends: Iterable[str]) -> list[str]:
 
 
 def check_targets(backends: Sequence[str], targets: Iterable[str]) -> list[str]:
-    """The ``--target`` list, deduplicated, each checked for the backend it is for (AMD processors for hip); a
-    target that cannot be built is an error naming the flag, raised before anything is written."""
+    """The ``--target`` list, deduplicated, each checked by the backends that take targets (AMD processors for hip);
+    a target that cannot be built is an error naming the flag, raised before anything is written."""
     wanted = list(dict.fromkeys(targets))
     if not wanted:
         return []
     users = [b for b in backends if b in TARGETED]
+    names = "; ".join(f"--target names {what} for --backend {b}" for b, what in TARGETED.items())
     if not users:
         raise IronError(f"--target {','.join(wanted)}: none of the backends being built ({', '.join(backends)}) takes "
-                        f"targets; --target names {TARGETED['hip']} for --backend hip")
-    from ..codegen import hiprtc
-    from ..errors import CompileError
-
+                        f"targets; {names}")
     for target in wanted:
-        try:
-            hiprtc.check_target(target)
-        except CompileError as e:
-            guide = ""
-            if target.split(":")[0] not in hiprtc.AMD_PROCESSORS:
-                guide = f"; --target names {TARGETED['hip']} for --backend hip, e.g. --target gfx90a,gfx1030"
-            raise IronError(f"--target {target}: {e.message}{guide}", hint=e.hint) from None
+        for b in users:
+            try:
+                get_backend(b).check_build_target(target)
+            except CompileError as e:
+                raise IronError(f"--target {target}: {e.message}", hint=e.hint) from None
         if ":" in target:
             raise IronError(f"--target {target}: iron build compiles for a processor without feature settings "
                             f"(--target {target.split(':')[0]}): such a code object loads whatever the GPU's xnack and "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -11,6 +9,7 @@ from typing import Any
 
 from ..errors import IronError
 from ..frontend.kernel import KernelFunction
+from ..harness.registry import library_modules
 from ..ir import types as t
 
 
@@ -61,13 +60,6 @@ def kernels_of(module: ModuleType) -> list[KernelFunction]:
 
 
 def std_targets() -> list[BuildTarget]:
-    """Every kernel of the standard library, with its module's constexpr defaults, in module-name order."""
-    import iron.std
-    from iron.std.registry import load_all
-
-    load_all()
-    targets = []
-    for info in sorted(pkgutil.iter_modules(iron.std.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"iron.std.{info.name}")
-        targets += [target_for(k) for k in kernels_of(module)]
-    return targets
+    """Every kernel of the standard library (the harness's kernel libraries), with its module's constexpr defaults, in
+    module-name order."""
+    return [target_for(k) for module in library_modules() for k in kernels_of(module)]

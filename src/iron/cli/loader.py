@@ -10,6 +10,7 @@ import sys
 import click
 
 from ..frontend.kernel import KernelFunction
+from ..harness.discover import package_module_name
 
 
 def load_kernel(spec: str) -> KernelFunction:
@@ -24,7 +25,7 @@ def load_kernel(spec: str) -> KernelFunction:
             path = os.path.abspath(mod_name)
             if not os.path.exists(path):
                 raise click.BadParameter(f"no such file: {mod_name}")
-            dotted = _package_module_name(path)
+            dotted = package_module_name(path)
             if dotted is not None:  # a file inside a package: import it as part of it (relative imports work)
                 root, name = dotted
                 if root not in sys.path:
@@ -47,16 +48,6 @@ def load_kernel(spec: str) -> KernelFunction:
     if not isinstance(obj, KernelFunction):
         raise click.BadParameter(f"{spec} is not an @iron.kernel")
     return obj
-
-
-def _package_module_name(path: str) -> tuple[str, str] | None:
-    """(folder to put on sys.path, dotted module name) when ``path`` lies inside a package, else None."""
-    folder, base = os.path.split(path)
-    parts = [os.path.splitext(base)[0]]
-    while os.path.exists(os.path.join(folder, "__init__.py")):
-        folder, pkg = os.path.split(folder)
-        parts.insert(0, pkg)
-    return (folder, ".".join(parts)) if len(parts) > 1 else None
 
 
 def parse_constexprs(pairs: tuple[str, ...]) -> dict[str, object]:

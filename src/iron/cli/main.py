@@ -73,7 +73,7 @@ def bench(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], jso
 
     Every run is also saved as the last run (for `iron snap` and `iron diff`).
     """
-    from ..bench.runner import run_bench
+    from ..harness.runner import run_bench
 
     discover(modules)
     ok = run_bench(pattern=pattern, backend=backend, dtypes=dtypes, json_path=json_path, verbose=verbose,
@@ -95,7 +95,7 @@ def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], 
     """
     import numpy as np
 
-    from ..bench.conformance import print_tests, run_tests
+    from ..harness.conformance import print_tests, run_tests
     from ..runtime import best_backend
 
     discover(modules)
@@ -114,7 +114,7 @@ def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], 
 @click.argument("name", default="default")
 def snap(name: str) -> None:
     """Save the last `iron bench` run as the baseline NAME (default: "default"), with GPU, driver, git sha and date."""
-    from ..bench import baseline
+    from ..harness import baseline
 
     try:
         path = baseline.snap(name)
@@ -138,7 +138,7 @@ def diff(name: str, threshold: float) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..bench import baseline
+    from ..harness import baseline
 
     try:
         base = baseline.load(baseline.baseline_path(name), "baseline")
@@ -176,41 +176,19 @@ def device() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..runtime import BACKENDS, PLANNED, get_backend, unavailable_reason
+    from ..runtime import BACKENDS, PLANNED, backend_class, get_backend, unavailable_reason
 
     table = Table(title="iron device")
     for col in ("backend", "status", "device"):
         table.add_column(col)
     for name in [*BACKENDS, *PLANNED]:
         reason = unavailable_reason(name)
-        detail = ""
-        if reason is None and name == "cuda":
-            info = get_backend("cuda").info()
-            detail = (f"{info['name']} ({info['arch']}): {info['sms']} SMs, {info['memory_gib']} GiB, "
-                      f"{info['sm_clock_mhz']} MHz SM / {info['memory_clock_mhz']} MHz memory, "
-                      f"L2 {info['l2_mib']} MiB, "
-                      f"shared memory {info['max_shared_per_group_kib']} KiB per group, warp {info['warp_size']}; "
-                      f"features: {', '.join(info['features'])}")
-        elif reason is None and name == "cpu":
-            from ..runtime.cpu import simd_width
-
-            detail = f"NumPy interpreter, SIMD width {simd_width()} (IRON_CPU_SIMD_WIDTH)"
-        elif reason is None and hasattr(get_backend(name), "info"):
-            try:
-                info = get_backend(name).info()
-                detail = "; ".join(f"{k}: {_shown(v)}" for k, v in info.items())
-            except Exception as e:  # noqa: BLE001 - a device query that fails is shown, not raised
-                detail = f"device query failed: {e}"
-        if name == "metal" and "verified" not in detail:
-            detail = (detail + "; " if detail else "") + "not verified on Apple hardware by this project's CI"
+        detail = get_backend(name).describe() if reason is None else ""
+        note = backend_class(name).unverified if name in BACKENDS else None
+        if note and "verified" not in detail:
+            detail = (detail + "; " if detail else "") + note
         table.add_row(name, "[green]available" if reason is None else f"[red]unavailable[/]: {reason}", detail)
     Console(width=None if sys.stdout.isatty() else 200).print(table)
-
-
-def _shown(value) -> str:
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
 
 
 from .build_cmd import build  # noqa: E402 - the command lives in its own module

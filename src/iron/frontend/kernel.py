@@ -5,16 +5,15 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CompileError, IronError
+from ..errors import CompileError, IronError, LaunchError
 from ..ir import types as t
-from ..ir.core import Kernel
 from ..ir.printer import print_kernel
+from ..ir.variant import Variant, constexpr_key, launch_facts
 from ..lang.types import FLOAT_DTYPES, DTypeVar
 from ..passes.manager import run_pipeline
-from .analysis import launch_facts
+from ..runtime import get_backend
 from .codegen import FunctionCodegen
 from .launch import Launcher, parse_launch_key
 from .signature import ParamSpec, read_signature
@@ -55,29 +54,6 @@ def func(fn) -> IronFunc:
     return IronFunc(fn)
 
 
-@dataclass
-class SizeCheck:
-    """A buffer indexed directly by ``program_id(axis)`` outside any guard: it needs ``grid[axis]`` elements."""
-
-    param: str
-    axis: int
-    access: str  # "reads" / "writes"
-    line: int
-
-
-@dataclass
-class Variant:
-    """One compiled variant: the optimised IR plus what launches and backends need from it."""
-
-    kernel: Kernel
-    frontend_ir: Kernel | None
-    snapshots: list[tuple[str, str]]
-    compile_ms: float
-    collectives: bool  # uses barrier/simd ops: the grid must be a multiple of the group
-    size_checks: list[SizeCheck]
-    artifacts: dict[Any, Any] = field(default_factory=dict)  # per-backend compiled objects
-
-
 def parse_dtype(dtype: Any) -> t.ScalarType | None:
     if dtype is None or isinstance(dtype, t.ScalarType):
         return dtype
@@ -92,13 +68,6 @@ def parse_dtype(dtype: Any) -> t.ScalarType | None:
     except TypeError:
         pass
     raise IronError(f"unknown dtype {dtype!r}; use iron.f32, iron.f16, iron.bf16 (or 'f32', 'f16', 'bf16')")
-
-
-def _constexpr_key(value: Any) -> Any:
-    """Cache key of a constexpr value: 1, 1.0 and True (equal in Python) and 0.0 / -0.0 compile differently."""
-    if isinstance(value, float):
-        return ("float", value.hex())
-    return (type(value).__name__, value)
 
 
 class KernelFunction:
@@ -124,7 +93,7 @@ class KernelFunction:
     def variant(self, dtype: t.ScalarType | None, constexprs: tuple = ()) -> Variant:
         """The compiled variant for ``dtype`` (what T is; None for non-generic kernels) and constexpr values
         (in parameter order). Compiled on first use, then cached."""
-        key = (dtype, tuple(map(_constexpr_key, constexprs)))
+        key = (dtype, tuple(map(constexpr_key, constexprs)))
         v = self._variants.get(key)
         if v is None:
             v = self._compile(dtype, constexprs)
@@ -192,16 +161,12 @@ class KernelFunction:
     @user_facing
     def source(self, backend: str, dtype: Any = None, **constexprs: Any) -> str:
         """The generated source for ``backend`` (C-family / SPIR-V disassembly)."""
-        from ..runtime import get_backend
-
         dt, cv = self._resolve(dtype, constexprs)
         return get_backend(backend).source(self.variant(dt, cv))
 
     @user_facing
     def compile(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> Any:
         """The backend binary for one variant (cubin, code object, SPIR-V words) where the toolchain allows."""
-        from ..runtime import get_backend
-
         dt, cv = self._resolve(dtype, constexprs)
         return get_backend(backend).compile(self.variant(dt, cv), target=target)
 
@@ -220,16 +185,15 @@ class KernelFunction:
                 launcher.key = key
         return launcher
 
-    def _direct(self, key: Any, launcher: Any, direct: Any) -> None:
+    def install_direct_launcher(self, key: Any, launcher: Any, direct: Any) -> None:
         """Serve ``k[key]`` with ``direct`` from now on: a backend's compiled callable that launches calls shaped
-        like the last one without entering Python and hands any other call to ``launcher`` (cuda_launch.c)."""
+        like the last one without entering Python and hands any other call to ``launcher`` (cuda_launch.c). The one
+        way a backend's launcher takes the place of ``launcher`` in this kernel's launch cache."""
         current = self._launchers.get(key)
         if current is launcher or getattr(current, "fallback", None) is launcher:
             self._launchers[key] = direct
 
     def __call__(self, *args, **kwargs):
-        from ..errors import LaunchError
-
         raise LaunchError(f"launch {self.__name__} with a grid: {self.__name__}[n_threads](...) or "
                           f"{self.__name__}[grid, group](...)")
 

@@ -13,6 +13,8 @@ from ..errors import IronError, LaunchError
 from ..ir import types as t
 from ..ir.core import Loc
 from ..lang.types import DTypeVar
+from ..runtime import get_backend, resolve_backend_name
+from ..runtime.arrays import foreign_dtype
 
 _IRON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_GROUP_THREADS = 1024
@@ -95,8 +97,6 @@ class Launcher:
             raise e.with_traceback(None) from None
 
     def _launch(self, args: tuple, kwargs: dict, backend: str | None) -> None:
-        from ..runtime import get_backend, resolve_backend_name
-
         kfn = self.kfn
         bound = bind_arguments(kfn, args, kwargs)
         dtype = resolve_T(kfn, bound)
@@ -136,13 +136,13 @@ class Launcher:
                     "pass a larger array or launch fewer threads")
         scalars = {p.name: _scalar(p.name, p.dtype, bound[p.name]) for p in kfn.params if p.kind == "scalar"}
         be.launch(variant, arrays, scalars, grid3, group3)
-        make_fast = getattr(be, "make_fast_launch", None)
-        if make_fast is not None and not kwargs:
+        if not kwargs:
             min_sizes = {chk.param: grid3[chk.axis] for chk in variant.size_checks}
-            fast = self._fast[backend] = make_fast(kfn, variant, args, bound, grid3, group3, min_sizes)
-            direct = getattr(fast, "direct", None)
-            if backend is None and direct is not None and self.key is not None:
-                kfn._direct(self.key, self, direct(self))
+            fast = self._fast[backend] = be.fast_launcher(kfn, variant, args, bound, grid3, group3, min_sizes)
+            if fast is not None and backend is None and self.key is not None:
+                direct = be.direct_launcher(fast, self)
+                if direct is not None:
+                    kfn.install_direct_launcher(self.key, self, direct)
 
 
 def _size(arr: Any) -> int:
@@ -175,8 +175,6 @@ def array_dtype(value: Any) -> t.ScalarType | None:
     try:
         return t.scalar_type_of_numpy(np.dtype(dt))
     except TypeError:
-        from ..runtime.arrays import foreign_dtype
-
         return foreign_dtype(dt)
 
 

@@ -3,52 +3,19 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from ..ir import types as t
-from .checking import Comparison, compare
-from .registry import Registration, selected
+from ..runtime import best_backend
+from .check_case import TestRow, run_case, test_case
+from .checking import Comparison
+from .progress import sweep_progress
+from .registry import selected
+from .worker import run_cases
 
-
-@dataclass
-class TestRow:
-    kernel: str
-    backend: str
-    dtype: str
-    shape: tuple[int, ...]
-    result: Comparison | None
-    error: str | None = None
-
-    __test__ = False  # pytest: a result row, not a test class
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.result is not None and self.result.ok
-
-    def describe(self) -> str:
-        return f"error: {self.error}" if self.error else self.result.describe()
-
-
-def run_case(entry: Registration, backend: str, dtype: str, shape: tuple[int, ...],
-             rng: np.random.Generator) -> TestRow:
-    """One kernel × dtype × shape on ``backend``; an exception in the launch becomes a failed row, not a crash."""
-    try:
-        arrays = entry.make(shape, t.SCALAR_TYPES[dtype].np_dtype, rng)
-        entry.launch(arrays, backend)
-        result = compare(arrays[entry.output], entry.oracle(arrays), entry.tolerance[dtype])
-    except Exception as e:  # a faulting kernel is reported as its row and the run goes on
-        return TestRow(entry.name, backend, dtype, tuple(shape), None, f"{type(e).__name__}: {e}")
-    return TestRow(entry.name, backend, dtype, tuple(shape), result)
-
-
-def test_case(entry: Registration, backend: str, dtype: str, shape: tuple[int, ...], seed: int) -> dict:
-    """:func:`run_case` as a worker answers it (JSON-able): ``{"result": Comparison fields}`` or ``{"error": ...}``."""
-    row = run_case(entry, backend, dtype, shape, np.random.default_rng(seed))
-    return {"error": row.error} if row.error else {"result": asdict(row.result)}
+__all__ = ["TestRow", "print_tests", "run_case", "run_tests", "test_case"]
 
 
 def _row(case: dict, backend: str, answer: dict) -> TestRow:
@@ -61,12 +28,8 @@ def _row(case: dict, backend: str, answer: dict) -> TestRow:
 
 def run_tests(pattern: str | None = None, backend: str | None = None, dtypes: tuple[str, ...] = (),
               rng: np.random.Generator | None = None) -> list[TestRow]:
-    """Every case of the selected entries, each run in a worker subprocess (see :mod:`iron.bench.worker`): a kernel
+    """Every case of the selected entries, each run in a worker subprocess (see :mod:`iron.harness.worker`): a kernel
     that kills its worker is a failed row and the others still run. Each case gets its own seed drawn from ``rng``."""
-    from ..runtime import best_backend
-    from .progress import sweep_progress
-    from .worker import run_cases
-
     backend = backend or best_backend()
     rng = rng or np.random.default_rng()
     entries = selected(pattern, tested=True)

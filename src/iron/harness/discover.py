@@ -6,7 +6,8 @@ a package imports as part of it, so relative imports work) or a directory (every
 skipping those starting with ``_``). ``IRON_KERNEL_PATH`` holds specs separated by ``os.pathsep``.
 
 After discovery the specs are written back to ``IRON_KERNEL_PATH`` of this process (files as absolute paths), so that
-subprocesses (bench workers) that call :func:`discover` import the same modules.
+subprocesses (bench workers) that call :func:`discover` import the same modules. The CLI's ``--module`` option is
+:func:`iron.cli.discover.module_option`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,20 @@ from types import ModuleType
 
 import click
 
-from .loader import _package_module_name
-
 ENV_VAR = "IRON_KERNEL_PATH"
 
 #: modules imported by :func:`discover` in this process, by spec (``iron build`` builds their kernels too)
 DISCOVERED: dict[str, list[ModuleType]] = {}
+
+
+def package_module_name(path: str) -> tuple[str, str] | None:
+    """(folder to put on sys.path, dotted module name) when ``path`` lies inside a package, else None."""
+    folder, base = os.path.split(path)
+    parts = [os.path.splitext(base)[0]]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        folder, pkg = os.path.split(folder)
+        parts.insert(0, pkg)
+    return (folder, ".".join(parts)) if len(parts) > 1 else None
 
 
 class DiscoveryError(click.ClickException):
@@ -59,7 +68,7 @@ def _where(exc: BaseException) -> str:
 
 
 def _import_file(path: str) -> ModuleType:
-    dotted = _package_module_name(path)
+    dotted = package_module_name(path)
     if dotted is not None:  # a file inside a package: import it as part of it (relative imports work)
         root, name = dotted
         if root not in sys.path:
@@ -128,11 +137,3 @@ def discover(modules: Iterable[str] = ()) -> list[ModuleType]:
     if specs:
         os.environ[ENV_VAR] = os.pathsep.join(specs)
     return imported
-
-
-def module_option(fn):
-    """``--module`` (repeatable) on a command: the specs arrive as the ``modules`` parameter."""
-    return click.option("--module", "-m", "modules", multiple=True, metavar="MODULE|FILE.py|DIR",
-                        help=f"Import this user module (pkg.mod), file or directory first, so that its "
-                             f"@iron.bench/@iron.test_kernel kernels join the std library's (repeatable; "
-                             f"{ENV_VAR} adds more, separated by '{os.pathsep}').")(fn)

@@ -17,8 +17,11 @@ serves NumPy arrays and, on CUDA, torch tensors on the device, so it reads sizes
 from __future__ import annotations
 
 import fnmatch
+import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -234,11 +237,25 @@ def matches(name: str, pattern: str | None) -> bool:
     return pattern in name
 
 
-def load_all() -> list[Registration]:
-    """Every registered entry, after importing the std library so that its kernels register."""
-    from ..std import registry as std_registry
+#: packages each of whose modules registers its kernels when imported: the std library (above this layer: named, not
+#: imported, here). A library of kernels joins ``iron bench``/``iron test``/``iron build`` by being listed.
+KERNEL_LIBRARIES = ["iron.std"]
 
-    std_registry.import_std()
+
+def library_modules() -> list[ModuleType]:
+    """Every module of the ``KERNEL_LIBRARIES``, imported (so their kernels register), in name order per package."""
+    modules = []
+    for package in KERNEL_LIBRARIES:
+        pkg = importlib.import_module(package)
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+            modules.append(importlib.import_module(f"{package}.{info.name}"))
+    return modules
+
+
+def load_all() -> list[Registration]:
+    """Every registered entry, after importing the kernel libraries (the std library) so that their kernels
+    register."""
+    library_modules()
     return list(REGISTRY.values())
 
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runtime import get_backend
+from ..runtime.cuda_timing import event_seconds
 from .baseline import bench_dir
-from .cuda_timing import event_seconds
 
 #: a row this close to the launch overhead is dominated by it
 LAUNCH_BOUND_FACTOR = 3.0
@@ -86,11 +87,8 @@ def _cuda_matrix_gflops(n: int = 8192) -> float:
 
 
 def _device_name(backend: str) -> str:
-    from ..runtime import get_backend
-
-    info = getattr(get_backend(backend), "info", None)
     try:
-        return str(info()["name"]) if info else backend
+        return str(get_backend(backend).info()["name"])
     except Exception:
         return backend
 
@@ -103,7 +101,7 @@ def copy_ceiling(backend: str, use_cache: bool = True) -> Ceiling:
     cached = json.loads(path.read_text()) if path.exists() else {}
     if use_cache and key in cached and cached[key].get("matrix_gflops"):
         return Ceiling(**cached[key])
-    if backend == "cuda":
+    if get_backend(backend).torch_device:  # the rows run on torch device tensors: so does the ceiling
         ceiling = Ceiling(_cuda_copy_gbps(), f"device-to-device copy in torch on {device}",
                           _cuda_matrix_gflops(), f"8192^3 bf16 matrix product in torch (cuBLAS) on {device}")
     else:

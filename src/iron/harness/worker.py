@@ -17,7 +17,7 @@ An entry must register when its module is imported (the std library, ``--module`
 worker to see it; one registered at run time (in a function, a REPL, ``__main__``) is reported as a failed row that
 names this, unless ``IRON_BENCH_INPROCESS=1``.
 
-Run as ``python -m iron.bench.worker`` (the parent does this).
+Run as ``python -m iron.harness.worker`` (the parent does this).
 """
 
 from __future__ import annotations
@@ -35,6 +35,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..runtime import get_backend
+from .check_case import test_case
+from .discover import discover
+from .measure import bench_case
+from .registry import REGISTRY, load_all
+
 INPROCESS_ENV = "IRON_BENCH_INPROCESS"
 GPUS_ENV = "IRON_BENCH_GPUS"
 TIMEOUT_ENV = "IRON_BENCH_TIMEOUT"
@@ -49,7 +55,7 @@ def gpu_count(backend: str) -> int:
     forced = os.environ.get(GPUS_ENV, "").strip()
     if forced:
         return max(1, int(forced))
-    if backend != "cuda":
+    if not get_backend(backend).torch_device:
         return 1
     try:
         import torch
@@ -96,18 +102,12 @@ def _import(name: str, path: str | None) -> None:
 
 def execute(kind: str, case: dict, backend: str, options: dict) -> dict:
     """Run one case here and return its JSON-able result (``kind``: ``bench`` or ``test``)."""
-    from .registry import REGISTRY
-
     entry = REGISTRY.get(case["kernel"])
     if entry is None:
         return {"error": f"{case['kernel']} is not registered in the worker: register it when its module is imported "
                          f"(or set {INPROCESS_ENV}=1)"}
     if kind == "bench":
-        from .runner import bench_case
-
         return bench_case(entry, backend, case["dtype"], tuple(case["shape"]), case["seed"], options)
-    from .conformance import test_case
-
     return test_case(entry, backend, case["dtype"], tuple(case["shape"]), case["seed"])
 
 
@@ -155,7 +155,7 @@ def _drive(kind: str, todo: list[int], cases: list[dict], backend: str, options:
         job = {"kind": kind, "backend": backend, "options": options, "modules": modules, "device": device,
                "cases": [dict(cases[i], index=i) for i in todo]}
         with tempfile.TemporaryFile("w+") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "iron.bench.worker"], stdin=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-m", "iron.harness.worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=err, text=True, env=_worker_env(device))
             proc.stdin.write(json.dumps(job))
             proc.stdin.close()
@@ -231,12 +231,8 @@ def main() -> None:
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever the kernels print (Python or C) goes to stderr, not into the answers
     sys.stdout = sys.stderr
-    from .registry import load_all
-
     load_all()
     try:  # the user modules the parent CLI found (--module / IRON_KERNEL_PATH, exported to the environment)
-        from ..cli.discover import discover
-
         discover()
     except BaseException as e:  # noqa: BLE001 - a broken user module must not kill the worker; the rows say why
         print(f"iron worker: kernel discovery failed: {type(e).__name__}: {e}", file=sys.stderr)

@@ -1,7 +1,7 @@
-"""Backends behind one small interface: check arrays, launch a variant, show source, compile.
+"""Backends behind one contract (:class:`iron.runtime.backend.Backend`): probe, info, compile, launch, time, build.
 
-Each backend module defines a ``Backend`` subclass; ``get_backend(name)`` imports it lazily so that importing
-iron never loads a GPU stack.
+Each backend module defines a ``probe()`` and a ``Backend`` subclass; ``get_backend(name)`` imports it lazily so that
+importing iron never loads a GPU stack. Adding a backend is a module and a row in ``BACKENDS``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,10 @@ import os
 from typing import Any
 
 from ..errors import LaunchError
+from .backend import Backend
+
+__all__ = ["ALIASES", "BACKENDS", "PLANNED", "PREFERENCE", "Backend", "backend_class", "best_backend", "get_backend",
+           "resolve_backend_name", "unavailable_reason"]
 
 #: backend name -> (module, class, one-line description)
 BACKENDS: dict[str, tuple[str, str, str]] = {
@@ -31,26 +35,6 @@ _PROBES: dict[str, str | None] = {}
 _INSTANCES: dict[str, Any] = {}
 
 
-class Backend:
-    """The interface every runtime implements."""
-
-    name = "?"
-
-    def check_array(self, param: str, value: Any, where) -> Any:
-        """Validate one buffer argument (type, layout, device); return what ``launch`` takes."""
-        raise NotImplementedError
-
-    def launch(self, variant, arrays: dict[str, Any], scalars: dict[str, Any], grid: tuple[int, int, int],
-               group: tuple[int, int, int]) -> None:
-        raise NotImplementedError
-
-    def source(self, variant) -> str:
-        raise LaunchError(f"backend '{self.name}' has no generated source")
-
-    def compile(self, variant, target: str | None = None) -> Any:
-        raise LaunchError(f"backend '{self.name}' has no binary to compile")
-
-
 #: other names a backend answers to (``iron inspect --backend spirv`` shows the Vulkan backend's SPIR-V)
 ALIASES = {"spirv": "vulkan", "cu": "cuda", "interpreter": "cpu"}
 
@@ -64,41 +48,21 @@ def get_backend(name: str) -> Backend:
         if name in PLANNED:
             raise LaunchError(f"backend '{name}' is not available in this version of Iron ({PLANNED[name]})")
         raise LaunchError(f"unknown backend '{name}'; choose one of: {', '.join(list(BACKENDS) + list(PLANNED))}")
-    module, cls, _ = BACKENDS[name]
-    be = getattr(importlib.import_module(module), cls)()
-    _INSTANCES[name] = be
+    be = _INSTANCES[name] = backend_class(name)()
     return be
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The ``Backend`` subclass of ``BACKENDS[name]`` (its module imported, nothing instantiated)."""
+    module, cls, _ = BACKENDS[name]
+    return getattr(importlib.import_module(module), cls)
 
 
 def unavailable_reason(name: str) -> str | None:
     """None when backend ``name`` can run kernels on this machine, else why not (cached per process)."""
     if name not in _PROBES:
-        if name == "cpu":
-            _PROBES[name] = None
-        elif name == "cuda":
-            from .cuda import probe
-
-            _PROBES[name] = probe()
-        elif name == "vulkan":
-            from .vulkan import probe as vulkan_probe
-
-            _PROBES[name] = vulkan_probe()
-        elif name == "hip":
-            from .hip import probe as hip_probe
-
-            _PROBES[name] = hip_probe()
-        elif name == "hip-on-cuda":
-            from .hip_on_cuda import probe as hip_on_cuda_probe
-
-            _PROBES[name] = hip_on_cuda_probe()
-        elif name == "metal":
-            from .metal import probe as metal_probe
-
-            _PROBES[name] = metal_probe()
-        elif name == "msl-cpu":
-            from .msl_cpu import probe as msl_cpu_probe
-
-            _PROBES[name] = msl_cpu_probe()
+        if name in BACKENDS:
+            _PROBES[name] = importlib.import_module(BACKENDS[name][0]).probe()
         elif name in PLANNED:
             _PROBES[name] = f"not implemented yet ({PLANNED[name]})"
         else:

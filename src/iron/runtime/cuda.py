@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import IronError, LaunchError
-from . import Backend
+from .artifacts import Emitted, write_cuda
+from .backend import Backend
 from .cache import cache_key, cached_binary
+from .cuda_fast import make_fast_launch
 
 
 def probe() -> str | None:
@@ -90,12 +92,16 @@ def _host_view(buf, nbytes: int) -> np.ndarray:
 
 class CudaBackend(Backend):
     name = "cuda"
+    timer_name = "CUDA events"
+    writes_artifacts = True
+    torch_device = True
 
     def __init__(self) -> None:
         self._dev = None
         self.stream = None
         self.arch = os.environ.get("IRON_CUDA_ARCH", "sm_90")
         self.capture = None  # a GraphBuilder while iron.cuda.graph() is recording
+        self.last_launch: tuple | None = None  # (variant, grid, group) of the last full-path launch
         self._streams: dict[int, Any] = {}
 
     # -- device ---------------------------------------------------------------------------------------------------
@@ -132,6 +138,16 @@ class CudaBackend(Backend):
             "max_threads_per_group": p.max_threads_per_block, "warp_size": p.warp_size,
             "features": ["f16", "bf16", "atomics", "simd-shuffle", "cuda-graphs"],
         }
+
+    def describe(self) -> str:
+        info = self.info()
+        return (f"{info['name']} ({info['arch']}): {info['sms']} SMs, {info['memory_gib']} GiB, "
+                f"{info['sm_clock_mhz']} MHz SM / {info['memory_clock_mhz']} MHz memory, L2 {info['l2_mib']} MiB, "
+                f"shared memory {info['max_shared_per_group_kib']} KiB per group, warp {info['warp_size']}; "
+                f"features: {', '.join(info['features'])}")
+
+    def simd_width(self) -> int:
+        return 32
 
     # -- compile --------------------------------------------------------------------------------------------------
 
@@ -205,7 +221,7 @@ class CudaBackend(Backend):
     def launch_stats(self) -> dict[str, Any] | None:
         """Registers, shared memory and occupancy of the kernel last launched through the full path, with its grid:
         ``occupancy_pct`` (threads resident per multiprocessor, of the maximum), ``groups`` and ``processors``."""
-        last = getattr(self, "last_launch", None)
+        last = self.last_launch
         if last is None:
             return None
         variant, grid, group = last
@@ -332,20 +348,36 @@ class CudaBackend(Backend):
                 self.pool.put("device", dev_buf)
                 self.pool.put("pinned", pin)
 
-    def make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes):
+    def fast_launcher(self, kfn, variant, args, bound, grid, group, min_sizes):
         """A fast launcher for repeat calls shaped like this one (see ``cuda_fast``), or None."""
         if self.capture is not None or os.environ.get("IRON_CUDA_FAST", "1") == "0":
             return None
-        from .cuda_fast import make_fast_launch
-
         try:
             return make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)
         except (OSError, AttributeError):  # no libcuda through ctypes, or an unexpected torch: keep the full path
             return None
 
+    def direct_launcher(self, fast, fallback):
+        """The compiled launcher's stand-in for ``k[grid]`` (``cuda_launch.c``'s ``direct``); None for the Python
+        launcher, which has none."""
+        direct = getattr(fast, "direct", None)
+        return None if direct is None else direct(fallback)
+
+    def gpu_time(self, fn, repeats: int) -> float | None:
+        """Median GPU seconds of ``fn`` by CUDA events, the host's launch latency kept out (``cuda_timing``)."""
+        from .cuda_timing import event_seconds
+
+        return event_seconds(fn, repeats)
+
     def synchronize(self) -> None:
         if self.stream is not None:
             self.stream.sync()
+
+    # -- ahead-of-time builds -------------------------------------------------------------------------------------
+
+    def artifacts(self, variant, targets=(), metallib: bool = False) -> list[Emitted]:
+        """``.cu``: the CUDA source with its parameters and vector entry."""
+        return [write_cuda(variant)]
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import LaunchError
-from ..frontend.kernel import _constexpr_key
+from ..ir.variant import constexpr_key as _constexpr_key
 
 _LIB: Any = None
 

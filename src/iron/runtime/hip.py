@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ExecutionError, IronError, LaunchError
-from . import Backend
+from ..errors import CompileError, ExecutionError, IronError, LaunchError
+from .artifacts import Emitted, write_hip
+from .backend import Backend
 from .cache import cache_key, cached_binary
 
 _RUNTIME_LIBRARIES = ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5")
@@ -216,6 +217,8 @@ class _Pool:
 
 class HipBackend(Backend):
     name = "hip"
+    writes_artifacts = True
+    build_targets = "AMD processors (gfxNNN)"
 
     def __init__(self) -> None:
         self._device: HipDevice | None = None
@@ -266,6 +269,10 @@ class HipBackend(Backend):
                 "max_shared_per_group_kib": dev.shared_per_group // 1024, "runtime_version": version.value,
                 "verified": "no: the launch path has not run on an AMD GPU in this project's CI"}
 
+    def simd_width(self) -> int:
+        """The wavefront size of the target launches compile for (64 on CDNA, 32 on RDNA)."""
+        return _wavefront(self.target)
+
     # -- compile --------------------------------------------------------------------------------------------------
 
     def emitted(self, variant, target: str | None = None):
@@ -292,6 +299,24 @@ class HipBackend(Backend):
         options = hiprtc.default_options()
         key = cache_key("hip", src.source, target, options, hiprtc.hiprtc_version())
         return cached_binary("hip", key, lambda: hiprtc.compile_hip(src, target=target, options=options))
+
+    # -- ahead-of-time builds -------------------------------------------------------------------------------------
+
+    def artifacts(self, variant, targets=(), metallib: bool = False) -> list[Emitted]:
+        """``_wave64.hip`` / ``_wave32.hip`` sources and, per ``--target``, the ``_<target>.hsaco`` code object."""
+        return write_hip(variant, tuple(targets), self.compile)
+
+    def check_build_target(self, target: str) -> None:
+        """A CompileError unless hipRTC can compile for the AMD processor ``target``."""
+        from ..codegen import hiprtc
+
+        try:
+            hiprtc.check_target(target)
+        except CompileError as e:
+            if target.split(":")[0] in hiprtc.AMD_PROCESSORS:
+                raise
+            raise CompileError(f"{e.message}; --target names {self.build_targets} for --backend hip, e.g. --target "
+                               "gfx90a,gfx1030", hint=e.hint) from None
 
     def function(self, variant) -> tuple[int, Any]:
         """(function handle, emitted source) of a variant on the open device: compiled for its processor, the module

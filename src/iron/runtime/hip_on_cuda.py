@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 
+from .backend import Backend
 from .cuda import CudaBackend
 from .cuda import probe as probe  # the same requirements: an NVIDIA GPU, its driver, NVRTC
 
 
 class HipOnCudaBackend(CudaBackend):
     name = "hip-on-cuda"
+    writes_artifacts = False  # iron build writes HIP through backend "hip"
+    torch_device = False  # the bench times it like the other host-array backends (as before the contract)
+    timer_name = None
 
     def emitted(self, variant):
         """The HIP source for a 32-lane wavefront, behind the compatibility header (one CUDA translation unit)."""
@@ -28,6 +32,9 @@ class HipOnCudaBackend(CudaBackend):
             hip = emit_source(variant.kernel, HIP_ON_NVIDIA)
             src = variant.artifacts["hip-on-cuda-src"] = dataclasses.replace(hip, source=for_nvidia(hip.source))
         return src
+
+    def artifacts(self, variant, targets=(), metallib: bool = False):
+        return Backend.artifacts(self, variant, targets, metallib)
 
     def info(self):
         info = super().info()

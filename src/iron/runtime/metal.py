@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, LaunchError
-from . import Backend
 from .arrays import check_writable, host_array
+from .artifacts import Emitted, write_metal
+from .backend import Backend, LaunchRecorder
 
 #: struct format of each scalar C type the MSL takes as ``constant T&``
 _PACK = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<?"}
@@ -75,8 +76,12 @@ def _ns_error(err) -> str:
 
 class MetalBackend(Backend):
     name = "metal"
+    timer_name = "Metal GPU times"
+    writes_artifacts = True
+    unverified = "not verified on Apple hardware by this project's CI"
 
     def __init__(self) -> None:
+        self._timer = LaunchRecorder()
         self._device = None
         self._queue = None
         self.last_gpu_seconds: float | None = None
@@ -215,9 +220,20 @@ class MetalBackend(Backend):
         if cb.error() is not None:
             raise ExecutionError(f"kernel {k.name} failed on Metal: {_ns_error(cb.error())}", k.loc)
         self.last_gpu_seconds = float(cb.GPUEndTime()) - float(cb.GPUStartTime())
+        self._timer.record(self.last_gpu_seconds)
         for arr, buf in copies:
             view = np.frombuffer(buf.contents().as_buffer(arr.nbytes), dtype=np.uint8)
             arr.view(np.uint8)[...] = view
+
+    def gpu_time(self, fn, repeats: int) -> float | None:
+        """Median GPU seconds of ``fn`` from Metal's command-buffer GPU start/end times (summed over its launches)."""
+        return self._timer.median(fn, repeats)
+
+    # -- ahead-of-time builds -------------------------------------------------------------------------------------
+
+    def artifacts(self, variant, targets=(), metallib: bool = False) -> list[Emitted]:
+        """``.metal`` with its binding facts and, with ``metallib``, Apple's compiled ``.metallib``."""
+        return write_metal(variant, metallib)
 
 
 def emitted_msl(variant):

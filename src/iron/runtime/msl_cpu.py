@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, LaunchError
-from . import Backend
+from ..ir.variant import uses_collectives
 from .arrays import check_writable, host_array
+from .backend import Backend
 from .cache import cache_dir, cache_key
+from .metal import emitted_msl
 
 #: clang flags: IEEE float semantics (no contraction into FMA, no fast math), C++17 as the model needs
 FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-ffp-contract=off",
@@ -192,8 +194,6 @@ class MslCpuBackend(Backend):
         return simd_width()
 
     def emitted(self, variant):
-        from .metal import emitted_msl
-
         return emitted_msl(variant)
 
     def source(self, variant) -> str:
@@ -214,8 +214,6 @@ class MslCpuBackend(Backend):
         return host_array("msl-cpu", param, value, where)
 
     def launch(self, variant, arrays, scalars, grid, group) -> None:
-        from ..frontend.analysis import COLLECTIVE_OPS
-
         k = variant.kernel
         check_writable(k, arrays)
         if any(g == 0 for g in grid):
@@ -241,7 +239,7 @@ class MslCpuBackend(Backend):
         tg = (ctypes.c_uint * max(len(src.threadgroup), 1))(*[size for _, size in src.threadgroup])
         groups = (ctypes.c_uint * 3)(*[-(-n // g) for n, g in zip(grid, group)])
         dims = (ctypes.c_uint * 3)(*group)
-        concurrent = any(op.opcode in COLLECTIVE_OPS for op in k.walk())
+        concurrent = uses_collectives(k)
         error = ctypes.create_string_buffer(1024)
         rc = lib.launch(args, tg, len(src.threadgroup), groups, dims, simd_width(), int(concurrent), _workers(),
                         error, len(error))

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import IronError, LaunchError
-from . import Backend
+from .artifacts import Emitted, write_spirv
+from .backend import Backend, LaunchRecorder
 
 _PROBE: list[str | None] = []
 
@@ -64,9 +65,12 @@ def _probe() -> str | None:
 
 class VulkanBackend(Backend):
     name = "vulkan"
+    timer_name = "Vulkan timestamp queries"
+    writes_artifacts = True
 
     def __init__(self) -> None:
         self._ctx = None
+        self._timer = LaunchRecorder()
 
     # -- device ---------------------------------------------------------------------------------------------------
 
@@ -191,8 +195,20 @@ class VulkanBackend(Backend):
         if lanes > 1:  # a lanes module: one invocation per `lanes` elements of axis 0
             grid = (-(-grid[0] // lanes), grid[1], grid[2])
         try:
-            return ctx.dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat)
+            ms = ctx.dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat)
         except IronError:
             raise
         except Exception as e:  # a Vulkan error the checks above did not foresee: name the kernel, not our frames
             raise LaunchError(f"Vulkan launch of {spk.entry} failed: {type(e).__name__}: {e}") from None
+        self._timer.record(None if ms is None else ms * 1e-3)
+        return ms
+
+    def gpu_time(self, fn, repeats: int) -> float | None:
+        """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed)."""
+        return self._timer.median(fn, repeats)
+
+    # -- ahead-of-time builds -------------------------------------------------------------------------------------
+
+    def artifacts(self, variant, targets=(), metallib: bool = False) -> list[Emitted]:
+        """``.spv``: the portable SPIR-V module with its bindings, push constants and spec ids."""
+        return [write_spirv(variant)]

@@ -1,5 +1,5 @@
 """Iron's standard kernel library, one module per family. Each kernel is registered for ``iron bench`` and
-``iron test`` with ``iron.bench.registry``'s ``@bench``/``@test_kernel``: setup, launch, NumPy float64 oracle,
+``iron test`` with ``iron.harness.registry``'s ``@bench``/``@test_kernel``: setup, launch, NumPy float64 oracle,
 NumPy and torch references, tolerances per dtype, shapes, bytes and flops."""
 
 from __future__ import annotations

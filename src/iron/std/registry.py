@@ -1,4 +1,4 @@
-"""The std library's view of the harness registry (``iron.bench.registry``): import every std module so that its
+"""The std library's view of the harness registry (``iron.harness.registry``): import every std module so that its
 kernels register, and list the std entries."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..bench.registry import DEFAULT_TOLERANCE as TOLERANCE
-from ..bench.registry import REGISTRY, Registration
+from ..harness.registry import DEFAULT_TOLERANCE as TOLERANCE
+from ..harness.registry import REGISTRY, Registration
 
 __all__ = ["TOLERANCE", "import_std", "load_all"]
 

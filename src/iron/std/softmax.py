@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..bench.registry import InputGen, bench, test_kernel
 from ..frontend import kernel
+from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import T, Tensor, barrier, constexpr, exp, f32, group_id, local_id, shared
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bench.registry import InputGen, bench, test_kernel
 from ..frontend import kernel
+from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import T, Tensor, exp, program_id
 
 

@@ -1,0 +1,179 @@
+"""Measuring one bench row: Iron's time, the reference's, and the oracle check (what a worker runs per case).
+
+On the host-array backends: the backend's own GPU timer where it has one (``Backend.gpu_time``), else host
+wall-clock (median of repeats after a warm-up), against NumPy. On a backend that takes torch device tensors (CUDA):
+inputs live on the device as torch tensors, both Iron and the torch reference are timed with CUDA events (median after
+a warm-up), and the output is copied back only to check it against the float64 oracle.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from ..frontend import kernel
+from ..ir import types as t
+from ..lang import Tensor, f32, program_id
+from ..runtime import cuda_timing, get_backend
+from .checking import compare
+
+
+def _time(fn, repeats: int) -> float:
+    fn()  # warm-up: compiles the variant
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _to_torch(arr: np.ndarray):
+    import torch
+
+    if arr.dtype == t.bf16.np_dtype:
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16).cuda()
+    return torch.from_numpy(arr).cuda()
+
+
+def _to_numpy(tensor, like: np.ndarray) -> np.ndarray:
+    import torch
+
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).cpu().numpy().view(like.dtype).reshape(like.shape)
+    return tensor.cpu().numpy().reshape(like.shape)
+
+
+def _event_time(fn, repeats: int) -> float:
+    """Median GPU seconds of ``fn`` by CUDA events, the host's launch latency kept out (``cuda_timing``)."""
+    return cuda_timing.event_seconds(fn, repeats)
+
+
+#: the inputs of a timed row are cycled through enough copies to span this many times the GPU's L2 cache, so that
+#: no repeat reads what the previous one left in L2 (rows larger than that need no copies)
+ROTATE_L2_FACTOR = 4
+MAX_COPIES = 64
+
+
+def _rotated_event_time(fns: list, repeats: int) -> float:
+    """``_event_time`` with repeat i running ``fns[i % len(fns)]`` (one per copy of the inputs)."""
+    count = [0]
+
+    def step():
+        fn = fns[count[0] % len(fns)]
+        count[0] += 1
+        fn()
+
+    return _event_time(step, repeats)
+
+
+def _input_copies(dev: dict, uses: int = MAX_COPIES) -> list[dict]:
+    """``dev`` and enough clones of it that together they exceed ``ROTATE_L2_FACTOR`` times the L2 size (no more
+    than ``uses``, the launches that will cycle through them)."""
+    import torch
+
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 64 << 20)
+    nbytes = sum(v.numel() * v.element_size() for v in dev.values()) or 1
+    copies = min(MAX_COPIES, uses, max(1, -(-ROTATE_L2_FACTOR * l2 // nbytes)))
+    return [dev] + [{k: v.clone() for k, v in dev.items()} for _ in range(copies - 1)]
+
+
+def _have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HOST_TIMING = "host wall-clock"
+#: what the torch-device path times with
+EVENTS_TIMING = "CUDA events"
+
+
+def on_torch_device(backend: str) -> bool:
+    """Whether rows on ``backend`` run on torch device tensors beside the torch reference (CUDA with torch)."""
+    return get_backend(backend).torch_device and _have_torch()
+
+
+def timing_of(backend: str) -> str:
+    """How rows on ``backend`` are timed when none reported it (the table's title on an empty sweep)."""
+    return EVENTS_TIMING if on_torch_device(backend) else get_backend(backend).timer_name or HOST_TIMING
+
+
+def _device_time(fn, backend: str, repeats: int) -> tuple[float | None, str]:
+    """(seconds, how) of ``fn`` by the backend's own GPU timer, or (None, host wall-clock) where it has none."""
+    be = get_backend(backend)
+    # rows on a torch-device backend that fall back to NumPy arrays are staged through the host: host clock
+    seconds = be.gpu_time(fn, repeats) if be.timer_name and not be.torch_device else None
+    return seconds, be.timer_name if seconds is not None else HOST_TIMING
+
+
+def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray, str, int]:
+    """(Iron seconds, reference seconds, Iron's output as NumPy, how Iron was timed, how many copies of the inputs
+    the repeats cycled through) for one row."""
+    if entry.torch_reference is not None and on_torch_device(backend):
+        dev = {k: _to_torch(v) for k, v in inputs.items()}
+        dev["ref_out"] = dev[entry.output].clone()
+        sets = _input_copies(dev, repeats + 1)  # rotated, so that L2 does not serve a repeat its inputs
+        iron_s = _rotated_event_time([lambda d=d: entry.launch(d, backend) for d in sets], repeats)
+        covered = cuda_timing.last_lead_ok
+        out = _to_numpy(dev[entry.output], inputs[entry.output])
+        ref_s = _rotated_event_time([lambda d=d: entry.torch_reference(d) for d in sets], repeats)
+        timing = EVENTS_TIMING if covered and cuda_timing.last_lead_ok else \
+            f"{EVENTS_TIMING} (host launch latency included)"
+        return iron_s, ref_s, out, timing, len(sets)
+    iron_s, timing = _device_time(lambda: entry.launch(inputs, backend), backend, repeats)
+    if iron_s is None:
+        iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
+    ref_s = _time(lambda: entry.reference(inputs), repeats) if entry.reference else None
+    return iron_s, ref_s, inputs[entry.output], timing, 1
+
+
+def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: int, options: dict) -> dict:
+    """One row, as a worker answers it (JSON-able): the times and the oracle check, or ``{"error": ...}``."""
+    try:
+        inputs = entry.make(shape, t.SCALAR_TYPES[dname].np_dtype, np.random.default_rng(seed))
+        iron_s, ref_s, out, timing, copies = measure(entry, inputs, backend, options.get("repeats", 5))
+        result = compare(out, entry.oracle(inputs), entry.tolerance[dname]) if entry.oracle else None
+    except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"iron_s": iron_s, "ref_s": ref_s, "timing": timing, "input_copies": copies,
+            "ok": result.ok if result else True,
+            "max_abs": result.max_abs if result else float("nan"),
+            "failure": result.describe() if result and not result.ok else None, "stats": launch_stats(backend)}
+
+
+def launch_stats(backend: str) -> dict | None:
+    """Registers and occupancy of the row's kernel where the backend reports them (CUDA), else None."""
+    try:
+        return get_backend(backend).launch_stats()
+    except Exception:  # noqa: BLE001 - statistics are extra information; a row never fails for them
+        return None
+
+
+def check(out: np.ndarray, expected: np.ndarray, tol: tuple[float, float]) -> tuple[bool, float]:
+    """(within atol + rtol*|expected| everywhere, max abs error); NaN anywhere in ``out`` fails."""
+    result = compare(out, expected, tol)
+    return result.ok, result.max_abs
+
+
+@kernel
+def _empty(out: Tensor[f32]):
+    out[program_id(0)] = 0.0
+
+
+def launch_overhead(backend: str, repeats: int = 5) -> float:
+    """Seconds for one launch of a one-thread kernel: the floor under every row's time."""
+    out = np.zeros(1, dtype=np.float32)
+    if on_torch_device(backend):  # rows run on torch tensors, timed by CUDA events: so is the floor
+        dev = _to_torch(out)
+        return _event_time(lambda: _empty[1](dev, backend=backend), repeats)
+    launch = lambda: _empty[1](out, backend=backend)  # noqa: E731
+    # timed like the rows it is a floor of
+    device_s, _ = _device_time(launch, backend, repeats)
+    return device_s if device_s is not None else _time(launch, repeats)
+
+

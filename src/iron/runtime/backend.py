@@ -1,0 +1,140 @@
+"""The backend contract: what every runtime implements, and what the front-end, ``bench``, ``build`` and the CLI call.
+
+A backend is one module in ``runtime/`` with a ``probe()`` function and a :class:`Backend` subclass, plus a row in
+``runtime.BACKENDS``. Callers reach capabilities only through these methods: an optional capability has a default
+here that says "absent" (``fast_launcher`` returns None, ``gpu_time`` returns None, ``artifacts`` raises), so no caller
+probes a backend with ``getattr`` or patches its methods.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import LaunchError
+from ..ir.variant import Variant
+from .artifacts import Emitted
+
+
+class Backend:
+    """The interface every runtime implements."""
+
+    #: the name ``backend=`` takes
+    name = "?"
+    #: how :meth:`gpu_time` measures (for bench tables and JSON); None when the backend has no GPU timer
+    timer_name: str | None = None
+    #: whether ``iron build`` writes artifacts for this backend (:meth:`artifacts`)
+    writes_artifacts = False
+    #: what a ``--target`` of ``iron build`` names for this backend (e.g. AMD processors); None: it takes none
+    build_targets: str | None = None
+    #: whether launches take torch CUDA tensors in place, so the bench keeps its inputs on the device and times Iron
+    #: beside the torch reference with CUDA events
+    torch_device = False
+    #: what ``iron device`` adds when the device's own facts do not say how far the backend is verified
+    unverified: str | None = None
+
+    # -- the device (availability is the module's ``probe()``: None, or why the backend cannot run here) -------------
+
+    def info(self) -> dict[str, Any]:
+        """What ``iron device`` shows for this backend's device (name, driver, limits, features)."""
+        return {}
+
+    def describe(self) -> str:
+        """One line for ``iron device``: the device and its facts (a failing device query is shown, not raised)."""
+        try:
+            return "; ".join(f"{k}: {_shown(v)}" for k, v in self.info().items())
+        except Exception as e:  # noqa: BLE001
+            return f"device query failed: {e}"
+
+    def simd_width(self) -> int:
+        """The SIMD-group width kernels see (what ``simd_size()`` returns)."""
+        return 32
+
+    # -- compile -----------------------------------------------------------------------------------------------------
+
+    def source(self, variant: Variant) -> str:
+        raise LaunchError(f"backend '{self.name}' has no generated source")
+
+    def compile(self, variant: Variant, target: str | None = None) -> Any:
+        """The variant's binary (through :func:`iron.runtime.cache.cached_binary` where it is one)."""
+        raise LaunchError(f"backend '{self.name}' has no binary to compile")
+
+    # -- launch ------------------------------------------------------------------------------------------------------
+
+    def check_array(self, param: str, value: Any, where) -> Any:
+        """Validate one buffer argument (type, layout, device); return what ``launch`` takes."""
+        raise NotImplementedError
+
+    def launch(self, variant: Variant, arrays: dict[str, Any], scalars: dict[str, Any], grid: tuple[int, int, int],
+               group: tuple[int, int, int]) -> None:
+        raise NotImplementedError
+
+    def fast_launcher(self, kfn, variant: Variant, args: tuple, bound: dict[str, Any], grid: tuple[int, int, int],
+                      group: tuple[int, int, int], min_sizes: dict[str, int]) -> Callable[[tuple], bool] | None:
+        """A launcher ``fast(args) -> bool`` for repeat calls shaped like this one (False: not served, take the full
+        path), or None when the backend has none."""
+        return None
+
+    def direct_launcher(self, fast: Callable[[tuple], bool], fallback: Callable[..., Any]) -> Callable[..., Any] | None:
+        """A callable that can stand in for ``k[grid]`` itself (launching calls ``fast`` accepts without entering
+        Python, handing any other call to ``fallback``), or None."""
+        return None
+
+    def launch_stats(self) -> dict[str, Any] | None:
+        """Registers and occupancy of the kernel last launched, where the backend reports them."""
+        return None
+
+    def synchronize(self) -> None:
+        """Wait for the work this backend queued (a no-op where launches are synchronous)."""
+
+    # -- timing ------------------------------------------------------------------------------------------------------
+
+    def gpu_time(self, fn: Callable[[], Any], repeats: int) -> float | None:
+        """Median GPU seconds of ``fn`` (summed over every launch it makes on this backend), measured by the
+        backend's own timer after a warm-up; None where the backend has no timer or a launch could not be timed."""
+        return None
+
+    # -- ahead-of-time builds ----------------------------------------------------------------------------------------
+
+    def artifacts(self, variant: Variant, targets: Sequence[str] = (), metallib: bool = False) -> list[Emitted]:
+        """What ``iron build`` writes for ``variant``: sources and binaries with their launch facts. ``targets``:
+        the build's ``--target`` list (backends with ``build_targets``); ``metallib``: also Apple's library."""
+        raise LaunchError(f"iron build writes no artifacts for backend '{self.name}'")
+
+    def check_build_target(self, target: str) -> None:
+        """Raise a CompileError when ``target`` cannot be built (backends with ``build_targets``)."""
+        raise LaunchError(f"backend '{self.name}' takes no build targets")
+
+
+class LaunchRecorder:
+    """GPU seconds of each launch a backend makes while recording: what :meth:`Backend.gpu_time` sums. A backend
+    calls :meth:`record` after every launch it times (None: that launch could not be timed)."""
+
+    def __init__(self) -> None:
+        self.samples: list[float | None] | None = None
+
+    def record(self, seconds: float | None) -> None:
+        if self.samples is not None:
+            self.samples.append(seconds)
+
+    def median(self, fn: Callable[[], Any], repeats: int) -> float | None:
+        """Median over ``repeats`` calls of ``fn`` of the recorded seconds (summed per call), after a warm-up."""
+        fn()  # warm-up: compiles the variant, builds the pipeline
+        samples = []
+        try:
+            for _ in range(repeats):
+                self.samples = []
+                fn()
+                if not self.samples or any(s is None for s in self.samples):
+                    return None
+                samples.append(sum(self.samples))  # type: ignore[arg-type]
+        finally:
+            self.samples = None
+        return statistics.median(samples)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(str(v) for v in value)
+    return str(value)

@@ -37,6 +37,8 @@ pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"NVRTC unavailable:
 # takes the module global of the same name (std kernels define e.g. BLOCK next to the kernel)
 CONSTEXPRS = {
     "unary_math": [{"OP": op} for op in range(13)],
+    "new_unary_math": [{"OP": op} for op in range(4)],
+    "binary_math": [{"OP": op} for op in range(3)],
     "block_sum": [{"BLOCK": 64}],
     "simd_exchange": [{"SHIFT": 1, "MASK": 1}, {"SHIFT": 5, "MASK": 16}],
     "static_dot": [{"K": 3}],

@@ -559,3 +559,41 @@ def round_through_halves(x: Tensor[f32], h: Tensor[f32], b: Tensor[f32]):
     i = program_id(0)
     h[i] = cast(cast(x[i], iron.f16), f32)
     b[i] = cast(cast(x[i], iron.bf16), f32)
+
+
+#: the math the op table added (issue 13): OP picks one, as in unary_math
+NEW_UNARY_OPS = ("rint", "sigmoid", "silu", "gelu")
+BINARY_OPS = ("atan2", "pow", "copysign")
+
+
+@kernel
+def new_unary_math(x: Tensor[T], out: Tensor[T], OP: constexpr):
+    i = program_id(0)
+    v = x[i]
+    if OP == 0:
+        y = iron.rint(v)
+    elif OP == 1:
+        y = iron.sigmoid(v)
+    elif OP == 2:
+        y = iron.silu(v)
+    else:
+        y = iron.gelu(v)
+    out[i] = y
+
+
+@kernel
+def binary_math(x: Tensor[T], y: Tensor[T], out: Tensor[T], OP: constexpr):
+    i = program_id(0)
+    if OP == 0:
+        r = iron.atan2(x[i], y[i])
+    elif OP == 1:
+        r = iron.pow(x[i], y[i])
+    else:
+        r = iron.copysign(x[i], y[i])
+    out[i] = r
+
+
+@kernel
+def float_class(x: Tensor[T], out: Tensor[iron.i32]):
+    i = program_id(0)
+    out[i] = where(iron.isnan(x[i]), 1, 0) + where(iron.isinf(x[i]), 2, 0)

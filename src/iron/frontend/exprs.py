@@ -7,6 +7,7 @@ import builtins as py_builtins
 import types as pytypes
 from typing import Any
 
+from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
 from .typing_rules import Const, literal_type, promote, promote_with_literal
@@ -36,9 +37,8 @@ UNSUPPORTED_EXPRS = {
     ast.Slice: ("slice", "index one element at a time: t[i]"),
 }
 
-PURE_CALLS = {"program_id", "local_id", "group_id", "group_size", "num_groups", "simd_lane", "simd_group",
-              "simd_size", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs",
-              "floor", "ceil", "min", "max", "fma", "where", "cast"}
+#: builtins a condition may evaluate speculatively (no side effects, no memory reads): from the builtin table
+PURE_CALLS = frozenset(b.name for b in O.BUILTINS.values() if b.pure)
 
 
 def c_int_div(a: int, b: int) -> int:

@@ -8,22 +8,15 @@ import builtins as py_builtins
 import math
 from typing import Any
 
+import numpy as np
+
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
 from .typing_rules import Const, compute_type, promote
 
-ARITY = {
-    **{n: (0, 1) for n in O.THREAD_AXIS}, "simd_lane": (0, 0), "simd_group": (0, 0), "simd_size": (0, 0),
-    "load": (2, 2), "store": (3, 3), **{n: (1, 1) for n in O.FLOAT_MATH}, "abs": (1, 1), "min": (2, 99),
-    "max": (2, 99), "fma": (3, 3), "where": (3, 3), "cast": (2, 2), "shared": (2, 2), "barrier": (0, 0),
-    **{n: (1, 1) for n in O.SIMD_REDUCE}, **{n: (2, 2) for n in O.SIMD_EXCHANGE}, "atomic_add": (3, 3),
-    "atomic_max": (3, 3), "static_range": (1, 3),
-}
-
-_PY_MATH = {"exp": math.exp, "exp2": lambda x: 2.0**x, "log": math.log, "log2": math.log2, "sqrt": math.sqrt,
-            "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin, "cos": math.cos, "tanh": math.tanh,
-            "erf": math.erf, "floor": lambda x: float(math.floor(x)), "ceil": lambda x: float(math.ceil(x))}
+#: (fewest, most) arguments of each builtin, from the one builtin table
+ARITY = {b.name: b.arity for b in O.BUILTINS.values()}
 
 
 def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = None) -> Any:
@@ -68,7 +61,7 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
     if name in ("load", "store", "atomic_add", "atomic_max"):
         return lower_memory(cg, name, args, arg_nodes, node)
     if name in O.FLOAT_MATH:
-        return lower_math(cg, name, args[0], arg_nodes[0])
+        return lower_math(cg, name, args, arg_nodes, node)
     if name == "abs":
         return lower_abs(cg, args[0], node)
     if name in ("min", "max"):
@@ -178,15 +171,28 @@ def lower_memory(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
     return cg.b.op(name, [buf, index, value], elem).result
 
 
-def lower_math(cg, name: str, x: Any, node: ast.AST) -> Any:
-    cg.check_number(x, node)
-    if isinstance(x, Const):
-        try:
-            return Const(float(_PY_MATH[name](float(x.value))))
-        except (ValueError, OverflowError, ZeroDivisionError):
-            raise cg.error(f"{name}({x.value!r}) is undefined", node) from None
-    ty = compute_type(x.type, cg.native_half) if x.type.is_float else t.f32
-    return cg.b.unary(name, cg.b.cast(x, ty))
+def lower_math(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:
+    """Float math (the op table's ``FLOAT_MATH`` rows): operands promoted to one float compute type (ints to f32);
+    constant operands fold through the op's float64 reference, rounded once to f32 as the op is defined."""
+    for a, n in zip(args, arg_nodes):
+        cg.check_number(a, n)
+    row = O.OPS[name]
+    if all(isinstance(a, Const) for a in args):
+        with np.errstate(all="ignore"):
+            value = row.ref(*(np.float64(float(a.value)) for a in args))
+        if row.result == "bool":
+            return Const(bool(value))
+        value = float(np.float32(value))
+        if math.isfinite(value) or not all(math.isfinite(float(a.value)) for a in args):
+            return Const(value)
+        raise cg.error(f"{name}({', '.join(repr(a.value) for a in args)}) is undefined", node)
+    tys = [a.type for a in args if isinstance(a, Value)]
+    ty = tys[0]
+    for other in tys[1:]:
+        ty = promote(ty, other, cg.native_half)
+    ty = compute_type(ty, cg.native_half) if ty.is_float else t.f32
+    operands = [cg.materialize_as(a, ty) for a in args]
+    return cg.b.op(name, operands, t.bool_ if row.result == "bool" else ty).result
 
 
 def lower_abs(cg, x: Any, node: ast.AST) -> Any:

@@ -22,12 +22,11 @@ Choices where C leaves behaviour undefined or a GPU differs (each backend's emit
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
-from numpy.polynomial import chebyshev
 
+from ..ir import ops as O
 from ..ir import types as t
 
 PureFn = Callable[..., np.ndarray]
@@ -128,10 +127,6 @@ def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # -- float helpers ------------------------------------------------------------------------------------------------
 
 
-def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return 1.0 / np.sqrt(x)
-
-
 def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a*b+c rounded to odd in float64, so that the final rounding to a <= f32 type happens once.
 
@@ -145,34 +140,6 @@ def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     if fix.any():
         s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
     return s
-
-
-def _fit(func: Callable[[np.ndarray], np.ndarray], deg: int, lo: float, hi: float) -> chebyshev.Chebyshev:
-    return chebyshev.Chebyshev.interpolate(func, deg, domain=[lo, hi])
-
-
-_erf_vec = np.vectorize(math.erf, otypes=[np.float64])
-_erfc_vec = np.vectorize(math.erfc, otypes=[np.float64])
-# erf(x) = x * g(x^2) near zero keeps the relative error small for tiny x; erfc(x) = exp(-x^2) * h(x) on [1, 4] is
-# smooth enough for a short Chebyshev series. Fitted once at import against libm (|rel. error| < 1e-14 in float64).
-_ERF_G = _fit(lambda u: _erf_vec(np.sqrt(u)) / np.sqrt(u), 12, 0.0, 1.0)
-_ERFC_H = _fit(lambda x: _erfc_vec(x) * np.exp(x * x), 24, 1.0, 4.0)
-
-
-def _erf_f64(x: np.ndarray) -> np.ndarray:
-    """erf in float64 to ~1e-14 relative; beyond |x| = 4, erf rounds to +-1 in every Iron float type."""
-    x = np.asarray(x, dtype=np.float64)
-    ax = np.abs(x)
-    out = np.where(ax >= 4.0, np.sign(x), x)  # keeps NaN
-    small = ax < 1.0
-    if small.any():
-        xs = x[small]
-        out[small] = xs * _ERF_G(xs * xs)
-    mid = (ax >= 1.0) & (ax < 4.0)
-    if mid.any():
-        xm = ax[mid]
-        out[mid] = np.copysign(1.0 - np.exp(-xm * xm) * _ERFC_H(xm), x[mid])
-    return out
 
 
 # -- the op table -------------------------------------------------------------------------------------------------
@@ -210,19 +177,10 @@ _COMPARE = {
 }
 # exact or correctly rounded in float32 already
 _F32_MATH = {"sqrt": np.sqrt, "floor": np.floor, "ceil": np.ceil, "abs": np.abs, "neg": np.negative}
-# NumPy's float32 kernels for these are off by up to 3 ulp and differ between CPUs (AVX2 vs AVX-512 paths);
-# float64 rounded once is (all but) correctly rounded and the same everywhere, so folding is reproducible
-_F64_MATH = {
-    "exp": np.exp,
-    "exp2": np.exp2,
-    "log": np.log,
-    "log2": np.log2,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tanh": np.tanh,
-    "rsqrt": _rsqrt,
-    "erf": _erf_f64,
-}
+# The rest of the float math (exp, log, sin, erf, sigmoid, atan2, pow, ...) is defined by the op table's float64
+# references (``iron.ir.mathref``), rounded once: NumPy's float32 kernels are off by up to 3 ulp and differ between
+# CPUs (AVX2 vs AVX-512 paths); float64 rounded once is (all but) correctly rounded and the same everywhere, so
+# folding is reproducible.
 
 
 def _wrap(fn: PureFn) -> PureFn:
@@ -237,9 +195,9 @@ def _float_fn(opcode: str, rt: t.ScalarType) -> PureFn | None:
             return fn
         dt = rt.np_dtype
         return lambda *a: fn(*[_to_f32(x) for x in a]).astype(dt)
-    if opcode in _F64_MATH:
-        fn = _F64_MATH[opcode]
-        return lambda a: from_f64(fn(_to_f64(a)), rt)
+    if opcode in O.FLOAT_MATH:
+        ref = O.OPS[opcode].ref
+        return lambda *a: from_f64(ref(*(_to_f64(x) for x in a)), rt)
     if opcode == "fma":
         return lambda a, b, c: from_f64(_fma_f64(_to_f64(a), _to_f64(b), _to_f64(c)), rt)
     return None
@@ -287,6 +245,9 @@ def pure_fn(
         fn = (lambda a, b: cmp(_to_f32(a), _to_f32(b))) if operand_types[0].is_half else cmp
     elif opcode == "not":
         fn = np.logical_not if rt.is_bool else np.invert
+    elif opcode in O.MATH_PREDICATES:
+        ref = O.OPS[opcode].ref
+        fn = lambda a: ref(_to_f64(a))  # noqa: E731 - exact for every float type
     elif rt.is_float:
         fn = _float_fn(opcode, rt)
     elif rt.is_bool and opcode in ("and", "or", "xor"):

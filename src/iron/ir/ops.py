@@ -24,7 +24,10 @@ Semantics (the interpreter in ``iron.interp`` is the executable definition):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from . import mathref
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,47 @@ class OpInfo:
     pure: bool = True  # no side effects and no dependence on memory: may be folded, CSE'd, removed when unused
     has_result: bool = True
     doc: str = ""
+    #: float math only: the result type ("float": the operands' float type; "bool"), the float64 reference that
+    #: defines the op (its exact value, rounded once to the result type: ``mathref``), and whether every backend
+    #: must give that value bit for bit (else within the ulp allowances of tests/backends)
+    result: str = ""
+    ref: Callable | None = None
+    exact: bool = False
 
 
 def _ops(category: str, names: str, n: int, doc: str = "", **kw) -> list[OpInfo]:
     return [OpInfo(name, category, n, doc=doc, **kw) for name in names.split()]
+
+
+#: float math: name -> (operands, result rule, exact, what it computes); f16/bf16 operands compute in f32
+_MATH: dict[str, tuple[int, str, bool, str]] = {
+    "exp": (1, "float", False, "e**x."),
+    "exp2": (1, "float", False, "2**x."),
+    "log": (1, "float", False, "Natural logarithm."),
+    "log2": (1, "float", False, "Base-2 logarithm."),
+    "sqrt": (1, "float", False, "Square root."),
+    "rsqrt": (1, "float", False, "1 / sqrt(x)."),
+    "sin": (1, "float", False, "Sine (radians)."),
+    "cos": (1, "float", False, "Cosine (radians)."),
+    "tanh": (1, "float", False, "Hyperbolic tangent."),
+    "erf": (1, "float", False, "Error function."),
+    "floor": (1, "float", True, "Round toward -inf."),
+    "ceil": (1, "float", True, "Round toward +inf."),
+    "rint": (1, "float", True, "Round to the nearest integer, ties to even (C rintf in the default rounding mode)."),
+    "sigmoid": (1, "float", False, "1 / (1 + e**-x)."),
+    "silu": (1, "float", False, "x * sigmoid(x) (SiLU, swish)."),
+    "gelu": (1, "float", False, "x/2 * (1 + erf(x / sqrt(2))): GELU, the erf form (not the tanh approximation)."),
+    "atan2": (2, "float", False, "The angle of the point (x, y), in [-pi, pi] (C atan2f)."),
+    "pow": (2, "float", False, "x**y for a float exponent (C powf: NaN for negative x and non-integer y)."),
+    "copysign": (2, "float", True, "|x| with the sign of y (also of zeros and NaNs)."),
+    "isnan": (1, "bool", True, "x is a NaN."),
+    "isinf": (1, "bool", True, "x is +inf or -inf."),
+}
+
+
+def _math_rows() -> list[OpInfo]:
+    return [OpInfo(name, "math", n, doc=doc, result=result, ref=mathref.REFS[name], exact=exact)
+            for name, (n, result, exact, doc) in _MATH.items()]
 
 
 _TABLE: list[OpInfo] = [
@@ -48,7 +88,7 @@ _TABLE: list[OpInfo] = [
     *_ops("bitwise", "and or xor shl shr", 2, "ints bitwise; and/or/xor also on bool"),
     *_ops("unary", "neg not", 1, "neg: arithmetic negation; not: bitwise (ints) or logical (bool)"),
     *_ops("compare", "lt le gt ge eq ne", 2, "same-type comparison -> bool"),
-    *_ops("math", "exp exp2 log log2 sqrt rsqrt sin cos tanh erf floor ceil", 1, "float math"),
+    *_math_rows(),
     OpInfo("abs", "math", 1, doc="float or signed int absolute value"),
     OpInfo("fma", "math", 3, doc="a*b+c rounded once (floats)"),
     OpInfo("select", "select", 3, doc="select(cond, a, b): a where cond else b"),
@@ -94,7 +134,9 @@ OPS: dict[str, OpInfo] = {info.name: info for info in _TABLE}
 BINARY_ARITH = {"add", "sub", "mul", "div", "rem", "min", "max"}
 BITWISE = {"and", "or", "xor", "shl", "shr"}
 COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
-FLOAT_MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil"}
+#: float math (the ``_MATH`` rows): operands of one float type; the result is that type, or bool for the predicates
+FLOAT_MATH = frozenset(_MATH)
+MATH_PREDICATES = frozenset(n for n, row in _MATH.items() if row[1] == "bool")
 THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups"}
 SIMD_REDUCE = {"simd_sum", "simd_max", "simd_min"}
 SIMD_EXCHANGE = {"simd_shuffle", "simd_shuffle_xor", "simd_broadcast"}
@@ -105,3 +147,90 @@ COMMUTATIVE = {"add", "mul", "min", "max", "and", "or", "xor", "eq", "ne"}
 
 def info(opcode: str) -> OpInfo:
     return OPS[opcode]
+
+
+# -- builtins: what kernel authors call (``iron.exp``, ``iron.where``, ...) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuiltinInfo:
+    """One builtin: ``iron.lang`` exports it, the front-end checks its arity and lowers it, docs/dsl.md lists it.
+
+    ``op`` is the IR op it lowers to (None for front-end forms: ``where`` -> select, ``static_range``); ``pure``
+    calls have no side effects and read no memory, so the front-end may evaluate them speculatively (short-circuit
+    operands)."""
+
+    name: str
+    signature: str
+    doc: str
+    arity: tuple[int, int]
+    pure: bool
+    op: str | None
+
+
+_MATH_PARAMS = {"atan2": "y, x", "pow": "x, y", "copysign": "x, y"}
+
+
+def _math_builtins() -> list[BuiltinInfo]:
+    out = []
+    for name, (n, result, _exact, doc) in _MATH.items():
+        params = _MATH_PARAMS.get(name, "x")
+        out.append(BuiltinInfo(name, f"{name}({params}) -> {result}", doc, (n, n), True, name))
+    return out
+
+
+def _b(name: str, signature: str, doc: str, arity: tuple[int, int], pure: bool = True, op: str | None = "") \
+        -> BuiltinInfo:
+    return BuiltinInfo(name, signature, doc, arity, pure, name if op == "" else op)
+
+
+_BUILTIN_ROWS: list[BuiltinInfo] = [
+    _b("program_id", "program_id(axis=0) -> i32", "Global thread index along axis: group_id * group_size + local_id.",
+       (0, 1)),
+    _b("local_id", "local_id(axis=0) -> i32", "Thread index inside its group along axis.", (0, 1)),
+    _b("group_id", "group_id(axis=0) -> i32", "Index of the thread's group along axis.", (0, 1)),
+    _b("group_size", "group_size(axis=0) -> i32", "Threads per group along axis.", (0, 1)),
+    _b("num_groups", "num_groups(axis=0) -> i32", "Number of groups along axis.", (0, 1)),
+    _b("simd_lane", "simd_lane() -> i32", "Lane index inside the SIMD group (warp / wave / subgroup).", (0, 0)),
+    _b("simd_group", "simd_group() -> i32", "Index of the SIMD group inside the thread group.", (0, 0)),
+    _b("simd_size", "simd_size() -> i32",
+       "SIMD width: 32 on NVIDIA/Apple, 64 on AMD CDNA, 8 on lavapipe. Never assume.", (0, 0)),
+    _b("load", "load(t, i) -> t.dtype", "Read element i of buffer t (same as `t[i]`).", (2, 2), pure=False),
+    _b("store", "store(t, i, v)", "Write v (converted to t's dtype) to element i of t (same as `t[i] = v`).", (3, 3),
+       pure=False),
+    *_math_builtins(),
+    _b("abs", "abs(x)", "Absolute value (float or signed int).", (1, 1)),
+    _b("min", "min(a, b, ...)", "Smaller of a and b (promoted); for floats a NaN operand yields the other operand.",
+       (2, 99)),
+    _b("max", "max(a, b, ...)", "Larger of a and b (promoted); for floats a NaN operand yields the other operand.",
+       (2, 99)),
+    _b("fma", "fma(a, b, c) -> float", "a * b + c with one rounding.", (3, 3)),
+    _b("where", "where(c, a, b)", "a where c is true else b; both a and b are evaluated.", (3, 3), op="select"),
+    _b("cast", "cast(v, dtype)", "Convert v to dtype (float to int truncates toward zero, saturates, NaN -> 0).",
+       (2, 2)),
+    _b("shared", "shared(dtype, n) -> shared array",
+       "A group-shared array of n (compile-time) elements; its contents start undefined.", (2, 2),
+       pure=False),
+    _b("barrier", "barrier()",
+       "Every thread of the group waits; shared-memory writes before it are visible after it. Must be reached by "
+       "all threads of the group (uniform control flow); the interpreter reports a divergent barrier.", (0, 0),
+       pure=False),
+    _b("simd_sum", "simd_sum(x)", "Sum of x over the active lanes of the SIMD group, given to every lane.", (1, 1),
+       pure=False),
+    _b("simd_max", "simd_max(x)", "Maximum of x over the active lanes of the SIMD group.", (1, 1), pure=False),
+    _b("simd_min", "simd_min(x)", "Minimum of x over the active lanes of the SIMD group.", (1, 1), pure=False),
+    _b("simd_shuffle", "simd_shuffle(x, lane)", "x of lane `lane` of the same SIMD group.", (2, 2), pure=False),
+    _b("simd_shuffle_xor", "simd_shuffle_xor(x, mask)", "x of lane (simd_lane() ^ mask).", (2, 2), pure=False),
+    _b("simd_broadcast", "simd_broadcast(x, lane)", "x of lane `lane` (uniform) given to every lane.", (2, 2),
+       pure=False),
+    _b("atomic_add", "atomic_add(t, i, v) -> old",
+       "Atomically t[i] += v (i32/u32/f32 buffers or shared arrays); returns the old value.", (3, 3), pure=False),
+    _b("atomic_max", "atomic_max(t, i, v) -> old", "Atomically t[i] = max(t[i], v); returns the old value.", (3, 3),
+       pure=False),
+    _b("static_range", "static_range(stop) / static_range(start, stop, step=1)",
+       "A range with compile-time bounds whose loop is fully unrolled (only as a `for` iterable).", (1, 3), pure=False,
+       op=None),
+]
+
+#: every builtin, in documentation order
+BUILTINS: dict[str, BuiltinInfo] = {b.name: b for b in _BUILTIN_ROWS}

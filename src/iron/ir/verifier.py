@@ -112,6 +112,8 @@ class _Verifier:
             need(scalar and xs[0] == r and not r.is_float, "not needs an int or bool")
         elif code in O.COMPARE:
             need(scalar and xs[0] == xs[1] and r == t.bool_, "comparison needs equal types and a bool result")
+        elif code in O.MATH_PREDICATES:
+            need(scalar and xs[0].is_float and r == t.bool_, "a float predicate takes a float and gives a bool")
         elif code in O.FLOAT_MATH or code == "fma":
             need(scalar and all(x == r for x in xs) and r.is_float, "math needs floats of the result type")
         elif code == "abs":

@@ -12,6 +12,8 @@ from typing import ClassVar
 
 from ...ir import types as t
 from .dialect import (
+    ACTIVATION_MATH,
+    ACTIVATION_NEEDS,
     WRAPPING_INT_MATH,
     CDialect,
     CParam,
@@ -19,6 +21,7 @@ from .dialect import (
     Snippet,
     Template,
     VectorParts,
+    activation_helpers,
     wrapping_int_helpers,
 )
 from .expr import UNARY, Expr
@@ -188,6 +191,7 @@ __device__ __forceinline__ iron_{half} {fn}(iron_{half} v, int lane, {mask_ctype
 def _snippets() -> dict[str, Snippet]:
     table = {"f16": _F16, "bf16": _BF16, "int_to_f32_odd": _INT_TO_F32_ODD,
              **wrapping_int_helpers("__device__ __forceinline__", "unsigned"),
+             **activation_helpers("__device__ __forceinline__", "expf", "fabsf", "erff"),
              "local_linear": _LOCAL_LINEAR, "warp_lanes": _WARP_LANES,
              "lanes_mask": _LANES_MASK, "atomic_max_f32": _ATOMIC_MAX_F32}
     for op in ("sum", "max", "min"):
@@ -219,8 +223,11 @@ class CudaDialect(CDialect):
     math: ClassVar[dict[str, str]] = {
         "exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
         "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "erf": "erff", "floor": "floorf", "ceil": "ceilf",
-        "abs": "fabsf", "min": "fminf", "max": "fmaxf", "rem": "fmodf", "fma": "fmaf",
+        "abs": "fabsf", "min": "fminf", "max": "fmaxf", "rem": "fmodf", "fma": "fmaf", "rint": "rintf",
+        "atan2": "atan2f", "pow": "powf", "copysign": "copysignf", "isnan": "isnan", "isinf": "isinf",
+        **ACTIVATION_MATH,
     }
+    math_needs: ClassVar[dict[str, tuple[str, ...]]] = ACTIVATION_NEEDS
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
         **WRAPPING_INT_MATH,

@@ -12,6 +12,7 @@ table / hook              what it holds (CUDA's value as the example)
 ``thread``                thread-index op -> template over ``{axis}`` (``(int)threadIdx.{axis}``)
 ``math``                  f32 math op -> function (``exp`` -> ``expf``; also ``min``/``max``/``rem``/``abs``/``fma``)
 ``math_needs``            math op -> prelude snippets its function needs (MSL's ``erf`` helper)
+``unsupported_ops``       float math ops the target cannot spell: a located ``CompileError`` naming op and backend
 ``int_math``              i32/u32 ``min``/``max``/``abs`` -> template
 ``conversions``           (src, dst) type pair -> template, where a plain C cast is wrong (float -> int saturates)
 ``atomics``               (opcode, elem type) -> template over ``{ptr}`` and ``{val}``
@@ -155,6 +156,33 @@ def wrapping_int_helpers(qualifier: str, unsigned: str) -> dict[str, Snippet]:
     }
 
 
+def activation_helpers(qualifier: str, exp: str, abs_: str, erf: str) -> dict[str, Snippet]:
+    """f32 ``sigmoid``, ``silu`` and ``gelu`` (erf form) in the target's spellings of exp, fabs and erf."""
+    return {
+        "sigmoid": Snippet(f"""\
+// 1 / (1 + e^-x) without overflow: e^-|x| is in (0, 1], and e / (1 + e) for negative x.
+{qualifier} float iron_sigmoid(float x) {{
+    const float e = {exp}(-{abs_}(x));
+    const float s = 1.0f / (1.0f + e);
+    return x >= 0.0f ? s : e * s;
+}}"""),
+        "silu": Snippet(f"""\
+{qualifier} float iron_silu(float x) {{
+    return x * iron_sigmoid(x);
+}}""", needs=("sigmoid",)),
+        "gelu": Snippet(f"""\
+// GELU, erf form, as torch computes it in f32 (1 + erf cancels for x below about -3: see docs/dsl.md).
+{qualifier} float iron_gelu(float x) {{
+    return 0.5f * x * (1.0f + {erf}(x * 0.70710678118654752f));
+}}"""),
+    }
+
+
+#: ``math`` entries and their ``math_needs`` for ``activation_helpers``
+ACTIVATION_MATH = {"sigmoid": "iron_sigmoid", "silu": "iron_silu", "gelu": "iron_gelu"}
+ACTIVATION_NEEDS = {"sigmoid": ("sigmoid",), "silu": ("silu",), "gelu": ("gelu",)}
+
+
 #: the ``int_math`` entries that use ``wrapping_int_helpers``
 WRAPPING_INT_MATH = {
     "abs:i32": Template("iron_abs({})", needs=("abs_i32",)),
@@ -178,6 +206,8 @@ class CDialect:
     math: ClassVar[dict[str, str]] = {}
     #: prelude snippets a math function needs (MSL's ``erf`` is a helper)
     math_needs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: the op table's float math this dialect declares it cannot spell (tests/backends checks math + this = all)
+    unsupported_ops: ClassVar[frozenset[str]] = frozenset()
     int_math: ClassVar[dict[str, Template]] = {}
     conversions: ClassVar[dict[tuple[str, str], Template]] = {}
     atomics: ClassVar[dict[tuple[str, str], Template]] = {}

@@ -29,7 +29,18 @@ import numpy as np
 from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Kernel
-from .dialect import WRAPPING_INT_MATH, CDialect, CParam, Features, Snippet, Template, wrapping_int_helpers
+from .dialect import (
+    ACTIVATION_MATH,
+    ACTIVATION_NEEDS,
+    WRAPPING_INT_MATH,
+    CDialect,
+    CParam,
+    Features,
+    Snippet,
+    Template,
+    activation_helpers,
+    wrapping_int_helpers,
+)
 from .expr import UNARY, Expr
 from .printer import KernelSource, emit_source
 
@@ -208,6 +219,7 @@ static inline {ctype} {fn}({ctype} v, int lane{extra}) {{
 def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "int_to_f32_odd": _INT_TO_F32_ODD,
              **wrapping_int_helpers("static inline", "uint"),
+             **activation_helpers("static inline", "exp", "fabs", "iron_erf"),
              "lane_macro": _LANE_MACRO}
     for space in ("device", "threadgroup"):
         table[f"atomic_max_f32:{space}"] = Snippet(_ATOMIC_MAX_F32.format(space=space))
@@ -253,7 +265,8 @@ class MslDialect(CDialect):
     math: ClassVar[dict[str, str]] = {
         "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin",
         "cos": "cos", "tanh": "tanh", "erf": "iron_erf", "floor": "floor", "ceil": "ceil", "abs": "fabs",
-        "min": "fmin", "max": "fmax", "rem": "fmod", "fma": "fma",
+        "min": "fmin", "max": "fmax", "rem": "fmod", "fma": "fma", "rint": "rint", "atan2": "atan2", "pow": "pow",
+        "copysign": "copysign", "isnan": "isnan", "isinf": "isinf", **ACTIVATION_MATH,
     }
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
@@ -278,7 +291,8 @@ class MslDialect(CDialect):
         ("atomic_max", "f32"): SpaceTemplate("iron_atomic_max_{space}({ptr}, {val})",
                                              needs=("atomic_max_f32:device", "atomic_max_f32:threadgroup")),
     }
-    math_needs: ClassVar[dict[str, tuple[str, ...]]] = {"erf": ("erf",)}
+    math_needs: ClassVar[dict[str, tuple[str, ...]]] = {"erf": ("erf",), **ACTIVATION_NEEDS,
+                                                        "gelu": ("erf", "gelu")}
     simd: ClassVar[dict[str, str]] = {
         "simd_sum": "iron_simd_sum", "simd_max": "iron_simd_max", "simd_min": "iron_simd_min",
         "simd_shuffle": "iron_simd_shuffle", "simd_broadcast": "iron_simd_shuffle",

@@ -579,7 +579,9 @@ class _Printer:
     def _math(self, op: Op) -> str:
         fn = self.d.math.get(op.opcode)
         if fn is None:
-            raise CompileError(f"unsupported op '{op.opcode}' on backend {self.d.name}", op.loc)
+            why = "declared unsupported" if op.opcode in self.d.unsupported_ops else "no spelling"
+            raise CompileError(f"unsupported op '{op.opcode}' on backend {self.d.name} ({why})", op.loc,
+                               hint="run the kernel on a backend that has it (iron.interp runs every op)")
         self._need(self.d.math_needs.get(op.opcode, ()))
         return fn
 

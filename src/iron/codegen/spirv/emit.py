@@ -25,6 +25,7 @@ from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from .builder import SpirvModuleBuilder
+from .mathops import MathOps
 from .precise import PreciseMath
 from .values import ValueOps
 
@@ -55,7 +56,7 @@ class _Memory:
         self.var, self.storage, self.elem_type, self.kind, self.elem = var, storage, elem_type, kind, elem
 
 
-class SpirvEmitter(ValueOps, PreciseMath):
+class SpirvEmitter(ValueOps, PreciseMath, MathOps):
     def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                  float64: bool = False, denorm_preserve: bool = False, lanes=None, *, ieee_specials: bool = True,
                  rounding_rte: bool = False):

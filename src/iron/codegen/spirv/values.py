@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ...errors import CompileError
+from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Op
 from .erf import MID_CENTER, MID_HALF_WIDTH, coefficients
@@ -26,6 +27,11 @@ _UNSIGNED_COMPARE = {"lt": "OpULessThan", "le": "OpULessThanEqual", "gt": "OpUGr
                      "ge": "OpUGreaterThanEqual", "eq": "OpIEqual", "ne": "OpINotEqual"}
 _GLSL_MATH = {"exp": "Exp", "exp2": "Exp2", "log": "Log", "log2": "Log2", "sqrt": "Sqrt", "rsqrt": "InverseSqrt",
               "sin": "Sin", "cos": "Cos", "floor": "Floor", "ceil": "Ceil", "fma": "Fma"}
+#: the op table's float math the SPIR-V emitter spells (GLSL.std.450, precise.py, mathops.py, or here), and what it
+#: declares it cannot: tests/backends checks that together they cover ``ops.FLOAT_MATH``
+SPIRV_MATH = frozenset({*("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil"), "tanh", "erf",
+                        *("rint", "atan2", "isnan", "isinf", "copysign", "sigmoid", "silu", "gelu", "pow")})
+SPIRV_UNSUPPORTED: frozenset[str] = frozenset()
 _INT_MINMAX = {("min", True): "SMin", ("max", True): "SMax", ("min", False): "UMin", ("max", False): "UMax"}
 # largest f32 values below 2^31 and 2^32: clamping to them keeps OpConvertFTo{S,U} in range (saturation)
 _I32_MAX_F32 = 2147483520.0
@@ -174,6 +180,10 @@ class ValueOps:
             return self.rounded(self.erf(xs[0]), rt)
         if code in ("sin", "cos") and self.float64:
             return self.rounded(self.sin_cos64(xs[0], code), rt)
+        if code in O.FLOAT_MATH:
+            v = self.math_op(code, xs)  # mathops.py
+            if v is not None:
+                return v if rt.is_bool else self.rounded(v, rt)
         if code in _GLSL_MATH:
             return self.rounded(self.glsl(_GLSL_MATH[code], ty, *xs), rt)
         if code == "select":

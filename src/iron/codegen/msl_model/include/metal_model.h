@@ -119,6 +119,9 @@ inline float fmax(float a, float b) { return __builtin_fmaxf(a, b); }
 inline float fmod(float a, float b) { return __builtin_fmodf(a, b); }
 inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 inline float copysign(float a, float b) { return __builtin_copysignf(a, b); }
+inline float rint(float x) { return __builtin_rintf(x); }
+inline float atan2(float y, float x) { return __builtin_atan2f(y, x); }
+inline float pow(float x, float y) { return __builtin_powf(x, y); }
 inline bool isnan(float x) { return __builtin_isnan(x); }
 inline bool isinf(float x) { return __builtin_isinf(x); }
 inline int min(int a, int b) { return a < b ? a : b; }

@@ -12,8 +12,8 @@ import pytest
 
 import iron
 import iron.runtime.cuda_fast as cf
-from iron.runtime.cuda import CudaBackend
 from iron import Tensor, kernel, program_id
+from iron.runtime.cuda import CudaBackend
 
 from .test_fast_path import F16, FakeTensor, _Backend
 

@@ -98,8 +98,8 @@ def test_off_macos_the_reason_is_given(monkeypatch):
 
 
 def test_bench_rows_on_metal_are_timed_by_gpu_times_and_checked(metal):
-    from iron.harness.registry import selected
     from iron.harness.measure import bench_case
+    from iron.harness.registry import selected
 
     (entry,) = [e for e in selected("std/unary/exp") if e.benched]
     row = bench_case(entry, "metal", "f32", (4096,), seed=3, options={"repeats": 3})

@@ -145,7 +145,6 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
         return None
     any_buffer = False
     plan = []  # per Python parameter: (kind, index into slots, expected) ...
-    slots: list[Any] = []
     for p, value in zip(params, args):
         if p.kind == "buffer":
             if type(value).__module__.split(".")[0] != "torch" or not value.is_cuda:
@@ -165,6 +164,12 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
         raise LaunchError(f"IRON_CUDA_LAUNCHER=c but the compiled launcher is unavailable: {EXT_REASON}")
     if module is not None:
         return _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid)
+    return _python_fast(backend, variant, plan, src, kern, blocks, block, grid)
+
+
+def _python_fast(backend, variant, plan, src, kern, blocks, block, grid) -> Callable[[tuple], bool]:
+    """The generated-Python launcher for ``plan``: the same checks as ``cuda_launch.c``, the driver through ctypes."""
+    slots: list[Any] = []
     # the kernel's C parameters, in order: each gets a ctypes slot; buffers and scalars are filled per call
     index_of: dict[str, int] = {}
     for cp in src.params:

@@ -4,6 +4,7 @@ kernels register, and list the std entries."""
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 
 from ..harness.registry import DEFAULT_TOLERANCE as TOLERANCE
@@ -14,11 +15,9 @@ __all__ = ["TOLERANCE", "import_std", "load_all"]
 
 def import_std() -> None:
     """Import every module of ``iron.std`` (each registers its kernels on import)."""
-    from .. import std
-
-    for info in sorted(pkgutil.iter_modules(std.__path__), key=lambda m: m.name):
+    for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda m: m.name):
         if info.name != "registry":
-            importlib.import_module(f"{std.__name__}.{info.name}")
+            importlib.import_module(f"{__package__}.{info.name}")
 
 
 def load_all() -> list[Registration]:

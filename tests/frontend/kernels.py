@@ -597,3 +597,50 @@ def binary_math(x: Tensor[T], y: Tensor[T], out: Tensor[T], OP: constexpr):
 def float_class(x: Tensor[T], out: Tensor[iron.i32]):
     i = program_id(0)
     out[i] = where(iron.isnan(x[i]), 1, 0) + where(iron.isinf(x[i]), 2, 0)
+
+
+# -- tile-level constructs (issue 14): register arrays and 16-byte accesses --------------------------------------
+
+
+@kernel
+def vector_scale(x: Tensor[T], out: Tensor[T], VEC: constexpr):
+    """Each thread: VEC elements in one vload, scaled in f32 registers, one vstore."""
+    i = program_id(0) * VEC
+    v = iron.vload(x, i, VEC)
+    acc = iron.local_array(f32, VEC)
+    for k in static_range(VEC):
+        acc[k] = v[k] * 2.0 + 1.0
+    r = iron.local_array(T, VEC)
+    for k in static_range(VEC):
+        r[k] = acc[k]
+    iron.vstore(out, i, r)
+
+
+@kernel
+def vector_via_shared(x: Tensor[T], out: Tensor[T], VEC: constexpr, BLOCK: constexpr):
+    """Global -> registers -> shared (vstore) -> registers (vload, reversed order of vectors) -> global."""
+    tile = shared(T, BLOCK * VEC)
+    lid = local_id(0)
+    base = group_id(0) * BLOCK * VEC
+    iron.vstore(tile, lid * VEC, iron.vload(x, base + lid * VEC, VEC))
+    barrier()
+    back = iron.vload(tile, (BLOCK - 1 - lid) * VEC, VEC)
+    iron.vstore(out, base + lid * VEC, back)
+
+
+@kernel
+def local_dynamic_index(x: Tensor[T], out: Tensor[T], n: int, N: constexpr):
+    """A register array indexed at run time (it may live in local memory): reverse N elements per thread."""
+    i = program_id(0)
+    buf = iron.local_array(T, N)
+    for k in range(N):
+        buf[k] = x[i * N + k]
+    for k in range(n):
+        out[i * N + k] = buf[N - 1 - k]
+
+
+@kernel
+def misaligned_vload(x: Tensor[f32], out: Tensor[f32], OFFSET: constexpr):
+    i = program_id(0)
+    v = iron.vload(x, i * 4 + OFFSET, 4)
+    out[i] = v[0] + v[3]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CompileError
+from ..ir import ops as O
 from ..ir import types as t
 from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
@@ -143,8 +144,7 @@ class FunctionCodegen(exprs.ExprMixin):
         self.stmts(fdef.body)
         written = set()
         for op in self.body.walk():
-            if op.opcode in ("store", "atomic_add", "atomic_max"):
-                written.add(op.operands[0].uid)
+            written.update(v.uid for v in O.buffers_written(op))
         for p in kparams:
             p.readonly = p.kind == "buffer" and p.value.uid not in written
         return Kernel(self.name, kparams, self.body, self.frame.src.loc(fdef), {"dtype": self.dtype})
@@ -293,7 +293,8 @@ class FunctionCodegen(exprs.ExprMixin):
             return f"a tuple of {len(value)}"
         if isinstance(value, Value):
             if isinstance(value.type, t.BufferType):
-                return "a shared array" if value.type.space == "shared" else f"a buffer of {value.type.elem}"
+                space = value.type.space
+                return f"a {space} array" if space in ("shared", "local") else f"a buffer of {value.type.elem}"
             return f"a value of type {value.type}"
         if value is None:
             return "a call that returns nothing"

@@ -43,8 +43,12 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
     if name == "cast":
         value = cg.expr(arg_nodes[0])
         return cast_to(cg, value, dtype_arg(cg, arg_nodes[1]), node)
-    if name == "shared":
-        return lower_shared(cg, arg_nodes, node)
+    if name in ("shared", "local_array"):
+        return lower_array(cg, "shared" if name == "shared" else "local", arg_nodes, node)
+    if name == "vload":
+        return lower_vload(cg, arg_nodes, node)
+    if name == "vstore":
+        return lower_vstore(cg, arg_nodes, node)
     args = [cg.expr(a) for a in arg_nodes]
     cg.node = node
     cg.b.loc = cg.frame.src.loc(node)
@@ -135,18 +139,71 @@ def cast_to(cg, value: Any, ty: t.ScalarType, node: ast.AST) -> Any:
     return cg.b.cast(value, ty)
 
 
-def lower_shared(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+def lower_array(cg, space: str, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """``shared(dtype, n)`` (space "shared") or ``local_array(dtype, n)`` (space "local"): hoisted to the top of the
+    kernel, so one array serves every loop iteration, as a C array declared there would."""
+    what = "shared arrays" if space == "shared" else "local arrays"
+    spelling = "shared(dtype, n)" if space == "shared" else "local_array(dtype, n)"
     elem = dtype_arg(cg, arg_nodes[0])
     if elem not in t.BUFFER_ELEM_TYPES:
-        raise cg.error(f"shared arrays hold f32/f16/bf16/i32/u32, not {elem}", arg_nodes[0])
+        raise cg.error(f"{what} hold f32/f16/bf16/i32/u32, not {elem}", arg_nodes[0])
     n = cg.expr(arg_nodes[1])
     if not isinstance(n, Const) or isinstance(n.value, bool) or not isinstance(n.value, int) or n.value <= 0:
-        raise cg.error("shared(dtype, n) needs a positive compile-time size n (a literal or constexpr)", arg_nodes[1])
+        raise cg.error(f"{spelling} needs a positive compile-time size n (a literal or constexpr)", arg_nodes[1])
     cg.node = node
     cg.b.loc = cg.frame.src.loc(node)
-    size = n.value
-    ty = t.BufferType(elem, "shared", size)
-    return cg.hoist(lambda b: b.op("shared", [], ty, {"elem": elem, "size": size}).result)
+    return new_array(cg, space, elem, n.value)
+
+
+def new_array(cg, space: str, elem: t.ScalarType, size: int) -> Value:
+    ty = t.BufferType(elem, space, size)
+    return cg.hoist(lambda b: b.op(space, [], ty, {"elem": elem, "size": size}).result)
+
+
+def _vector_count(cg, elem: t.ScalarType, n: int, node: ast.AST) -> None:
+    if n <= 0 or n & (n - 1) or n * elem.itemsize > 16:
+        most = 16 // elem.itemsize
+        raise cg.error(f"a vector access moves a power-of-two count of elements, at most 16 bytes: {n} x {elem} "
+                       f"is not one", node, f"use n in 1, 2, 4{', 8' if most >= 8 else ''} for {elem}")
+
+
+def _vector_buffer(cg, buf: Any, what: str, node: ast.AST) -> Value:
+    if not (isinstance(buf, Value) and isinstance(buf.type, t.BufferType) and buf.type.space != "local"):
+        raise cg.error(f"{what} needs a buffer or shared array, got {cg.describe(buf)}", node)
+    return buf
+
+
+def lower_vload(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """``vload(t, i, n)``: a new local array of n elements, filled by one ``vcopy`` from t[i:i+n]."""
+    buf = _vector_buffer(cg, cg.expr(arg_nodes[0]), "vload", arg_nodes[0])
+    index = cg.index(arg_nodes[1])
+    n = cg.expr(arg_nodes[2])
+    if not isinstance(n, Const) or isinstance(n.value, bool) or not isinstance(n.value, int):
+        raise cg.error("vload(t, i, n) needs a compile-time count n (a literal or constexpr)", arg_nodes[2])
+    _vector_count(cg, buf.type.elem, n.value, arg_nodes[2])
+    cg.node = node
+    cg.b.loc = cg.frame.src.loc(node)
+    arr = new_array(cg, "local", buf.type.elem, n.value)
+    cg.b.op("vcopy", [arr, cg.b.const(0, t.i32), buf, index], None, {"n": n.value})
+    return arr
+
+
+def lower_vstore(cg, arg_nodes: list[ast.AST], node: ast.AST) -> None:
+    """``vstore(t, i, a)``: the whole local array a to t[i:i+len(a)] in one ``vcopy``."""
+    buf = _vector_buffer(cg, cg.expr(arg_nodes[0]), "vstore", arg_nodes[0])
+    index = cg.index(arg_nodes[1])
+    arr = cg.expr(arg_nodes[2])
+    if not (isinstance(arr, Value) and isinstance(arr.type, t.BufferType) and arr.type.space == "local"):
+        raise cg.error(f"vstore's value must be a local_array (from local_array() or vload()), got "
+                       f"{cg.describe(arr)}", arg_nodes[2])
+    if arr.type.elem != buf.type.elem:
+        raise cg.error(f"vstore of a {arr.type.elem} array into a buffer of {buf.type.elem}", node,
+                       "convert element by element into a local_array of the buffer's dtype first")
+    _vector_count(cg, arr.type.elem, arr.type.size, arg_nodes[2])
+    cg.node = node
+    cg.b.loc = cg.frame.src.loc(node)
+    cg.b.op("vcopy", [buf, index, arr, cg.b.const(0, t.i32)], None, {"n": arr.type.size})
+    return None
 
 
 def lower_memory(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:

@@ -160,10 +160,9 @@ class _Executor:
         if code in _THREAD:
             self.env[self._slot(op.result)] = self.geom.thread_value(code, op.attrs.get("axis"))
             return None
-        if code == "shared":  # allocated once per launch, like a static __shared__ array, even inside a loop
-            self.targets[op.result.uid] = memory.Target.shared(
-                self.geom, op.attrs["elem"], op.attrs["size"], op.result.name
-            )
+        if code in ("shared", "local"):  # allocated once per launch, like a static array, even inside a loop
+            make = memory.Target.shared if code == "shared" else memory.Target.local
+            self.targets[op.result.uid] = make(self.geom, op.attrs["elem"], op.attrs["size"], op.result.name)
             return None
         if code in _PURE:
             return self._pure(op)
@@ -271,6 +270,18 @@ def _memory(ex: _Executor, op: Op) -> Step:
         return mask
 
     return atomic
+
+
+def _vcopy(ex: _Executor, op: Op) -> Step:
+    env, geom, n = ex.env, ex.geom, op.attrs["n"]
+    dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
+    di, si = ex._slot(op.operands[1]), ex._slot(op.operands[3])
+
+    def vcopy(mask: Mask) -> Mask:
+        memory.vcopy(dst, env[di], src, env[si], n, geom, mask)
+        return mask
+
+    return vcopy
 
 
 def _simd(ex: _Executor, op: Op) -> Step:
@@ -466,6 +477,7 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "store": _memory,
     "atomic_add": _memory,
     "atomic_max": _memory,
+    "vcopy": _vcopy,
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE},
     "barrier": _barrier,
     "var": _var,

@@ -41,6 +41,12 @@ class Target:
         label = f"shared array '{name}'" if name else "shared array"
         return cls(garbage(elem, size * geom.total_groups), size, geom.group_linear * size, label)
 
+    @classmethod
+    def local(cls, geom: Geometry, elem: t.ScalarType, size: int, name: str | None) -> Target:
+        """A per-thread array: one slice of ``size`` per thread."""
+        label = f"local array '{name}'" if name else "local array"
+        return cls(garbage(elem, size * geom.n), size, np.arange(geom.n, dtype=np.int64) * size, label)
+
 
 def _flat_index(target: Target, geom: Geometry, what: str, index: np.ndarray, mask: Mask) -> np.ndarray:
     """Check the active threads' indices and return indices into ``target.data``."""
@@ -156,3 +162,20 @@ def atomic(opcode: str, target: Target, geom: Geometry, index: np.ndarray, value
     out = np.zeros(geom.n, dtype=dtype)
     out[active[order]] = old.astype(dtype)
     return out
+
+
+def vcopy(dst: Target, dst_index: np.ndarray, src: Target, src_index: np.ndarray, n: int, geom: Geometry,
+          mask: Mask) -> None:
+    """``n`` consecutive elements from ``src`` to ``dst`` (one vector access on a GPU): both indices must be
+    multiples of ``n``, so that the n * size bytes are naturally aligned, as 16-byte loads and stores require."""
+    for what, target, index in (("vector load from", src, src_index), ("vector store to", dst, dst_index)):
+        bad = first_fault(index % n != 0, mask, geom.n)
+        if bad is not None:
+            thread, count = bad
+            shown = int(index if index.ndim == 0 else index[thread])
+            raise Fault(f"{what} {target.desc} at index {shown} is misaligned: a vector of {n} elements needs an "
+                        f"index that is a multiple of {n}", thread, count)
+    values = [load(src, geom, src_index + k, mask) for k in range(n)]  # all read before any is written
+    for k, value in enumerate(values):
+        store(dst, geom, dst_index + k, value, mask)
+

@@ -45,6 +45,9 @@ class OpInfo:
     result: str = ""
     ref: Callable | None = None
     exact: bool = False
+    #: memory ops: the operand positions of the buffers the op reads and writes
+    reads: tuple[int, ...] = ()
+    writes: tuple[int, ...] = ()
 
 
 def _ops(category: str, names: str, n: int, doc: str = "", **kw) -> list[OpInfo]:
@@ -95,13 +98,18 @@ _TABLE: list[OpInfo] = [
     OpInfo("cast", "cast", 1, doc="convert to the result type (float->int truncates toward zero)"),
     *_ops("thread", "program_id local_id group_id group_size num_groups", 0, "attrs.axis; i32"),
     *_ops("thread", "simd_lane simd_group simd_size", 0, "i32"),
-    OpInfo("load", "memory", 2, pure=False, doc="load(buf, index) -> elem; reads memory, so never CSE'd"),
-    OpInfo("store", "memory", 3, pure=False, has_result=False, doc="store(buf, index, value)"),
+    OpInfo("load", "memory", 2, pure=False, doc="load(buf, index) -> elem; reads memory, so never CSE'd", reads=(0,)),
+    OpInfo("store", "memory", 3, pure=False, has_result=False, doc="store(buf, index, value)", writes=(0,)),
     OpInfo("shared", "memory", 0, pure=False, doc="a group-shared array; attrs.elem, attrs.size"),
+    OpInfo("local", "memory", 0, pure=False, doc="a per-thread (register) array; attrs.elem, attrs.size"),
+    OpInfo("vcopy", "memory", 4, pure=False, has_result=False, reads=(2,), writes=(0,),
+           doc="vcopy(dst, dst_index, src, src_index): attrs.n consecutive elements in one access of n * size bytes "
+               "(<= 16, a power of two); the global/shared side's index is a multiple of n"),
     OpInfo("barrier", "sync", 0, pure=False, has_result=False, doc="group barrier + shared-memory fence"),
     *_ops("simd", "simd_sum simd_max simd_min", 1, "reduction over the active lanes of the SIMD group", pure=False),
     *_ops("simd", "simd_shuffle simd_shuffle_xor simd_broadcast", 2, "(value, lane)", pure=False),
-    *_ops("atomic", "atomic_add atomic_max", 3, "(buf, index, value) -> old value", pure=False),
+    *_ops("atomic", "atomic_add atomic_max", 3, "(buf, index, value) -> old value", pure=False, reads=(0,),
+          writes=(0,)),
     OpInfo("var", "var", 0, pure=False, doc="a per-thread local variable slot, uninitialised"),
     OpInfo("get", "var", 1, pure=False, doc="read a var slot"),
     OpInfo("set", "var", 2, pure=False, has_result=False, doc="write a var slot"),
@@ -147,6 +155,16 @@ COMMUTATIVE = {"add", "mul", "min", "max", "and", "or", "xor", "eq", "ne"}
 
 def info(opcode: str) -> OpInfo:
     return OPS[opcode]
+
+
+def buffers_read(op) -> list:
+    """The buffer values ``op`` (an ``ir.core.Op``) reads."""
+    return [op.operands[k] for k in OPS[op.opcode].reads]
+
+
+def buffers_written(op) -> list:
+    """The buffer values ``op`` writes."""
+    return [op.operands[k] for k in OPS[op.opcode].writes]
 
 
 # -- builtins: what kernel authors call (``iron.exp``, ``iron.where``, ...) ------------------------------------------
@@ -211,6 +229,17 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("shared", "shared(dtype, n) -> shared array",
        "A group-shared array of n (compile-time) elements; its contents start undefined.", (2, 2),
        pure=False),
+    _b("local_array", "local_array(dtype, n) -> array",
+       "A per-thread array of n (compile-time) elements; kept in registers when every index is a compile-time "
+       "constant after unrolling (`static_range`), else in local memory. Contents start undefined.", (2, 2),
+       pure=False, op="local"),
+    _b("vload", "vload(t, i, n) -> array",
+       "Elements t[i] ... t[i+n-1] of a buffer or shared array, in one n * size-byte access (4 x f32, 8 x f16/bf16 "
+       "at most), as a new local_array of n. i must be a multiple of n (checked by the interpreter).", (3, 3),
+       pure=False, op="vcopy"),
+    _b("vstore", "vstore(t, i, a)",
+       "Write the whole local_array a to t[i] ... t[i+len(a)-1] in one access; the same size and alignment rules as "
+       "vload.", (3, 3), pure=False, op="vcopy"),
     _b("barrier", "barrier()",
        "Every thread of the group waits; shared-memory writes before it are visible after it. Must be reached by "
        "all threads of the group (uniform control flow); the interpreter reports a divergent barrier.", (0, 0),

@@ -50,8 +50,10 @@ def format_op(op: Op, name: _Namer) -> str:
         body = f"{code} {ops[0]}[{ops[1]}]" + (f", {ops[2]}" if len(ops) > 2 else "")
     elif code == "store":
         body = f"store {ops[0]}[{ops[1]}], {ops[2]}"
-    elif code == "shared":
-        body = f"shared {a['elem']} x {a['size']}"
+    elif code in ("shared", "local"):
+        body = f"{code} {a['elem']} x {a['size']}"
+    elif code == "vcopy":
+        body = f"vcopy {ops[0]}[{ops[1]}], {ops[2]}[{ops[3]}] x {a['n']}"
     elif code == "for":
         iv = name(op.regions[0].args[0])
         kind = "static_range" if a.get("unroll") else "range"

@@ -87,15 +87,16 @@ def scalar_type_of_numpy(dtype: np.dtype) -> ScalarType | None:
 
 @dataclass(frozen=True)
 class BufferType:
-    """A 1-D array of ``elem`` in ``space`` ("global" for kernel arguments, "shared" for group memory)."""
+    """A 1-D array of ``elem`` in ``space``: "global" (kernel arguments), "shared" (group memory) or "local" (a
+    per-thread register array)."""
 
     elem: ScalarType
     space: str = "global"
     size: int | None = None  # known for shared arrays
 
     def __repr__(self) -> str:
-        if self.space == "shared":
-            return f"shared<{self.elem} x {self.size}>"
+        if self.space in ("shared", "local"):
+            return f"{self.space}<{self.elem} x {self.size}>"
         return f"buffer<{self.elem}>"
 
     __str__ = __repr__

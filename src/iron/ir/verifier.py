@@ -136,11 +136,18 @@ class _Verifier:
                 need(xs[2] == elem, "stored value must have the element type")
             if code.startswith("atomic"):
                 need(r == elem and elem in (t.i32, t.u32, t.f32), "atomics on i32/u32/f32 only")
-                need(xs[0].space == "global" or xs[0].space == "shared", "atomic on a buffer")
-        elif code == "shared":
+                need(xs[0].space in ("global", "shared"), "atomic on a buffer")
+        elif code in ("shared", "local"):
             a = op.attrs
-            need(r == t.BufferType(a.get("elem"), "shared", a.get("size")), "shared result type mismatch")
-            need(isinstance(a.get("size"), int) and a["size"] > 0, "shared size must be a positive int")
+            need(r == t.BufferType(a.get("elem"), code, a.get("size")), f"{code} result type mismatch")
+            need(isinstance(a.get("size"), int) and a["size"] > 0, f"{code} size must be a positive int")
+        elif code == "vcopy":
+            n = op.attrs.get("n")
+            need(len(xs) == 4 and all(isinstance(xs[k], t.BufferType) for k in (0, 2)), "vcopy(dst, i, src, j)")
+            need(all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 3)), "vcopy indices are ints")
+            need(xs[0].elem == xs[2].elem, "vcopy between buffers of one element type")
+            need(isinstance(n, int) and n > 0 and (n & (n - 1)) == 0 and n * xs[0].elem.itemsize <= 16,
+                 "vcopy moves a power-of-two count of elements, at most 16 bytes")
         elif code in O.SIMD_REDUCE:
             need(scalar and xs[0] == r and not r.is_bool, "simd reduction needs a number")
         elif code in O.SIMD_EXCHANGE:

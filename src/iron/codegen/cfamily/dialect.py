@@ -243,6 +243,17 @@ class CDialect:
     def shared_decl(self, ctype: str, name: str, size: int) -> str:
         return f"{ctype} {name}[{size}];"
 
+    #: the type a vector access of that many bytes moves (vcopy)
+    vector_types: ClassVar[dict[int, str]] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
+
+    def local_decl(self, ctype: str, name: str, size: int) -> str:
+        """A per-thread array, 16-byte aligned so that vector copies into it need no check."""
+        return f"alignas(16) {ctype} {name}[{size}];"
+
+    def vector_pointer(self, vtype: str, space: str, const: bool) -> str:
+        """The cast that views an element of a buffer in ``space`` (global, shared, local) as ``vtype``."""
+        return f"reinterpret_cast<{'const ' if const else ''}{vtype}*>"
+
     def attribute_params(self, features: Features) -> list[tuple[str, str, str]]:
         """Parameters after the kernel's own that the hardware fills in (Metal's thread-position attributes):
         (ctype, name, attribute) in order; none in CUDA/HIP, whose thread indices are builtin variables."""

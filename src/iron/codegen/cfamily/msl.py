@@ -340,6 +340,11 @@ class MslDialect(CDialect):
     #: (``setThreadgroupMemoryLength:atIndex:``): one spelling for the runtime, ``iron build`` hosts and the CPU model
     #: of Metal (whose driver gives each threadgroup its own storage)
     shared_as_params: ClassVar[bool] = True
+    vector_types: ClassVar[dict[int, str]] = {16: "uint4", 8: "uint2", 4: "uint", 2: "ushort"}
+
+    def vector_pointer(self, vtype: str, space: str, const: bool) -> str:
+        where = {"global": "device", "shared": "threadgroup", "local": "thread"}[space]
+        return f"reinterpret_cast<{where} {'const ' if const else ''}{vtype}*>"
 
     def dynamic_shared_decl(self) -> str:  # unreachable: both limits are 32 KiB, so the printer refuses first
         raise NotImplementedError("Metal has no dynamic threadgroup memory beyond its 32 KiB")

@@ -25,7 +25,6 @@ from ...ir.core import Block, Kernel, Op
 #: the most IR ops one inlined expression may contain before a named temporary is introduced
 MAX_WEIGHT = 8
 
-_WRITES = {"store", "atomic_add", "atomic_max"}
 _INLINE_READS = {"load", "get"}
 
 
@@ -147,6 +146,6 @@ def _clobbered(read: Op, between: list[Op]) -> bool:
             if read.opcode == "get":
                 if op.opcode == "set" and op.operands[0] is target:
                     return True
-            elif op.opcode == "barrier" or (op.opcode in _WRITES and op.operands[0] is target):
+            elif op.opcode == "barrier" or any(v is target for v in O.buffers_written(op)):
                 return True
     return False

@@ -295,12 +295,32 @@ class _Printer:
             out.append(f"{pad}{self._ctype(elem)} {name} = {self._literal(0, elem)};")
         elif code == "shared":
             self._shared(op, out, pad)
+        elif code == "local":
+            name = self.names.bind(op.result.uid, op.result.name or "regs")
+            self.buffers[op.result.uid] = name
+            out.append(pad + self.d.local_decl(self._ctype(op.attrs["elem"]), name, op.attrs["size"]))
+        elif code == "vcopy":
+            out.append(pad + self._vcopy(op))
         elif not self.plan.used(op.result.uid):  # an atomic whose old value nobody reads
             out.append(f"{pad}{self._value(op)};")
         else:
             value = self._value(op)
             name = self.names.bind(op.result.uid, op.result.name)
             out.append(f"{pad}const {self._ctype(op.result.type)} {name} = {value};")
+
+    def _vcopy(self, op: Op) -> str:
+        """n elements in one access: the bytes move as one vector type (uint4 for 16), both sides naturally aligned
+        (global/shared by the index rule, local arrays by their 16-byte alignment)."""
+        dst, di, src, si = op.operands
+        d = f"{self.buffers[dst.uid]}[{self.expr(di)}]"
+        s = f"{self.buffers[src.uid]}[{self.expr(si)}]"
+        n = op.attrs["n"]
+        if n == 1:
+            return f"{d} = {s};"
+        vtype = self.d.vector_types[n * dst.type.elem.itemsize]
+        to = self.d.vector_pointer(vtype, dst.type.space, False)
+        frm = self.d.vector_pointer(vtype, src.type.space, True)
+        return f"*{to}(&{d}) = *{frm}(&{s});"
 
     def _shared(self, op: Op, out: list[str], pad: str) -> None:
         elem, size = op.attrs["elem"], op.attrs["size"]

@@ -33,7 +33,7 @@ from ...ir.core import Kernel
 
 VECTOR_BYTES = 16
 _BLOCKERS = {"local_id", "group_id", "group_size", "num_groups", "simd_lane", "simd_group", "simd_size", "barrier",
-             "shared"} | O.SIMD_REDUCE | O.SIMD_EXCHANGE
+             "shared", "local", "vcopy"} | O.SIMD_REDUCE | O.SIMD_EXCHANGE
 
 
 @dataclass(frozen=True)

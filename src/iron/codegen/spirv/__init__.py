@@ -22,7 +22,7 @@ from .builder import SpirvModuleBuilder
 #: device feature names ``SpirvKernel.features`` may hold
 FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle",
                       "atomic_float_add", "subgroup_uniform_control_flow", "float64",
-                      "denorm_preserve", "ieee_specials", "rounding_rte"})
+                      "denorm_preserve", "rounding_rte"})
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,6 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps):
             b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
             if "Float16" in b.capabilities:
                 b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
-            self.features.add("ieee_specials")
         if self.rounding_rte:
             # without a declared mode Vulkan lets a device round f32 add/sub/mul and conversions either to nearest
             # even or toward zero; Iron's results (the interpreter's, CUDA's) are round-to-nearest-even
@@ -454,6 +453,10 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps):
             self.stmt("OpStore", self.vars[op.operands[0].uid], self.value(op.operands[1]))
         elif code == "shared":
             self._shared(op)
+        elif code == "local":
+            self._local(op)
+        elif code == "vcopy":
+            self._vcopy(op)
         elif code == "store":
             self._store(op)
         elif code == "load":
@@ -564,6 +567,27 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps):
             b.name(var, op.result.name)
         self.shared_bytes += 4 * size
         self.mem[op.result.uid] = _Memory(var, "Workgroup", elem_type, kind, elem)
+
+    def _local(self, op: Op) -> None:
+        """A per-thread array: a Function variable of registers (f16/bf16 elements held as exact f32 values)."""
+        b = self.b
+        elem, size = op.attrs["elem"], op.attrs["size"]
+        elem_type = self.reg_type(elem)
+        var = b.new_id()
+        ptr = b.type_pointer("Function", b.type_array(elem_type, size))
+        self.fvars.append(b.instruction("OpVariable", ptr, var, b.enum("StorageClass", "Function")))
+        if op.result.name:
+            b.name(var, op.result.name)
+        self.mem[op.result.uid] = _Memory(var, "Function", elem_type, "plain", elem)
+
+    def _vcopy(self, op: Op) -> None:
+        """n elements, one by one: drivers merge adjacent loads (a 16-byte view of the buffer is the next step)."""
+        dst, di, src, si = op.operands
+        d0, s0 = self.value(di), self.value(si)
+        for k in range(op.attrs["n"]):
+            dk = d0 if k == 0 else self.inst("OpIAdd", self.reg_type(di.type), d0, self.const(k, di.type))
+            sk = s0 if k == 0 else self.inst("OpIAdd", self.reg_type(si.type), s0, self.const(k, si.type))
+            self._store_at(dst.uid, dk, self._load_at(src.uid, sk))
 
     def _pointer(self, buf_uid: int, idx: int) -> tuple[_Memory, int]:
         m = self.mem[buf_uid]

@@ -1,0 +1,88 @@
+"""Tile-level constructs (issue 14) on every backend: register arrays (``local_array``) and vector accesses
+(``vload``/``vstore``), against NumPy, outputs poisoned first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import iron
+
+from . import kernels as K
+from .test_kernels import DTYPES, as_dtype, assert_close, assert_exact, f64, poisoned
+
+
+@pytest.fixture(params=list(DTYPES))
+def dtype(request) -> str:
+    return request.param
+
+
+def _vec_widths(dtype: str) -> list[int]:
+    return [1, 2, 4] if dtype == "f32" else [2, 4, 8]  # up to 16 bytes
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_vload_vstore_through_registers(backend, dtype, rng, wide):
+    vec = _vec_widths(dtype)[-1 if wide else 0]
+    n = 64 * vec * 3
+    x = as_dtype(rng.standard_normal(n) * 4, dtype)
+    out = poisoned(n, dtype)
+    K.vector_scale[n // vec](x, out, vec, backend=backend)
+    want = f64(as_dtype(f64(x) * 2.0 + 1.0, dtype))  # computed in f32 (exact here: x*2+1 of a half), rounded once
+    assert_close(out, want, dtype, n_ops=2)
+
+
+def test_vectors_through_shared_memory(backend, dtype, rng):
+    vec, block = (4 if dtype == "f32" else 8), 64
+    groups = 3
+    n = groups * block * vec
+    x = as_dtype(rng.standard_normal(n), dtype)
+    out = poisoned(n, dtype)
+    K.vector_via_shared[groups * block, block](x, out, vec, block, backend=backend)
+    want = f64(x).reshape(groups, block, vec)[:, ::-1, :].reshape(-1)  # vectors reversed inside each group
+    assert_exact(out, want, "vectors through shared memory")
+
+
+def test_register_array_with_run_time_indices(backend, dtype, rng):
+    threads, N = 37, 8
+    x = as_dtype(rng.standard_normal(threads * N), dtype)
+    out = poisoned(threads * N, dtype)
+    K.local_dynamic_index[threads](x, out, N, N, backend=backend)
+    assert_exact(out, f64(x).reshape(threads, N)[:, ::-1].reshape(-1), "reversed through a local array")
+
+
+def test_misaligned_vector_access_is_located():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    K.misaligned_vload[8](x, out, 0, backend="cpu")
+    assert_exact(out, x.reshape(-1, 4)[:8, 0] + x.reshape(-1, 4)[:8, 3], "aligned")
+    with pytest.raises(iron.ExecutionError, match=r"vector load from buffer 'x' at index 2 is misaligned") as e:
+        K.misaligned_vload[8](x, out, 2, backend="cpu")
+    assert "kernels.py" in str(e.value) and "vload(x, i * 4 + OFFSET, 4)" in str(e.value)
+
+
+BAD_SOURCES = {
+    "vload(x, 0, 3)": r"power-of-two count of elements, at most 16 bytes: 3 x f32",
+    "vload(x, 0, 8)": r"8 x f32 is not one",
+    "vload(x, 0, n)": r"vload\(t, i, n\) needs a compile-time count n",
+    "local_array(iron.f32, n)": r"local_array\(dtype, n\) needs a positive compile-time size n",
+    "vstore(out, 0, x)": r"vstore's value must be a local_array",
+    "vload(local_array(iron.f32, 4), 0, 4)": r"vload needs a buffer or shared array, got a local",
+}
+
+
+@pytest.mark.parametrize("expr", list(BAD_SOURCES))
+def test_bad_tile_constructs_are_located_errors(expr, tmp_path):
+    import importlib.util
+
+    call = expr.replace("vload(", "iron.vload(").replace("vstore(", "iron.vstore(")
+    call = call.replace("local_array(", "iron.local_array(")
+    src = tmp_path / "bad_tile.py"
+    src.write_text("import iron\n\n\n@iron.kernel\ndef k(x: iron.Tensor[iron.f32], out: iron.Tensor[iron.f32], "
+                   f"n: int):\n    v = {call}\n")
+    spec = importlib.util.spec_from_file_location("bad_tile", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(iron.CompileError, match=BAD_SOURCES[expr]) as e:
+        mod.k.ir(dtype=None)
+    assert "bad_tile.py:6" in str(e.value)

@@ -10,7 +10,7 @@ import numpy as np
 
 from iron.codegen.spirv import SpirvModuleBuilder, disassemble
 from iron.codegen.spirv import _plain_listing as plain_listing
-from iron.codegen.spirv.erf import erf_f32_reference
+from iron.codegen.erf import erf_f32_reference
 from iron.codegen.spirv.grammar import grammar
 
 

@@ -163,11 +163,9 @@ def check_target(target: str) -> str:
 
 def _probe_in_child(processor: str) -> str | None:
     """None when a one-line kernel compiles for ``processor`` in a child process, else what went wrong."""
-    import iron
-
     code = ("import sys; from iron.codegen import hiprtc; "
             "hiprtc._compile_hip_log(hiprtc._PROBE_SOURCE, sys.argv[1], None, 'iron_probe')")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(iron.__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the folder above iron/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
     try:
         r = subprocess.run([sys.executable, "-c", code, processor], capture_output=True, text=True, env=env,

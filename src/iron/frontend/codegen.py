@@ -21,6 +21,7 @@ from ..ir import types as t
 from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
 from . import exprs
+from .refs import Ref
 from .source import FunctionSource
 from .typing_rules import Const, assignable, const_fits, literal_type
 
@@ -39,13 +40,6 @@ UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
     ast.Delete: ("`del` statement", "locals end with the kernel; nothing to delete"),
     ast.Match: ("`match` statement", "use if/elif/else"),
 }
-
-
-@dataclass
-class Ref:
-    """A compile-time Python object used in a kernel: a builtin, dtype, module, helper, Python function..."""
-
-    obj: Any
 
 
 @dataclass

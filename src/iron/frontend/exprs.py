@@ -10,6 +10,7 @@ from typing import Any
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
+from .refs import IronFunc, KernelMarker, Ref
 from .typing_rules import Const, literal_type, promote, promote_with_literal
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -77,8 +78,6 @@ class ExprMixin:
         return tuple(self.expr(e) for e in node.elts)
 
     def expr_Attribute(self, node: ast.Attribute) -> Any:
-        from .codegen import Ref
-
         base = self.expr(node.value)
         if isinstance(base, Ref) and isinstance(base.obj, (pytypes.ModuleType, type)):
             if not hasattr(base.obj, node.attr):
@@ -318,8 +317,6 @@ class ExprMixin:
         """True when evaluating ``node`` can neither fault nor have effects (no loads, calls with effects,
         integer division)."""
         from ..lang.builtins import Builtin
-        from .codegen import Ref
-
         for sub in ast.walk(node):
             if isinstance(sub, (ast.Subscript, ast.NamedExpr)):
                 return False
@@ -377,7 +374,6 @@ class ExprMixin:
 
     def expr_Call(self, node: ast.Call) -> Any:
         from ..lang.builtins import Builtin
-        from .codegen import Ref
         from .lower_builtins import lower_builtin, lower_python_builtin
 
         fn = self.expr(node.func)
@@ -387,13 +383,11 @@ class ExprMixin:
         obj = fn.obj
         if isinstance(obj, Builtin):
             return lower_builtin(self, obj.name, node)
-        from .kernel import IronFunc, KernelFunction
-
         if isinstance(obj, IronFunc):
             from .helpers import inline_call
 
             return inline_call(self, obj, node)
-        if isinstance(obj, KernelFunction):
+        if isinstance(obj, KernelMarker):
             raise self.error(f"cannot call kernel '{obj.__name__}' from a kernel", node,
                              "decorate shared code with @iron.func to call it from kernels")
         if isinstance(obj, t.ScalarType):

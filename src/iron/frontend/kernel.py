@@ -16,6 +16,7 @@ from ..passes.manager import run_pipeline
 from ..runtime import get_backend
 from .codegen import FunctionCodegen
 from .launch import Launcher, parse_launch_key
+from .refs import IronFunc, KernelMarker, func  # noqa: F401 - IronFunc and func are re-exported
 from .signature import ParamSpec, read_signature
 from .source import function_source
 
@@ -35,25 +36,6 @@ def user_facing(method):
     return wrapper
 
 
-class IronFunc:
-    """A helper callable from kernels (``@iron.func``); every call site inlines its body."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        functools.update_wrapper(self, fn)
-
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<iron.func {self.fn.__qualname__}>"
-
-
-def func(fn) -> IronFunc:
-    """Make ``fn`` callable from kernels (inlined at each call)."""
-    return IronFunc(fn)
-
-
 def parse_dtype(dtype: Any) -> t.ScalarType | None:
     if dtype is None or isinstance(dtype, t.ScalarType):
         return dtype
@@ -70,7 +52,7 @@ def parse_dtype(dtype: Any) -> t.ScalarType | None:
     raise IronError(f"unknown dtype {dtype!r}; use iron.f32, iron.f16, iron.bf16 (or 'f32', 'f16', 'bf16')")
 
 
-class KernelFunction:
+class KernelFunction(KernelMarker):
     """What ``@iron.kernel`` returns. Launch with ``k[grid](*args)`` or ``k[grid, group](*args)``."""
 
     def __init__(self, fn, native_half: bool = False):

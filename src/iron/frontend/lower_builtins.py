@@ -13,6 +13,7 @@ import numpy as np
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
+from .refs import Ref
 from .typing_rules import Const, compute_type, promote
 
 #: (fewest, most) arguments of each builtin, from the one builtin table
@@ -109,8 +110,6 @@ def _count(lo: int, hi: int) -> str:
 
 
 def dtype_arg(cg, node: ast.AST) -> t.ScalarType:
-    from .codegen import Ref
-
     d = cg.expr(node)
     if isinstance(d, Ref) and isinstance(d.obj, t.ScalarType):
         return d.obj

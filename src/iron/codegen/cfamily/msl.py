@@ -29,6 +29,7 @@ import numpy as np
 from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Kernel
+from ..erf import MID_CENTER, MID_HALF_WIDTH, coefficients
 from .dialect import (
     ACTIVATION_MATH,
     ACTIVATION_NEEDS,
@@ -96,8 +97,7 @@ def _thread_table(dims: int) -> dict[str, Template]:
 
 
 def _erf_snippet() -> Snippet:
-    """erf in f32 with the SPIR-V backend's algorithm and coefficients (``iron.codegen.spirv.erf``): a few ulp."""
-    from ..spirv.erf import MID_CENTER, MID_HALF_WIDTH, coefficients
+    """erf in f32 with the SPIR-V backend's algorithm and coefficients (``iron.codegen.erf``): a few ulp."""
 
     p, q = coefficients()
 

@@ -12,56 +12,20 @@ import shutil
 import struct
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...ir.core import Kernel
-from ...ir.types import ScalarType
+from ..cfamily.vectorize import plan_lanes
 from .builder import SpirvModuleBuilder
+from .emit import SpirvEmitter
+from .module import FEATURES, SpirvBuffer, SpirvKernel, SpirvPush
 
-#: device feature names ``SpirvKernel.features`` may hold
-FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle",
-                      "atomic_float_add", "subgroup_uniform_control_flow", "float64",
-                      "denorm_preserve", "rounding_rte"})
-
-
-@dataclass(frozen=True)
-class SpirvBuffer:
-    """One storage buffer = one Iron buffer parameter, descriptor set 0."""
-
-    param: str  # Iron parameter name
-    binding: int  # 0, 1, ... in parameter order
-    dtype: ScalarType  # Iron element type (f32, f16, bf16, i32, u32)
-    readonly: bool
-
-
-@dataclass(frozen=True)
-class SpirvPush:
-    """One push-constant field."""
-
-    name: str  # Iron scalar parameter name, or "iron_n0"/"iron_n1"/"iron_n2" for the exact grid sizes
-    offset: int  # bytes
-    dtype: ScalarType  # i32, u32 or f32
-
-
-@dataclass(frozen=True)
-class SpirvKernel:
-    words: bytes  # the binary module (little-endian 32-bit words); passes `spirv-val --target-env vulkan1.2`
-    entry: str  # OpEntryPoint name (the Iron kernel's name)
-    buffers: tuple[SpirvBuffer, ...]
-    push: tuple[SpirvPush, ...]  # Iron scalars in parameter order, then iron_n0, iron_n1, iron_n2
-    push_size: int
-    local_size_spec_ids: tuple[int, int, int]  # specialization constant ids giving the group size x, y, z
-    shared_bytes: int
-    features: frozenset[str]  # device features the module needs (see FEATURES)
-    lanes: int = 1  # elements of axis 0 per invocation: 1, or the width of a lanes module (``lanes_plan``)
-
+__all__ = ["FEATURES", "SpirvBuffer", "SpirvKernel", "SpirvModuleBuilder", "SpirvPush", "disassemble", "emit_spirv",
+           "lanes_plan", "validate"]
 
 def lanes_plan(kernel: Kernel):
     """How ``kernel`` runs several consecutive elements per invocation (a ``LanePlan``), or None when it cannot:
     the elementwise kernels of the CUDA vector entry (``codegen/cfamily/vectorize.py``) that have no ``return``."""
-    from ..cfamily.vectorize import plan_lanes
-
     if any(op.opcode == "return" for op in kernel.walk()):
         return None
     return plan_lanes(kernel)
@@ -87,8 +51,6 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     so that each invocation has ``width`` independent loads in flight (one 4-byte load per invocation cannot fill a
     big GPU's memory pipeline). Raises ``CompileError`` for ops the backend lacks.
     """
-    from .emit import SpirvEmitter
-
     return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes,
                         ieee_specials=ieee_specials, rounding_rte=rounding_rte).run()
 

@@ -26,6 +26,7 @@ from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from .builder import SpirvModuleBuilder
 from .mathops import MathOps
+from .module import SpirvBuffer, SpirvKernel, SpirvPush
 from .precise import PreciseMath
 from .values import ValueOps
 
@@ -133,8 +134,6 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps):
     # -- the module ------------------------------------------------------------------------------------------------
 
     def run(self):
-        from . import SpirvKernel, SpirvPush
-
         b = self.b
         self.capability("Shader")
         u32 = b.type_int(32, False)
@@ -200,8 +199,6 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps):
                            features=frozenset(self.features), lanes=self.lanes.width if self.lanes else 1)
 
     def _params(self):
-        from . import SpirvBuffer
-
         b = self.b
         buffers = []
         push: list[tuple[str, t.ScalarType]] = []

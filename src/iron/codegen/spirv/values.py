@@ -13,7 +13,7 @@ from ...errors import CompileError
 from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Op
-from .erf import MID_CENTER, MID_HALF_WIDTH, coefficients
+from ..erf import MID_CENTER, MID_HALF_WIDTH, coefficients
 
 _FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv", "rem": "OpFRem"}
 _INT_BINARY = {"add": "OpIAdd", "sub": "OpISub", "mul": "OpIMul", "and": "OpBitwiseAnd", "or": "OpBitwiseOr",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CompileError, IronError
+from ..ir import ops as O
 from ..ir import types as t
 from ..ir.variant import Variant
 from ..runtime import get_backend
@@ -45,14 +46,9 @@ def buffer_access(variant: Variant) -> dict[str, str]:
     """Iron buffer name -> "read", "write", "readwrite" (or "none"), from the optimised IR's loads/stores/atomics."""
     reads: set[int] = set()
     writes: set[int] = set()
-    for op in variant.kernel.walk():
-        if op.opcode == "load":
-            reads.add(op.operands[0].uid)
-        elif op.opcode == "store":
-            writes.add(op.operands[0].uid)
-        elif op.opcode.startswith("atomic_"):
-            reads.add(op.operands[0].uid)
-            writes.add(op.operands[0].uid)
+    for op in variant.kernel.walk():  # the op table says which buffer operands each op reads and writes
+        reads.update(v.uid for v in O.buffers_read(op))
+        writes.update(v.uid for v in O.buffers_written(op))
     names = {(True, True): "readwrite", (True, False): "read", (False, True): "write", (False, False): "none"}
     return {p.name: names[(p.value.uid in reads, p.value.uid in writes)]
             for p in variant.kernel.params if p.kind == "buffer"}

@@ -34,23 +34,41 @@ def cli() -> None:
 @click.option("--passes", "show_passes", is_flag=True, help="Print the IR after the front-end and after each pass.")
 @click.option("--backend", default=None, help="Print the generated source for this backend instead of the IR.")
 @click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="Value of a constexpr parameter.")
+@click.option("--resources", "show_resources", is_flag=True,
+              help="With --backend cuda: registers, shared memory, stack frame, spills and local memory per variant "
+                   "(NVRTC's ptxas report) instead of the source.")
+@click.option("--arch", default=None, metavar="sm_XX",
+              help="Target of --resources (default: $IRON_CUDA_ARCH, else sm_90).")
 def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: bool, backend: str | None,
-            defines: tuple[str, ...]) -> None:
-    """Show a kernel's IR, its IR after each pass, or its generated source.
+            defines: tuple[str, ...], show_resources: bool = False, arch: str | None = None) -> None:
+    """Show a kernel's IR, its IR after each pass, its generated source, or (CUDA) its resource usage.
 
     MODULE:KERNEL is an importable module and attribute (mypkg.ops:softmax) or a file (path/ops.py:softmax).
     """
     from .loader import load_kernel, parse_constexprs
 
+    if show_resources and backend != "cuda":
+        raise click.UsageError("--resources reports what ptxas made of the CUDA source: add --backend cuda")
+    if arch is not None and not show_resources:
+        raise click.UsageError("--arch is the target of --resources: add --resources")
     k = load_kernel(kernel_spec)
     constexprs = parse_constexprs(defines)
+    if show_resources:
+        from . import resources
+
+        target = arch or resources.default_arch()
+        dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]
+        click.echo(resources.render(k, resources.variant_reports(k, dtypes, constexprs, target), target))
+        if show_passes or show_ir:
+            click.echo()
+        backend = None  # the report takes the place of the source
     if show_passes:
         for stage, text in k.passes(dtype=dtype, **constexprs):
             click.echo(f"// ----- after {stage} -----")
             click.echo(text)
     if backend:
         click.echo(k.source(backend, dtype=dtype, **constexprs))
-    if show_ir or not (show_passes or backend):
+    if show_ir or not (show_passes or backend or show_resources):
         click.echo(k.ir(dtype=dtype, **constexprs), nl=False)
 
 

@@ -6,11 +6,16 @@ NVRTC needs no GPU and no driver: ``pip install cuda-bindings nvidia-cuda-nvrtc`
 
 Options: C++17, and ``--fmad=false`` so that ``a * b + c`` is two rounded operations, as on every other backend
 and in the interpreter; ``IRON_FMAD=1`` allows the contraction (faster, and results then differ in the last bits).
+
+:func:`resource_report` compiles with ptxas's verbose flag and reads its log: registers, shared memory, stack frame,
+spills and local memory per function (what ``iron inspect --backend cuda --resources`` prints). NVRTC hands the
+``--ptxas-options`` to its built-in ptxas, so this needs no CUDA toolkit, no ``cuobjdump`` and no GPU.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -133,3 +138,69 @@ def _log(nvrtc, prog) -> str:
     buf = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, buf)
     return buf.rstrip(b"\0").decode(errors="replace").strip()
+
+
+#: the ptxas option that makes it report each function's resources in the log (NVRTC 12 and 13 accept it)
+PTXAS_VERBOSE = "--ptxas-options=-v"
+
+_FUNCTION = re.compile(r"Function properties for (\S+)")
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+#: "N bytes <what>" fields of ptxas's report lines, by the name the report gives them
+_BYTES = {
+    "stack frame": "stack_frame_bytes", "spill stores": "spill_store_bytes", "spill loads": "spill_load_bytes",
+    "smem": "shared_bytes", "lmem": "local_bytes", "cumulative stack size": "cumulative_stack_bytes",
+}
+_USED = re.compile(r"Used (\d+) registers")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+_BYTE_FIELD = re.compile(r"(\d+) bytes (stack frame|spill stores|spill loads|smem|lmem|cumulative stack size)")
+
+
+def _empty_resources(entry: bool) -> dict:
+    return {"entry": entry, "registers": 0, "barriers": 0, "shared_bytes": 0, "stack_frame_bytes": 0,
+            "spill_store_bytes": 0, "spill_load_bytes": 0, "local_bytes": 0, "cumulative_stack_bytes": 0}
+
+
+def parse_ptxas_log(log: str) -> dict[str, dict]:
+    """Per function (in the log's order), what ``ptxas -v`` reported: ``registers``, ``barriers``, ``shared_bytes``
+    (static ``__shared__``), ``stack_frame_bytes``, ``spill_store_bytes``/``spill_load_bytes``, ``local_bytes``
+    (older ptxas's ``lmem``), ``cumulative_stack_bytes``, ``entry`` (a ``__global__`` function) and
+    ``local_memory``: whether the function touches per-thread local memory at all (a stack frame, spills or lmem),
+    which is where a register array indexed at run time goes when ptxas cannot keep it in registers."""
+    functions: dict[str, dict] = {}
+    entries: set[str] = set()
+    current: dict | None = None
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            entries.add(m.group(1))
+            continue
+        if m := _FUNCTION.search(line):
+            current = functions.setdefault(m.group(1), _empty_resources(m.group(1) in entries))
+            continue
+        if current is None:
+            continue
+        if m := _USED.search(line):
+            current["registers"] = int(m.group(1))
+        if m := _BARRIERS.search(line):
+            current["barriers"] = int(m.group(1))
+        for count, what in _BYTE_FIELD.findall(line):
+            current[_BYTES[what]] = int(count)
+    for res in functions.values():
+        res["local_memory"] = any(res[k] for k in ("stack_frame_bytes", "spill_store_bytes", "spill_load_bytes",
+                                                    "local_bytes"))
+    return functions
+
+
+def resource_report(source: str | KernelSource, arch: str = "sm_90", options: Sequence[str] | None = None,
+                    name: str | None = None) -> dict[str, dict]:
+    """Compile ``source`` for ``arch`` (an ``sm_XX``: ptxas runs only for machine code) with ptxas's verbose report
+    and return it per function name, as :func:`parse_ptxas_log` reads it. ``options`` default to
+    ``default_options()`` (the report is of the binary Iron would load)."""
+    if not arch.startswith("sm_"):
+        raise CompileError(f"a resource report needs machine code: give an sm_XX target, not {arch!r}")
+    opts = [*(default_options() if options is None else options), PTXAS_VERBOSE]
+    _, log = compile_cuda_log(source, arch, opts, name)
+    report = parse_ptxas_log(log)
+    if not report:
+        raise CompileError(f"NVRTC's log for {arch} has no ptxas resource report (does this NVRTC pass "
+                           f"{PTXAS_VERBOSE} to ptxas?):\n{log}")
+    return report

@@ -199,7 +199,9 @@ class FunctionCodegen(exprs.ExprMixin):
 
     def assign_name(self, name: str, value: Any, node: ast.AST, declared: t.ScalarType | None = None) -> None:
         fr = self.frame
-        if name in fr.multi or declared is not None:
+        if name in fr.multi and isinstance(value, Value) and isinstance(value.type, t.FragType):
+            self._assign_fragment(name, value, node)
+        elif name in fr.multi or declared is not None:
             if isinstance(value, Ref) or (isinstance(value, Value) and not isinstance(value.type, t.ScalarType)):
                 raise self.error(f"'{name}' is assigned more than once, which only scalars may be", node,
                                  "give the buffer/shared array/dtype its own name")
@@ -218,6 +220,19 @@ class FunctionCodegen(exprs.ExprMixin):
                     value.owner, Op):
                 value.name = name
             self.bind(name, value)
+
+    def _assign_fragment(self, name: str, value: Value, node: ast.AST) -> None:
+        """A fragment name assigned more than once (an accumulator in a loop) lives in a var slot of its type."""
+        fr = self.frame
+        var = fr.vars.get(name)
+        if var is None:
+            var = self.hoist(lambda b: b.var(value.type, name))
+            fr.vars[name] = var
+        elif var.type.elem != value.type:
+            raise self.error(f"'{name}' held {var.type.elem} and is now given {value.type}", node,
+                             "give each kind of fragment its own name")
+        self.b.set(var, value)
+        fr.defined_vars.add(name)
 
     def var_type(self, ty: t.ScalarType) -> t.ScalarType:
         if ty.is_half and not self.native_half:

@@ -13,6 +13,7 @@ import numpy as np
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
+from .lower_matrix import MATRIX_BUILTINS, lower_matrix
 from .refs import Ref
 from .typing_rules import Const, compute_type, promote
 
@@ -34,6 +35,19 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
         if node.args:
             raise cg.error("axis given twice", node)
         arg_nodes = [kwargs["axis"]]
+    elif name in ("frag_a", "frag_b") and set(kwargs) <= {"trans", "tiles"} and len(node.args) + len(kwargs) <= 5:
+        # positional (t, i, ld[, trans[, tiles]]) or keywords; a missing trans is False, a missing tiles 1
+        arg_nodes = list(node.args)
+        if "trans" in kwargs:
+            if len(arg_nodes) > 3:
+                raise cg.error("trans given twice", node)
+            arg_nodes.append(kwargs["trans"])
+        if "tiles" in kwargs:
+            if len(arg_nodes) > 4:
+                raise cg.error("tiles given twice", node)
+            if len(arg_nodes) == 3:
+                arg_nodes.append(ast.copy_location(ast.Constant(False), node))
+            arg_nodes.append(kwargs["tiles"])
     elif kwargs:
         raise cg.error(f"{name}() takes no keyword arguments", node, f"signature: {_sig(name)}")
     else:
@@ -48,6 +62,8 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
         return lower_array(cg, "shared" if name == "shared" else "local", arg_nodes, node)
     if name == "vload":
         return lower_vload(cg, arg_nodes, node)
+    if name in MATRIX_BUILTINS:
+        return lower_matrix(cg, name, arg_nodes, node)
     if name == "vstore":
         return lower_vstore(cg, arg_nodes, node)
     args = [cg.expr(a) for a in arg_nodes]

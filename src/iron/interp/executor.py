@@ -20,7 +20,7 @@ from ..errors import ExecutionError, LaunchError
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Block, Kernel, Op, Value
-from . import memory
+from . import matrix, memory
 from .semantics import const_array, pure_fn
 from .threads import (
     EMPTY,
@@ -272,6 +272,55 @@ def _memory(ex: _Executor, op: Op) -> Step:
     return atomic
 
 
+def _matrix(ex: _Executor, op: Op) -> Step:
+    env, geom, code = ex.env, ex.geom, op.opcode
+    slots = [ex._slot(v) for v in op.operands]
+    if code == "frag_zero":
+        ty, out = op.result.type, ex._slot(op.result)
+        zeros = np.zeros((ty.rows, ty.cols), np.float32)
+
+        def zero(mask: Mask) -> Mask:
+            env[out] = zeros
+            return mask
+
+        return zero
+    if code == "mma":
+        out = ex._slot(op.result)
+
+        def mma(mask: Mask) -> Mask:
+            matrix.whole_groups(geom, "mma", mask)
+            a, b, c = (env[s] for s in slots)
+            env[out] = matrix.mma(a, b, c)  # every thread, as pure ops are: inactive lanes are never read
+            return mask
+
+        return mma
+    target = ex.targets[op.operands[0].uid]
+    if code == "frag_load":
+        out, ty, trans = ex._slot(op.result), op.result.type, op.attrs.get("trans", False)
+
+        def frag_load(mask: Mask) -> Mask:
+            env[out] = matrix.frag_load(target, geom, env[slots[1]], env[slots[2]], ty, trans, mask)
+            return mask
+
+        return frag_load
+    elem = op.operands[0].type.elem
+
+    def frag_store(mask: Mask) -> Mask:
+        valid = (env[slots[4]], env[slots[5]])
+        matrix.frag_store(target, geom, env[slots[1]], env[slots[2]], env[slots[3]], elem, valid, mask)
+        return mask
+
+    return frag_store
+
+
+def blend(mask: Mask, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """``new`` for the active threads, ``old`` elsewhere, for values with extra (fragment) dimensions too."""
+    if mask is None:
+        return new
+    m = mask.reshape(mask.shape + (1,) * (max(np.ndim(new), np.ndim(old)) - 1))
+    return np.where(m, new, old)
+
+
 def _vcopy(ex: _Executor, op: Op) -> Step:
     env, geom, n = ex.env, ex.geom, op.attrs["n"]
     dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
@@ -334,7 +383,12 @@ def _var(ex: _Executor, op: Op) -> Step:
     env = ex.env
     code = op.opcode
     if code == "var":
-        out, init = ex._slot(op.result), memory.garbage(op.result.type.elem)
+        elem = op.result.type.elem
+        if isinstance(elem, t.FragType):
+            init = np.full((elem.rows, elem.cols), np.nan, np.float32 if elem.role == "acc" else elem.elem.np_dtype)
+        else:
+            init = memory.garbage(elem)
+        out = ex._slot(op.result)
 
         def var(mask: Mask) -> Mask:
             env[out] = init
@@ -353,7 +407,7 @@ def _var(ex: _Executor, op: Op) -> Step:
     val = ex._slot(op.operands[1])
 
     def set_(mask: Mask) -> Mask:
-        env[slot] = env[val] if mask is None else np.where(mask, env[val], env[slot])
+        env[slot] = blend(mask, env[val], env[slot])
         return mask
 
     return set_
@@ -478,6 +532,7 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "atomic_add": _memory,
     "atomic_max": _memory,
     "vcopy": _vcopy,
+    **{code: _matrix for code in O.MATRIX},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE},
     "barrier": _barrier,
     "var": _var,

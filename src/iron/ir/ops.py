@@ -105,6 +105,15 @@ _TABLE: list[OpInfo] = [
     OpInfo("vcopy", "memory", 4, pure=False, has_result=False, reads=(2,), writes=(0,),
            doc="vcopy(dst, dst_index, src, src_index): attrs.n consecutive elements in one access of n * size bytes "
                "(<= 16, a power of two); the global/shared side's index is a multiple of n"),
+    OpInfo("frag_load", "matrix", 3, pure=False, reads=(0,),
+           doc="frag_load(buf, index, ld) -> frag a/b (attrs role, trans): element (r, c) from buf[index + r*ld + c] "
+               "(trans: buf[index + c*ld + r]); a SIMD-group collective with uniform operands"),
+    OpInfo("frag_zero", "matrix", 0, doc="an accumulator fragment of zeros"),
+    OpInfo("mma", "matrix", 3, pure=False,
+           doc="mma(a, b, acc) -> acc + a @ b, f32 accumulation; a SIMD-group collective"),
+    OpInfo("frag_store", "matrix", 6, pure=False, has_result=False, writes=(0,),
+           doc="frag_store(buf, index, ld, acc, rows, cols): element (r, c) with r < rows and c < cols to "
+               "buf[index + r*ld + c], rounded to buf's dtype"),
     OpInfo("barrier", "sync", 0, pure=False, has_result=False, doc="group barrier + shared-memory fence"),
     *_ops("simd", "simd_sum simd_max simd_min", 1, "reduction over the active lanes of the SIMD group", pure=False),
     *_ops("simd", "simd_shuffle simd_shuffle_xor simd_broadcast", 2, "(value, lane)", pure=False),
@@ -146,6 +155,7 @@ COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 FLOAT_MATH = frozenset(_MATH)
 MATH_PREDICATES = frozenset(n for n, row in _MATH.items() if row[1] == "bool")
 THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups"}
+MATRIX = {"frag_load", "frag_zero", "mma", "frag_store"}
 SIMD_REDUCE = {"simd_sum", "simd_max", "simd_min"}
 SIMD_EXCHANGE = {"simd_shuffle", "simd_shuffle_xor", "simd_broadcast"}
 ATOMICS = {"atomic_add", "atomic_max"}
@@ -240,6 +250,25 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("vstore", "vstore(t, i, a)",
        "Write the whole local_array a to t[i] ... t[i+len(a)-1] in one access; the same size and alignment rules as "
        "vload.", (3, 3), pure=False, op="vcopy"),
+    _b("mma_shape", "mma_shape(dtype) -> (M, N, K)",
+       "The compile-time fragment shape of mma for inputs of dtype: A is M x K, B is K x N, the accumulator M x N "
+       "(16, 16, 16 for f16/bf16 on every target today).", (1, 1), op=None),
+    _b("frag_a", "frag_a(t, i, ld, trans=False, tiles=1) -> fragment",
+       "The (tiles*M) x K A-fragment whose element (r, k) is t[i + r*ld + k] (trans: t[i + k*ld + r]), from a buffer "
+       "or shared array; every lane of the SIMD group calls it with the same arguments.", (3, 5), pure=False,
+       op="frag_load"),
+    _b("frag_b", "frag_b(t, i, ld, trans=False, tiles=1) -> fragment",
+       "The K x (tiles*N) B-fragment whose element (k, n) is t[i + k*ld + n] (trans: t[i + n*ld + k], B stored as "
+       "B^T).", (3, 5), pure=False, op="frag_load"),
+    _b("frag_acc", "frag_acc(mt=1, nt=1) -> fragment",
+       "A (mt*M) x (nt*N) f32 accumulator fragment of zeros (mt, nt compile-time).", (0, 2), op="frag_zero"),
+    _b("mma", "mma(a, b, acc) -> fragment",
+       "acc + a @ b with f32 accumulation (matrix units where the target has them), by the whole SIMD group.", (3, 3),
+       pure=False),
+    _b("frag_store", "frag_store(t, i, ld, acc, rows=R, cols=C)",
+       "Write the R x C accumulator: element (r, n) with r < rows and n < cols (the edge of a matrix) to "
+       "t[i + r*ld + n], rounded to t's dtype; the whole SIMD group calls it with the same arguments.", (4, 6),
+       pure=False),
     _b("barrier", "barrier()",
        "Every thread of the group waits; shared-memory writes before it are visible after it. Must be reached by "
        "all threads of the group (uniform control flow); the interpreter reports a divergent barrier.", (0, 0),

@@ -202,7 +202,13 @@ def clone_kernel(kernel: Kernel) -> Kernel:
         nv = Value(p.value.type, p.value.name)
         mapping[p.value] = nv
         params.append(Param(p.name, p.kind, nv, p.readonly))
-    body = clone_block(kernel.body, mapping)
+    # the body's block arguments are the parameters' values: the copy's must be the new parameters' (a plain
+    # clone_block would give them fresh values that no parameter owns)
+    args = [mapping.get(a) or Value(a.type, a.name) for a in kernel.body.args]
+    mapping.update(zip(kernel.body.args, args))
+    body = Block(args)
+    for op in kernel.body.ops:
+        body.append(clone_op(op, mapping))
     attrs = {k: (dict(v) if isinstance(v, dict) else v) for k, v in kernel.attrs.items()}
     return Kernel(kernel.name, params, body, kernel.loc, attrs)
 

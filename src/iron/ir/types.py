@@ -103,6 +103,27 @@ class BufferType:
 
 
 @dataclass(frozen=True)
+class FragType:
+    """A matrix fragment owned by a SIMD group: ``role`` "a" (rows x cols = M x K of ``elem``), "b" (K x N of
+    ``elem``) or "acc" (M x N of f32). How its elements spread over the lanes is the target's business."""
+
+    role: str
+    rows: int
+    cols: int
+    elem: ScalarType
+
+    def __repr__(self) -> str:
+        return f"frag<{self.role}, {self.rows}x{self.cols}, {self.elem}>"
+
+    __str__ = __repr__
+
+
+#: the fragment shape (M, N, K) of ``mma`` per input dtype, the same on every target (each composes its own matrix
+#: instruction: mma.sync m16n8k16 twice on NVIDIA, MFMA 16x16x16 on CDNA, ...; the scalar fallback anywhere)
+MMA_SHAPE = {"f16": (16, 16, 16), "bf16": (16, 16, 16)}
+
+
+@dataclass(frozen=True)
 class VarType:
     """A mutable per-thread local variable holding one ``elem`` (read with ``get``, written with ``set``)."""
 

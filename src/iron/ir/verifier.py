@@ -148,6 +148,21 @@ class _Verifier:
             need(xs[0].elem == xs[2].elem, "vcopy between buffers of one element type")
             need(isinstance(n, int) and n > 0 and (n & (n - 1)) == 0 and n * xs[0].elem.itemsize <= 16,
                  "vcopy moves a power-of-two count of elements, at most 16 bytes")
+        elif code == "frag_load":
+            need(isinstance(r, t.FragType) and r.role in ("a", "b") and isinstance(xs[0], t.BufferType)
+                 and r.elem == xs[0].elem, "frag_load(buf, index, ld) -> frag of buf's dtype")
+            need(all(isinstance(x, t.ScalarType) and x.is_int for x in xs[1:]), "frag_load index and ld are ints")
+        elif code == "frag_zero":
+            need(isinstance(r, t.FragType) and r.role == "acc" and r.elem == t.f32, "frag_zero -> f32 accumulator")
+        elif code == "mma":
+            a, b_, c = xs
+            need(all(isinstance(x, t.FragType) for x in xs) and (a.role, b_.role, c.role) == ("a", "b", "acc")
+                 and r == c and a.elem == b_.elem and (a.rows, a.cols, b_.cols) == (c.rows, b_.rows, c.cols),
+                 "mma(a MxK, b KxN, acc MxN) -> acc")
+        elif code == "frag_store":
+            need(isinstance(xs[0], t.BufferType) and isinstance(xs[3], t.FragType) and xs[3].role == "acc"
+                 and all(isinstance(x, t.ScalarType) and x.is_int for x in (xs[1], xs[2], xs[4], xs[5])),
+                 "frag_store(buf, index, ld, acc, rows, cols)")
         elif code in O.SIMD_REDUCE:
             need(scalar and xs[0] == r and not r.is_bool, "simd reduction needs a number")
         elif code in O.SIMD_EXCHANGE:

@@ -108,16 +108,17 @@ class VulkanBackend(Backend):
 
     def emitted(self, variant, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                 float64: bool = False, denorm_preserve: bool = False, lanes: bool = False, ieee_specials: bool = True,
-                rounding_rte: bool = False):
+                rounding_rte: bool = False, simd_width: int = 32):
         """The variant's SpirvKernel (emitted once per device-dependent mode, cached in ``variant.artifacts``).
         ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
         ``shaderBufferFloat32AtomicAdd``; ``uniform_control_flow`` declares SubgroupUniformControlFlowKHR where the
         device has it; ``float64`` computes sin, cos and float % in double where the device has 64-bit floats;
         ``denorm_preserve`` declares DenormPreserve for f32 where the device can keep subnormals; ``lanes``
         asks for the lanes module (None when the kernel has none); ``ieee_specials``/``rounding_rte`` declare the
-        float-controls modes the device supports; compile/source show the portable form."""
+        float-controls modes the device supports; ``simd_width`` is the device's subgroup size (the fallback of
+        matrix fragments is cut for it); compile/source show the portable form."""
         key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes, ieee_specials,
-               rounding_rte)
+               rounding_rte, simd_width)
         if key in variant.artifacts:
             return variant.artifacts[key]
         try:
@@ -128,7 +129,7 @@ class VulkanBackend(Backend):
         spk = None if lanes and plan is None else emit_spirv(
             variant.kernel, atomic_float_add=atomic_float_add, uniform_control_flow=uniform_control_flow,
             float64=float64, denorm_preserve=denorm_preserve, lanes=plan, ieee_specials=ieee_specials,
-            rounding_rte=rounding_rte)
+            rounding_rte=rounding_rte, simd_width=simd_width)
         variant.artifacts[key] = spk
         return spk
 
@@ -140,7 +141,8 @@ class VulkanBackend(Backend):
         has = self.context().has
         modes = dict(atomic_float_add=has["atomic_float_add"], float64=has["float64"],
                      uniform_control_flow=has["subgroup_uniform_control_flow"], denorm_preserve=has["denorm_preserve"],
-                     ieee_specials=has["ieee_specials"], rounding_rte=has["rounding_rte"])
+                     ieee_specials=has["ieee_specials"], rounding_rte=has["rounding_rte"],
+                     simd_width=self.context().subgroup_size)
         if grid is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_VULKAN_VECTORIZE", "1") != "0":
             spk = self.emitted(variant, lanes=True, **modes)
             if spk is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ...ir import types as t
+from .cuda_matrix import CudaMatrix, matrix_snippets
 from .dialect import (
     ACTIVATION_MATH,
     ACTIVATION_NEEDS,
@@ -193,7 +194,7 @@ def _snippets() -> dict[str, Snippet]:
              **wrapping_int_helpers("__device__ __forceinline__", "unsigned"),
              **activation_helpers("__device__ __forceinline__", "expf", "fabsf", "erff"),
              "local_linear": _LOCAL_LINEAR, "warp_lanes": _WARP_LANES,
-             "lanes_mask": _LANES_MASK, "atomic_max_f32": _ATOMIC_MAX_F32}
+             "lanes_mask": _LANES_MASK, "atomic_max_f32": _ATOMIC_MAX_F32, **matrix_snippets()}
     for op in ("sum", "max", "min"):
         for irtype in ("f32", "i32", "u32"):
             table[f"iron_simd_{op}:{irtype}"] = _reduce_snippet(op, irtype)
@@ -203,6 +204,7 @@ def _snippets() -> dict[str, Snippet]:
 
 class CudaDialect(CDialect):
     name: ClassVar[str] = "cuda"
+    matrix: ClassVar[object | None] = CudaMatrix()
     types: ClassVar[dict[str, str]] = {**CDialect.types, "f16": "iron_f16", "bf16": "iron_bf16"}
     type_needs: ClassVar[dict[str, tuple[str, ...]]] = {"f16": ("f16",), "bf16": ("bf16",)}
     builtin_names: ClassVar[frozenset[str]] = frozenset(

@@ -243,6 +243,10 @@ class CDialect:
     def shared_decl(self, ctype: str, name: str, size: int) -> str:
         return f"{ctype} {name}[{size}];"
 
+    #: matrix fragments (``frag_a``/``mma``/...): an object spelling them (``cuda_matrix.CudaMatrix``), or None when
+    #: the target has no spelling (the printer then refuses the kernel, located)
+    matrix: ClassVar[object | None] = None
+
     #: the type a vector access of that many bytes moves (vcopy)
     vector_types: ClassVar[dict[int, str]] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 

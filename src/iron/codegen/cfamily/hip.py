@@ -166,6 +166,9 @@ class HipDialect(CudaDialect):
     shared-memory limits (48 KiB static, as CUDA; AMD's LDS is 64 KiB either way).
     """
 
+    #: MFMA (gfx90a) and a fallback (gfx1030) are the next step; HIP refuses fragments, located, until then
+    matrix: ClassVar[object | None] = None
+
     name: ClassVar[str] = "hip"
     builtin_names: ClassVar[frozenset[str]] = CudaDialect.builtin_names | frozenset(
         "__shfl __shfl_xor __ballot __ffsll hipThreadIdx_x hipBlockIdx_x hipBlockDim_x hipGridDim_x "

@@ -29,6 +29,7 @@ from ...errors import CompileError
 from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
+from ..lower_fragments import lower_fragments
 from . import expr as E
 from .convergence import convergent_simd_ops
 from .dialect import CDialect, CParam, Features, LaneBuffer, VectorParts
@@ -88,8 +89,11 @@ class KernelSource:
 def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, vectorize: bool = True) -> KernelSource:
     """Print ``kernel`` in ``dialect``; raises ``CompileError`` for what the dialect cannot express.
 
-    ``vectorize``: also emit the vectorised entry point when the kernel qualifies and the dialect has one.
+    ``vectorize``: also emit the vectorised entry point when the kernel qualifies and the dialect has one. Matrix
+    fragments go through the scalar fallback (``codegen/lower_fragments.py``) where the dialect has no spelling.
     """
+    if dialect.matrix is None and dialect.simd_width:
+        kernel = lower_fragments(kernel, dialect.simd_width)
     return _Printer(kernel, dialect, line_comments).run(vectorize)
 
 
@@ -292,7 +296,8 @@ class _Printer:
             elem = op.result.type.elem
             name = self.names.bind(op.result.uid, op.result.name)
             self.vars[op.result.uid] = name
-            out.append(f"{pad}{self._ctype(elem)} {name} = {self._literal(0, elem)};")
+            init = "{}" if isinstance(elem, t.FragType) else f" = {self._literal(0, elem)}"
+            out.append(f"{pad}{self._ctype(elem)} {name}{init};")
         elif code == "shared":
             self._shared(op, out, pad)
         elif code == "local":
@@ -301,6 +306,12 @@ class _Printer:
             out.append(pad + self.d.local_decl(self._ctype(op.attrs["elem"]), name, op.attrs["size"]))
         elif code == "vcopy":
             out.append(pad + self._vcopy(op))
+        elif code == "frag_store":
+            buf, idx, ld, acc, rows, cols = op.operands
+            text, needs = self._matrix(op).store(buf.type.elem, self.buffers[buf.uid], self.expr(idx), self.expr(ld),
+                                                 self.expr(acc), self.expr(rows), self.expr(cols))
+            self._need(needs)
+            out.append(pad + text)
         elif not self.plan.used(op.result.uid):  # an atomic whose old value nobody reads
             out.append(f"{pad}{self._value(op)};")
         else:
@@ -440,9 +451,31 @@ class _Printer:
         raise CompileError(f"internal error in the {self.d.name} emitter: {v!r} used before it is defined",
                            owner.loc if isinstance(owner, Op) else self.k.loc)
 
-    def _ctype(self, st: t.ScalarType) -> str:
+    def _ctype(self, st: t.ScalarType | t.FragType) -> str:
+        if isinstance(st, t.FragType):
+            name, needs = self._matrix(None).ctype(st)
+            self._need(needs)
+            return name
         self.features.snippets.update(self.d.type_needs.get(st.name, ()))
         return self.d.types[st.name]
+
+    def _matrix(self, op: Op | None):
+        if self.d.matrix is None:
+            raise CompileError(f"unsupported op '{op.opcode if op else 'mma'}' on backend {self.d.name} (matrix "
+                               "fragments have no spelling there yet)", op.loc if op else self.k.loc)
+        return self.d.matrix
+
+    def _matrix_value(self, op: Op) -> Expr:
+        m, code, xs = self._matrix(op), op.opcode, op.operands
+        if code == "frag_zero":
+            e, needs = m.zero(op.result.type)
+        elif code == "frag_load":
+            e, needs = m.load(op.result.type, self.buffers[xs[0].uid], self.expr(xs[1]), self.expr(xs[2]),
+                              op.attrs.get("trans", False))
+        else:
+            e, needs = m.mma(xs[0].type.elem, *(self.expr(x) for x in xs))
+        self._need(needs)
+        return e
 
     def _need(self, needs: tuple[str, ...]) -> None:
         self.features.snippets.update(needs)
@@ -594,6 +627,8 @@ class _Printer:
             return self._simd(op, rt, self.expr(xs[0]), self.expr(xs[1]))
         if code in O.ATOMICS:
             return self._atomic(op)
+        if code in O.MATRIX:
+            return self._matrix_value(op)
         raise CompileError(f"unsupported op '{code}' on backend {self.d.name}", op.loc)
 
     def _math(self, op: Op) -> str:

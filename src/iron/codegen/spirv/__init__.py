@@ -8,6 +8,7 @@ features the module relies on.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import struct
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ...ir.core import Kernel
 from ..cfamily.vectorize import plan_lanes
+from ..lower_fragments import lower_fragments
 from .builder import SpirvModuleBuilder
 from .emit import SpirvEmitter
 from .module import FEATURES, SpirvBuffer, SpirvKernel, SpirvPush
@@ -33,7 +35,7 @@ def lanes_plan(kernel: Kernel):
 
 def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                float64: bool = False, denorm_preserve: bool = False, lanes=None, ieee_specials: bool = True,
-               rounding_rte: bool = False) -> SpirvKernel:
+               rounding_rte: bool = False, simd_width: int = 32) -> SpirvKernel:
     """The SPIR-V module of ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``).
 
     ``atomic_float_add=False``: f32 ``atomic_add`` becomes a compare-and-swap loop instead of ``OpAtomicFAddEXT``
@@ -44,15 +46,19 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     ``denorm_preserve=True`` (devices with ``shaderDenormPreserveFloat32``): f32 subnormals are kept.
     ``ieee_specials`` declares SignedZeroInfNanPreserve (the portable default; the runtime drops it on a device
     without ``shaderSignedZeroInfNanPreserveFloat32/16``); ``rounding_rte=True`` declares RoundingModeRTE for every
-    float width the module uses (devices with ``shaderRoundingModeRTEFloat16/32/64``).
+    float width the module uses (devices with ``shaderRoundingModeRTEFloat16/32/64``). ``simd_width``: the subgroup
+    size the module will run at, for the scalar fallback of matrix fragments (``codegen/lower_fragments.py``); a
+    module that uses fragments records it (``SpirvKernel.simd_width``) and runs only on a device of that size.
     ``lanes`` (a ``lanes_plan``): the *lanes module* instead, in which invocation t runs the kernel for the
     ``lanes.width`` elements ``width * t ...`` of axis 0 (launch ceil(n0 / width) invocations with the same push
     constants): the lane buffers' elements are all loaded before the first element's body and stored after the last,
     so that each invocation has ``width`` independent loads in flight (one 4-byte load per invocation cannot fill a
     big GPU's memory pipeline). Raises ``CompileError`` for ops the backend lacks.
     """
-    return SpirvEmitter(kernel, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes,
-                        ieee_specials=ieee_specials, rounding_rte=rounding_rte).run()
+    lowered = lower_fragments(kernel, simd_width)
+    spk = SpirvEmitter(lowered, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes,
+                       ieee_specials=ieee_specials, rounding_rte=rounding_rte).run()
+    return dataclasses.replace(spk, simd_width=simd_width) if lowered is not kernel else spk
 
 
 def disassemble(words: bytes | SpirvKernel) -> str:

@@ -42,3 +42,4 @@ class SpirvKernel:
     shared_bytes: int
     features: frozenset[str]  # device features the module needs (see FEATURES)
     lanes: int = 1  # elements of axis 0 per invocation: 1, or the width of a lanes module (``lanes_plan``)
+    simd_width: int = 0  # the subgroup size the module's code assumes (matrix fragments' fallback); 0: any

@@ -1,0 +1,142 @@
+"""Matrix fragments on NVIDIA: the 16x16x16 fragment of ``mma`` as two ``mma.sync.m16n8k16`` (sm_80+, f32 accumulate).
+
+A fragment of MT (NT) tiles of 16 rows (columns) is MT (2 NT) PTX operands. Per lane (g = lane / 4, q = lane % 4,
+PTX ISA "Matrix Fragments for mma.m16n8k16"): each A tile holds 4 registers of two halves, rows g and g + 8,
+columns 2q, 2q + 1 and those + 8; B holds, for each 8-column half h, rows (k) 2q, 2q + 1 and those + 8 of column
+8h + g; the accumulator holds, for each A tile and B half, rows g and g + 8, columns 8h + 2q and 8h + 2q + 1.
+Loads and stores address each element (row-major or, with ``trans``, column-major) with 16-bit accesses: correct for
+any index and leading dimension; the fast path for tiles in shared memory (``ldmatrix``) is the next step.
+"""
+
+from __future__ import annotations
+
+from ...ir import types as t
+from .dialect import Snippet
+from .expr import Expr
+
+_Q = "__device__ __forceinline__"
+
+_TYPES = Snippet(f"""\
+// Matrix fragments of a warp, MT (NT) tiles of 16 rows (columns): see codegen/cfamily/cuda_matrix.py for the layout.
+template <int MT> struct iron_frag_a {{ unsigned x[4 * MT]; }};
+template <int NT> struct iron_frag_b {{ unsigned x[4 * NT]; }};
+template <int MT, int NT> struct iron_frag_acc {{ float x[8 * MT * NT]; }};
+{_Q} unsigned iron_pack2(unsigned short lo, unsigned short hi) {{ return (unsigned)lo | ((unsigned)hi << 16); }}""",
+                 needs=("local_linear",))
+
+
+def _load(elem: str) -> Snippet:
+    return Snippet(f"""\
+template <int MT>
+{_Q} iron_frag_a<MT> iron_frag_a_load_{elem}(const iron_{elem}* p, long long index, long long ld, bool trans) {{
+    const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;
+    iron_frag_a<MT> a;
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {{
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {{
+            const long long r = 16 * t + g + (i & 1) * 8, c = 2 * q + (i >> 1) * 8;
+            const long long e0 = trans ? c * ld + r : r * ld + c, e1 = trans ? e0 + ld : e0 + 1;
+            a.x[4 * t + i] = iron_pack2(p[index + e0].bits, p[index + e1].bits);
+        }}
+    }}
+    return a;
+}}
+template <int NT>
+{_Q} iron_frag_b<NT> iron_frag_b_load_{elem}(const iron_{elem}* p, long long index, long long ld, bool trans) {{
+    const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;
+    iron_frag_b<NT> b;
+#pragma unroll
+    for (int h = 0; h < 2 * NT; ++h) {{  // 8-column halves
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {{
+            const long long k = 2 * q + i * 8, n = 8 * h + g;
+            const long long e0 = trans ? n * ld + k : k * ld + n, e1 = trans ? e0 + 1 : e0 + ld;
+            b.x[2 * h + i] = iron_pack2(p[index + e0].bits, p[index + e1].bits);
+        }}
+    }}
+    return b;
+}}""", needs=("frag_types", elem))
+
+
+def _mma(elem: str) -> Snippet:
+    ptx = "f16.f16" if elem == "f16" else "bf16.bf16"
+    return Snippet(f"""\
+template <int MT, int NT>
+{_Q} iron_frag_acc<MT, NT> iron_mma_{elem}(iron_frag_a<MT> a, iron_frag_b<NT> b, iron_frag_acc<MT, NT> c) {{
+#if __CUDA_ARCH__ < 800
+#error "Iron's mma on NVIDIA needs sm_80 or newer (mma.sync.m16n8k16)"
+#endif
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {{
+#pragma unroll
+        for (int h = 0; h < 2 * NT; ++h) {{
+            float* d = &c.x[8 * (t * NT) + 4 * h];
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, "
+                         "{{%8,%9}}, {{%0,%1,%2,%3}};"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                         : "r"(a.x[4 * t]), "r"(a.x[4 * t + 1]), "r"(a.x[4 * t + 2]), "r"(a.x[4 * t + 3]),
+                           "r"(b.x[2 * h]), "r"(b.x[2 * h + 1]));
+        }}
+    }}
+    return c;
+}}""", needs=("frag_types",))
+
+
+def _store(elem: str) -> Snippet:
+    ctype = "float" if elem == "f32" else f"iron_{elem}"
+    convert = "v" if elem == "f32" else f"iron_f32_to_{elem}(v)"
+    return Snippet(f"""\
+template <int MT, int NT>
+{_Q} void iron_frag_store_{elem}({ctype}* p, long long index, long long ld, iron_frag_acc<MT, NT> c, int rows,
+                                   int cols) {{
+    const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {{
+#pragma unroll
+        for (int h = 0; h < 2 * NT; ++h) {{
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {{
+                const long long r = 16 * t + g + (i >> 1) * 8, n = 8 * h + 2 * q + (i & 1);
+                const float v = c.x[8 * (t * NT) + 4 * h + i];
+                if (r < rows && n < cols) p[index + r * ld + n] = {convert};
+            }}
+        }}
+    }}
+}}""", needs=("frag_types",) + (() if elem == "f32" else (elem,)))
+
+
+def matrix_snippets() -> dict[str, Snippet]:
+    out = {"frag_types": _TYPES, "frag_store_f32": _store("f32")}
+    for elem in ("f16", "bf16"):
+        out[f"frag_load_{elem}"] = _load(elem)
+        out[f"mma_{elem}"] = _mma(elem)
+        out[f"frag_store_{elem}"] = _store(elem)
+    return out
+
+
+class CudaMatrix:
+    """How the C-family printer spells fragment types and ops on NVIDIA (``CDialect.matrix``)."""
+
+    def ctype(self, ty: t.FragType) -> tuple[str, tuple[str, ...]]:
+        if ty.role == "a":
+            return f"iron_frag_a<{ty.rows // 16}>", ("frag_types",)
+        if ty.role == "b":
+            return f"iron_frag_b<{ty.cols // 16}>", ("frag_types",)
+        return f"iron_frag_acc<{ty.rows // 16}, {ty.cols // 16}>", ("frag_types",)
+
+    def zero(self, ty: t.FragType) -> tuple[Expr, tuple[str, ...]]:
+        return Expr(f"{self.ctype(ty)[0]}{{}}"), ("frag_types",)
+
+    def load(self, ty: t.FragType, buf: str, index: Expr, ld: Expr, trans: bool) -> tuple[Expr, tuple[str, ...]]:
+        e, tiles = ty.elem.name, (ty.rows if ty.role == "a" else ty.cols) // 16
+        text = f"iron_frag_{ty.role}_load_{e}<{tiles}>({buf}, {index}, {ld}, {'true' if trans else 'false'})"
+        return Expr(text), (f"frag_load_{e}",)
+
+    def mma(self, elem: t.ScalarType, a: Expr, b: Expr, c: Expr) -> tuple[Expr, tuple[str, ...]]:
+        return Expr(f"iron_mma_{elem.name}({a}, {b}, {c})"), (f"mma_{elem.name}",)
+
+    def store(self, elem: t.ScalarType, buf: str, index: Expr, ld: Expr, acc: Expr, rows: Expr, cols: Expr
+              ) -> tuple[str, tuple[str, ...]]:
+        text = f"iron_frag_store_{elem.name}({buf}, {index}, {ld}, {acc}, {rows}, {cols});"
+        return text, (f"frag_store_{elem.name}",)

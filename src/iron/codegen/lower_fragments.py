@@ -1,0 +1,192 @@
+"""The scalar fallback of matrix fragments: fragment values become per-lane register arrays and ``mma`` a loop of
+fmas, for targets without a matrix-unit spelling (lavapipe's Vulkan, the Metal model, HIP for now).
+
+An accumulator of R x C is cut into a GR x GC grid of blocks, one block of RB x CB = (R / GR) x (C / GC) elements per
+lane of a SIMD group of W = GR * GC lanes (GR the largest power of two with GR * GR <= W): lane l owns rows
+(l // GC) * RB ... and columns (l % GC) * CB .... An A-fragment of R rows holds, per lane, the RB rows its blocks need
+(RB x K values), a B-fragment of C columns the CB columns (CB x K); ``mma`` adds the K products of each owned element
+in f32 (fma), in k order. So every lane
+loads only what it uses and the results are those of the interpreter within f32 accumulation error. The SIMD width
+must be the one the kernel runs at (the emitter's target width).
+"""
+
+from __future__ import annotations
+
+from ..ir import ops as O
+from ..ir import types as t
+from ..ir.builder import Builder
+from ..ir.core import Block, Kernel, Op, Value
+from ..ir.rewrite import clone_kernel
+
+
+def lower_fragments(kernel: Kernel, width: int) -> Kernel:
+    """``kernel`` itself when it has no fragment ops, else a lowered copy for SIMD groups of ``width`` lanes."""
+    if not any(op.opcode in O.MATRIX for op in kernel.walk()):
+        return kernel
+    if width < 1 or width & (width - 1) or width > 256:
+        raise ValueError(f"the fragment fallback needs a power-of-two SIMD width up to 256, not {width}")
+    lowered = clone_kernel(kernel)
+    _Lowering(lowered, width).run()
+    return lowered
+
+
+class _Lowering:
+    def __init__(self, kernel: Kernel, width: int):
+        self.k = kernel
+        gr = 1
+        while (gr * 2) * (gr * 2) <= width:
+            gr *= 2
+        self.gr, self.gc = gr, width // gr
+        self.kk = t.MMA_SHAPE["f16"][2]
+        self.arrays: dict[Value, Value] = {}  # fragment value or var -> its local array
+        self.top: list[Op] = []  # local arrays and the lane's block coordinates, put at the top of the kernel
+        b = Builder(Block())
+        lane = b.thread("simd_lane")
+        self.lane_row = b.binary("div", lane, b.const(self.gc, t.i32))
+        self.lane_col = b.binary("rem", lane, b.const(self.gc, t.i32))
+        self.top += b.block.ops
+
+    def _rb(self, rows: int) -> int:
+        return max(1, rows // self.gr)
+
+    def _cb(self, cols: int) -> int:
+        return max(1, cols // self.gc)
+
+    def _origin(self, b: Builder, coord: Value, block: int) -> Value:
+        return b.binary("mul", coord, b.const(block, t.i32))
+
+    def run(self) -> None:
+        self._block(self.k.body)
+        for op in reversed(self.top):
+            op.parent = self.k.body
+            self.k.body.ops.insert(0, op)
+
+    def _block(self, block: Block) -> None:
+        for op in list(block.ops):
+            for region in op.regions:
+                self._block(region)
+            if self._lowers(op):
+                b = Builder(Block(), op.loc)
+                self._lower(b, op)
+                i = block.ops.index(op)
+                for new in b.block.ops:
+                    new.parent = block
+                block.ops[i:i + 1] = b.block.ops
+
+    @staticmethod
+    def _lowers(op: Op) -> bool:
+        if op.opcode in O.MATRIX:
+            return True
+        if op.opcode not in ("var", "get", "set"):
+            return False
+        ty = op.result.type if op.opcode == "var" else op.operands[0].type
+        return isinstance(ty.elem, t.FragType)
+
+    # -- storage ----------------------------------------------------------------------------------------------------
+
+    def _shape(self, ty: t.FragType) -> tuple[t.ScalarType, int]:
+        if ty.role == "a":
+            return ty.elem, self._rb(ty.rows) * self.kk
+        if ty.role == "b":
+            return ty.elem, self._cb(ty.cols) * self.kk
+        return t.f32, self._rb(ty.rows) * self._cb(ty.cols)
+
+    def _new_array(self, ty: t.FragType, name: str | None) -> Value:
+        elem, size = self._shape(ty)
+        b = Builder(Block())
+        arr = b.op("local", [], t.BufferType(elem, "local", size), {"elem": elem, "size": size}, name=name).result
+        self.top += b.block.ops
+        return arr
+
+    def _copy(self, b: Builder, src: Value, dst: Value) -> None:
+        for i in range(dst.type.size):
+            idx = b.const(i, t.i32)
+            b.store(dst, idx, b.load(src, idx))
+
+    # -- the ops ----------------------------------------------------------------------------------------------------
+
+    def _lower(self, b: Builder, op: Op) -> None:
+        code = op.opcode
+        if code == "var":
+            self.arrays[op.result] = self._new_array(op.result.type.elem, op.result.name)
+        elif code == "set":
+            self._copy(b, self.arrays[op.operands[1]], self.arrays[op.operands[0]])
+        elif code == "get":
+            arr = self._result(op)
+            self._copy(b, self.arrays[op.operands[0]], arr)
+        elif code == "frag_zero":
+            arr = self._result(op)
+            for i in range(arr.type.size):
+                b.store(arr, b.const(i, t.i32), b.const(0.0, t.f32))
+        elif code == "frag_load":
+            self._load(b, op)
+        elif code == "mma":
+            self._mma(b, op)
+        else:
+            self._store(b, op)
+
+    def _result(self, op: Op) -> Value:
+        arr = self._new_array(op.result.type, op.result.name)
+        self.arrays[op.result] = arr
+        return arr
+
+    def _address(self, b: Builder, index: Value, ld: Value, row: Value, col: int | Value, trans: bool) -> Value:
+        """index + row * ld + col (trans: index + col * ld + row), in the index's type."""
+        ty = index.type
+        ld = b.cast(ld, ty)
+        row = b.cast(row, ty)
+        col = b.const(col, ty) if isinstance(col, int) else b.cast(col, ty)
+        if trans:
+            row, col = col, row
+        off = b.binary("add", b.binary("mul", row, ld), col)
+        return b.binary("add", index, off)
+
+    def _load(self, b: Builder, op: Op) -> None:
+        buf, index, ld = op.operands
+        ty, trans = op.result.type, op.attrs.get("trans", False)
+        arr = self._result(op)
+        # A: rows r0 + i, all k; B: columns c0 + j, all k (element (k, n) of B is at row k, column n)
+        if ty.role == "a":
+            lines = self._rb(ty.rows)
+            origin = self._origin(b, self.lane_row, lines)
+        else:
+            lines = self._cb(ty.cols)
+            origin = self._origin(b, self.lane_col, lines)
+        for i in range(lines):
+            line = b.binary("add", origin, b.const(i, t.i32))
+            for k in range(self.kk):
+                if ty.role == "a":
+                    addr = self._address(b, index, ld, line, k, trans)
+                else:  # B is K x N: row k, column line; trans: B stored as B^T
+                    addr = self._address(b, index, ld, b.const(k, t.i32), line, trans)
+                b.store(arr, b.const(i * self.kk + k, t.i32), b.load(buf, addr))
+
+    def _mma(self, b: Builder, op: Op) -> None:
+        a, bb, c = (self.arrays[v] for v in op.operands)
+        out = self._result(op)
+        rb, cb = self._rb(op.result.type.rows), self._cb(op.result.type.cols)
+        for i in range(rb):
+            for j in range(cb):
+                s = b.load(c, b.const(i * cb + j, t.i32))
+                for k in range(self.kk):
+                    x = b.cast(b.load(a, b.const(i * self.kk + k, t.i32)), t.f32)
+                    y = b.cast(b.load(bb, b.const(j * self.kk + k, t.i32)), t.f32)
+                    s = b.op("fma", [x, y, s], t.f32).result
+                b.store(out, b.const(i * cb + j, t.i32), s)
+
+    def _store(self, b: Builder, op: Op) -> None:
+        buf, index, ld, acc, rows, cols = op.operands
+        arr = self.arrays[acc]
+        rb, cb = self._rb(acc.type.rows), self._cb(acc.type.cols)
+        r0, c0 = self._origin(b, self.lane_row, rb), self._origin(b, self.lane_col, cb)
+        for i in range(rb):
+            row = b.binary("add", r0, b.const(i, t.i32))
+            for j in range(cb):
+                col = b.binary("add", c0, b.const(j, t.i32))
+                inside = b.binary("and", b.op("lt", [row, b.cast(rows, t.i32)], t.bool_).result,
+                                  b.op("lt", [col, b.cast(cols, t.i32)], t.bool_).result)
+                _, then, _ = b.if_(inside)
+                with b.at(then):
+                    v = b.cast(b.load(arr, b.const(i * cb + j, t.i32)), buf.type.elem)
+                    b.store(buf, self._address(b, index, ld, row, col, False), v)
+

@@ -1,0 +1,106 @@
+"""Lowering of the matrix-fragment builtins (``mma_shape``, ``frag_a``, ``frag_b``, ``frag_acc``, ``mma``,
+``frag_store``) to the IR's fragment ops (see ``iron.ir.types.FragType`` and ``MMA_SHAPE``)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ..ir import types as t
+from ..ir.core import Value
+from .refs import Ref
+from .typing_rules import Const
+
+MATRIX_BUILTINS = frozenset({"mma_shape", "frag_a", "frag_b", "frag_acc", "mma", "frag_store"})
+_INPUT_DTYPES = ", ".join(t.MMA_SHAPE)
+
+
+def lower_matrix(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Any:
+    cg.b.loc = cg.frame.src.loc(node)
+    if name == "mma_shape":
+        elem = _dtype(cg, arg_nodes[0])
+        return tuple(Const(v) for v in t.MMA_SHAPE[elem.name])
+    if name in ("frag_a", "frag_b"):
+        return _load(cg, name[-1], arg_nodes, node)
+    if name == "frag_acc":
+        m, n, _ = t.MMA_SHAPE["f16"]
+        mt, nt = (_count(cg, a, "frag_acc's tile count") for a in arg_nodes) if len(arg_nodes) == 2 else (
+            _count(cg, arg_nodes[0], "frag_acc's tile count") if arg_nodes else 1, 1)
+        return cg.b.op("frag_zero", [], t.FragType("acc", m * mt, n * nt, t.f32)).result
+    if name == "mma":
+        return _mma(cg, [cg.expr(a) for a in arg_nodes], arg_nodes, node)
+    return _store(cg, arg_nodes, node)
+
+
+def _count(cg, node: ast.AST, what: str) -> int:
+    v = cg.expr(node)
+    if not (isinstance(v, Const) and isinstance(v.value, int) and not isinstance(v.value, bool) and 1 <= v.value <= 16):
+        raise cg.error(f"{what} must be a compile-time int from 1 to 16, got {cg.describe(v)}", node)
+    return v.value
+
+
+def _dtype(cg, node: ast.AST) -> t.ScalarType:
+    d = cg.expr(node)
+    if isinstance(d, Ref) and isinstance(d.obj, t.ScalarType) and d.obj.name in t.MMA_SHAPE:
+        return d.obj
+    raise cg.error(f"matrix fragments hold {_INPUT_DTYPES} inputs, not {cg.describe(d)}", node)
+
+
+def _buffer(cg, node: ast.AST, what: str) -> Value:
+    buf = cg.expr(node)
+    if not (isinstance(buf, Value) and isinstance(buf.type, t.BufferType) and buf.type.space != "local"):
+        raise cg.error(f"{what} needs a buffer or shared array, got {cg.describe(buf)}", node)
+    return buf
+
+
+def _load(cg, role: str, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    buf = _buffer(cg, arg_nodes[0], f"frag_{role}")
+    if buf.type.elem.name not in t.MMA_SHAPE:
+        raise cg.error(f"frag_{role} reads {_INPUT_DTYPES} elements, not {buf.type.elem}", arg_nodes[0])
+    index, ld = cg.index(arg_nodes[1]), cg.index(arg_nodes[2])
+    trans = False
+    if len(arg_nodes) >= 4:
+        flag = cg.expr(arg_nodes[3])
+        if not (isinstance(flag, Const) and isinstance(flag.value, bool)):
+            raise cg.error("trans must be a compile-time bool (True/False or a constexpr)", arg_nodes[3])
+        trans = flag.value
+    tiles = _count(cg, arg_nodes[4], f"frag_{role}'s tiles") if len(arg_nodes) == 5 else 1
+    m, n, k = t.MMA_SHAPE[buf.type.elem.name]
+    rows, cols = (m * tiles, k) if role == "a" else (k, n * tiles)
+    cg.b.loc = cg.frame.src.loc(node)
+    ty = t.FragType(role, rows, cols, buf.type.elem)
+    return cg.b.op("frag_load", [buf, index, ld], ty, {"role": role, "trans": trans}).result
+
+
+def _mma(cg, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    roles = ("a", "b", "acc")
+    for v, role, n in zip(args, roles, arg_nodes):
+        if not (isinstance(v, Value) and isinstance(v.type, t.FragType) and v.type.role == role):
+            raise cg.error(f"mma's {'first second third'.split()[roles.index(role)]} argument must be a "
+                           f"{'frag_a frag_b frag_acc'.split()[roles.index(role)]} fragment, got {cg.describe(v)}", n)
+    a, b, c = args
+    if a.type.elem != b.type.elem:
+        raise cg.error(f"mma of an {a.type.elem} A-fragment with a {b.type.elem} B-fragment", node,
+                       "load both from buffers of one dtype")
+    if (a.type.rows, b.type.cols) != (c.type.rows, c.type.cols):
+        raise cg.error(f"mma shapes disagree: A {a.type.rows}x{a.type.cols}, B {b.type.rows}x{b.type.cols}, "
+                       f"accumulator {c.type.rows}x{c.type.cols}", node,
+                       "frag_a's tiles must be the accumulator's mt, frag_b's its nt")
+    cg.b.loc = cg.frame.src.loc(node)
+    return cg.b.op("mma", [a, b, c], c.type).result
+
+
+def _store(cg, arg_nodes: list[ast.AST], node: ast.AST) -> None:
+    buf = _buffer(cg, arg_nodes[0], "frag_store")
+    if buf.type.elem not in (t.f32, t.f16, t.bf16):
+        raise cg.error(f"frag_store writes f32/f16/bf16 elements, not {buf.type.elem}", arg_nodes[0])
+    index, ld = cg.index(arg_nodes[1]), cg.index(arg_nodes[2])
+    acc = cg.expr(arg_nodes[3])
+    if not (isinstance(acc, Value) and isinstance(acc.type, t.FragType) and acc.type.role == "acc"):
+        raise cg.error(f"frag_store's value must be an accumulator fragment, got {cg.describe(acc)}", arg_nodes[3])
+    cg.b.loc = cg.frame.src.loc(node)
+    full = (acc.type.rows, acc.type.cols)
+    bounds = [cg.index(n) for n in arg_nodes[4:6]] + [cg.b.const(v, t.i32) for v in full[len(arg_nodes) - 4:]]
+    cg.b.loc = cg.frame.src.loc(node)
+    cg.b.op("frag_store", [buf, index, ld, acc, *bounds], None)
+    return None

@@ -1,0 +1,110 @@
+"""The interpreter's matrix fragments: the definition the targets' matrix units and the scalar fallback must match.
+
+A fragment value is the whole matrix, held by every lane of its SIMD group: an array of shape (threads, rows, cols)
+(f16/bf16 inputs in their dtype, accumulators in f32). ``frag_load``/``frag_store`` are SIMD-group collectives:
+every active lane of a group must pass the same buffer index and leading dimension (a GPU's lanes each hold a part
+of the matrix, so disagreeing lanes would read a mix of two matrices): the interpreter faults otherwise. ``mma``
+computes acc + a @ b exactly (float64 products and sums of f16/bf16/f32 inputs) and rounds once to f32; hardware
+and the fallback accumulate in f32 in their own order, so compiled results differ by f32 accumulation error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import types as t
+from .memory import Target, _flat_index
+from .semantics import from_f64
+from .threads import Fault, Geometry, Mask, first_fault
+
+
+def whole_groups(geom: Geometry, what: str, mask: Mask) -> None:
+    """Fault unless every SIMD group that reaches the op has all its lanes there: a matrix unit needs them all."""
+    width = geom.simd_width
+    if not geom.simd_divides:
+        raise Fault(f"{what} needs whole SIMD groups, but the group of {geom.group_threads} threads is not a "
+                    f"multiple of the SIMD width {width}", 0, geom.n)
+    if mask is None:
+        return
+    lanes = np.broadcast_to(mask, (geom.n,)).reshape(-1, width)
+    partial = lanes.any(axis=1) & ~lanes.all(axis=1)
+    if partial.any():
+        group = int(np.flatnonzero(partial)[0])
+        thread = group * width + int(np.flatnonzero(lanes[group])[0])
+        raise Fault(f"{what} is reached by only part of a SIMD group (an early return, a divergent branch, or "
+                    "threads past the grid): every lane must take part", thread, int(partial.sum()))
+
+
+def _uniform(geom: Geometry, what: str, value: np.ndarray, mask: Mask) -> None:
+    """Fault when the active lanes of a SIMD group disagree on ``value``."""
+    if value.ndim == 0:
+        return
+    lead = value[geom.simd_base]  # lane 0's value; compare the active lanes with their group's first active lane
+    if mask is not None:
+        first = np.where(mask, geom.thread_index, geom.n)
+        base_first = np.minimum.reduceat(first, geom.simd_starts)[geom.simd_segment]
+        lead = value[np.minimum(base_first, geom.n - 1)]
+    bad = first_fault(value != lead, mask, geom.n)
+    if bad is not None:
+        raise Fault(f"{what} differs across the lanes of a SIMD group (the whole group must pass the same value)",
+                    *bad)
+
+
+def _offsets(rows: int, cols: int, ld: np.ndarray, trans: bool) -> np.ndarray:
+    """Element (r, c)'s offset from the fragment's base index, per thread: shape (threads or 1, rows, cols)."""
+    r = np.arange(rows, dtype=np.int64)[:, None]
+    c = np.arange(cols, dtype=np.int64)[None, :]
+    ld = np.asarray(ld, dtype=np.int64).reshape(-1, 1, 1)
+    return (c * ld + r) if trans else (r * ld + c)
+
+
+def _addresses(target: Target, geom: Geometry, what: str, index, ld, rows: int, cols: int, trans: bool,
+               mask: Mask) -> np.ndarray:
+    whole_groups(geom, what, mask)
+    _uniform(geom, f"{what}'s index", index, mask)
+    _uniform(geom, f"{what}'s leading dimension", ld, mask)
+    flat = np.asarray(index, dtype=np.int64).reshape(-1, 1, 1) + _offsets(rows, cols, ld, trans)
+    flat = np.broadcast_to(flat, (geom.n, rows, cols))
+    # the bounds check of every element a thread touches, with the message of an ordinary load
+    worst = np.where((flat < 0) | (flat >= target.size), flat, -1).max(axis=(1, 2))
+    where = np.where(worst >= 0, worst, flat[:, 0, 0]).astype(np.int64)
+    _flat_index(target, geom, what, where, mask)
+    return flat if target.base is None else flat + target.base.reshape(-1, 1, 1)
+
+
+def frag_load(target: Target, geom: Geometry, index, ld, ty: t.FragType, trans: bool, mask: Mask) -> np.ndarray:
+    flat = _addresses(target, geom, "frag load from", index, ld, ty.rows, ty.cols, trans, mask)
+    return target.data.take(flat, mode="clip")
+
+
+def mma(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    exact = np.matmul(a.astype(np.float32).astype(np.float64), b.astype(np.float32).astype(np.float64))
+    return from_f64(exact + acc.astype(np.float64), t.f32)
+
+
+def frag_store(target: Target, geom: Geometry, index, ld, acc: np.ndarray, elem: t.ScalarType, valid, mask: Mask
+               ) -> None:
+    """Write the elements (r, c) with r < valid[0] and c < valid[1] (uniform across the SIMD group)."""
+    rows, cols = acc.shape[-2:]
+    _uniform(geom, "frag store's row count", valid[0], mask)
+    _uniform(geom, "frag store's column count", valid[1], mask)
+    inside = ((np.arange(rows)[None, :, None] < np.asarray(valid[0]).reshape(-1, 1, 1))
+              & (np.arange(cols)[None, None, :] < np.asarray(valid[1]).reshape(-1, 1, 1)))
+    inside = np.broadcast_to(inside, (geom.n, rows, cols))
+    # addresses of the elements left out are not checked: they may lie past the end of the buffer
+    index = np.asarray(index, dtype=np.int64)
+    whole_groups(geom, "frag store to", mask)
+    _uniform(geom, "frag store to's index", index, mask)
+    _uniform(geom, "frag store to's leading dimension", ld, mask)
+    flat = np.broadcast_to(index.reshape(-1, 1, 1) + _offsets(rows, cols, ld, False), (geom.n, rows, cols))
+    active = np.zeros(geom.n, bool) if mask is not None else np.ones(geom.n, bool)
+    if mask is not None:
+        active[np.flatnonzero(mask)] = True
+    take = inside & active[:, None, None]
+    bad = np.where(take & ((flat < 0) | (flat >= target.size)), flat, -1).max(axis=(1, 2))
+    worst = np.where(bad >= 0, bad, np.where(take.any(axis=(1, 2)), flat[:, 0, 0], 0))
+    _flat_index(target, geom, "frag store to", worst, mask)
+    if target.base is not None:
+        flat = flat + target.base.reshape(-1, 1, 1)
+    values = np.broadcast_to(from_f64(acc.astype(np.float64), elem), (geom.n, rows, cols))
+    target.data[flat[take]] = values[take]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,8 +42,8 @@ def _to_torch(arr: np.ndarray):
 def _to_numpy(tensor, like: np.ndarray) -> np.ndarray:
     import torch
 
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).cpu().numpy().view(like.dtype).reshape(like.shape)
+    if tensor.dtype == torch.bfloat16:  # NumPy has no bf16: the bits, viewed as ml_dtypes' bfloat16
+        return tensor.view(torch.int16).cpu().numpy().view(t.bf16.np_dtype).reshape(like.shape)
     return tensor.cpu().numpy().reshape(like.shape)
 
 
@@ -111,38 +112,88 @@ def _device_time(fn, backend: str, repeats: int) -> tuple[float | None, str]:
     return seconds, be.timer_name if seconds is not None else HOST_TIMING
 
 
-def measure(entry, inputs: dict, backend: str, repeats: int) -> tuple[float, float | None, np.ndarray, str, int]:
-    """(Iron seconds, reference seconds, Iron's output as NumPy, how Iron was timed, how many copies of the inputs
-    the repeats cycled through) for one row."""
-    if entry.torch_reference is not None and on_torch_device(backend):
+@dataclass
+class Measured:
+    """One row's measurement: Iron's time and output, how Iron was timed, the input copies the repeats cycled
+    through, each reference's time by family (``numpy`` on the host; ``torch``, ``triton`` on CUDA) and, for each
+    declared reference that was not timed, why (its package is missing, it raised, or its output failed the
+    oracle)."""
+
+    iron_s: float
+    out: np.ndarray
+    timing: str
+    copies: int
+    ref_s: dict[str, float] = field(default_factory=dict)
+    ref_errors: dict[str, str] = field(default_factory=dict)
+    on_device: bool = False  # ran on torch device tensors (CUDA) rather than host arrays
+
+
+def check_peer(fn, dev: dict, like: np.ndarray, expected: np.ndarray | None, tol: tuple[float, float]
+               ) -> str | None:
+    """Run a device reference once on a poisoned ``ref_out`` and compare its output with the oracle: None when it
+    matches (or there is no oracle), else what went wrong. This call is also the peer's warm-up (Triton compiles
+    and autotunes here, outside any timed interval)."""
+    dev["ref_out"].fill_(float("nan"))
+    try:
+        result = fn(dev)
+        got = _to_numpy(result if result is not None else dev["ref_out"], like)
+    except Exception as e:  # noqa: BLE001 - a broken peer is reported beside the row, which goes on
+        return f"raised {type(e).__name__}: {e}"
+    if expected is None:
+        return None
+    comparison = compare(got, expected, tol)
+    return None if comparison.ok else f"wrong output, not timed: {comparison.describe()}"
+
+
+def measure(entry, inputs: dict, backend: str, repeats: int, expected: np.ndarray | None = None,
+            tol: tuple[float, float] = (0.0, 0.0)) -> Measured:
+    """Time Iron and the references on one row. On CUDA every device reference (torch, triton) is first checked
+    against ``expected`` (the oracle's output, within ``tol``): a wrong one is reported, not timed."""
+    refs, missing = entry.device_references()
+    if refs and on_torch_device(backend):
         dev = {k: _to_torch(v) for k, v in inputs.items()}
         dev["ref_out"] = dev[entry.output].clone()
         sets = _input_copies(dev, repeats + 1)  # rotated, so that L2 does not serve a repeat its inputs
         iron_s = _rotated_event_time([lambda d=d: entry.launch(d, backend) for d in sets], repeats)
         covered = cuda_timing.last_lead_ok
         out = _to_numpy(dev[entry.output], inputs[entry.output])
-        ref_s = _rotated_event_time([lambda d=d: entry.torch_reference(d) for d in sets], repeats)
-        timing = EVENTS_TIMING if covered and cuda_timing.last_lead_ok else \
-            f"{EVENTS_TIMING} (host launch latency included)"
-        return iron_s, ref_s, out, timing, len(sets)
+        ref_s, errors = {}, dict(missing)
+        for family, fn in refs.items():
+            problem = check_peer(fn, dev, inputs[entry.output], expected, tol)
+            if problem:
+                errors[family] = problem
+                continue
+            ref_s[family] = _rotated_event_time([lambda d=d, fn=fn: fn(d) for d in sets], repeats)
+            covered = covered and cuda_timing.last_lead_ok
+        timing = EVENTS_TIMING if covered else f"{EVENTS_TIMING} (host launch latency included)"
+        return Measured(iron_s, out, timing, len(sets), ref_s, errors, on_device=True)
     iron_s, timing = _device_time(lambda: entry.launch(inputs, backend), backend, repeats)
     if iron_s is None:
         iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
-    ref_s = _time(lambda: entry.reference(inputs), repeats) if entry.reference else None
-    return iron_s, ref_s, inputs[entry.output], timing, 1
+    host = entry.reference
+    ref_s = {"numpy": _time(lambda: host(inputs), repeats)} if host else {}
+    return Measured(iron_s, inputs[entry.output], timing, 1, ref_s)
+
+
+#: the reference in the table's Ref columns: torch beside a CUDA row, NumPy beside a host row
+PRIMARY_REFERENCE = {True: "torch", False: "numpy"}
 
 
 def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: int, options: dict) -> dict:
-    """One row, as a worker answers it (JSON-able): the times and the oracle check, or ``{"error": ...}``."""
+    """One row, as a worker answers it (JSON-able): the times and the oracle check, or ``{"error": ...}``.
+    ``ref_s`` is the primary reference's time (torch on CUDA, NumPy on the host); ``refs`` every reference's by
+    family, ``ref_errors`` why a declared reference was not timed."""
     try:
         inputs = entry.make(shape, t.SCALAR_TYPES[dname].np_dtype, np.random.default_rng(seed))
-        iron_s, ref_s, out, timing, copies = measure(entry, inputs, backend, options.get("repeats", 5))
-        result = compare(out, entry.oracle(inputs), entry.tolerance[dname]) if entry.oracle else None
+        # the oracle reads only the inputs: computed once, for Iron's output and each peer's
+        expected = entry.oracle(inputs) if entry.oracle else None
+        m = measure(entry, inputs, backend, options.get("repeats", 5), expected, entry.tolerance[dname])
+        result = compare(m.out, expected, entry.tolerance[dname]) if expected is not None else None
     except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
         return {"error": f"{type(e).__name__}: {e}"}
-    return {"iron_s": iron_s, "ref_s": ref_s, "timing": timing, "input_copies": copies,
-            "ok": result.ok if result else True,
-            "max_abs": result.max_abs if result else float("nan"),
+    return {"iron_s": m.iron_s, "ref_s": m.ref_s.get(PRIMARY_REFERENCE[m.on_device]), "refs": m.ref_s,
+            "ref_errors": m.ref_errors, "timing": m.timing, "input_copies": m.copies,
+            "ok": result.ok if result else True, "max_abs": result.max_abs if result else float("nan"),
             "failure": result.describe() if result and not result.ok else None, "stats": launch_stats(backend)}
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from . import peers
+
 #: input domains: how ``InputGen.random`` draws values (positive keeps log/sqrt/rsqrt defined; unit is [0, 1))
 DOMAINS = ("signed", "positive", "unit")
 DTYPES = ("f32", "f16", "bf16")
@@ -80,7 +82,8 @@ class Registration:
     #: host shapes (interpreter, lavapipe, ``iron test``) and GPU shapes (large enough that a launch is not overhead)
     shapes: list[tuple[int, ...]] = field(default_factory=list)
     device_shapes: list[tuple[int, ...]] | None = None
-    #: backend family -> reference: "numpy" and "torch" are callables on the arrays; "mlx" is a name (metadata)
+    #: backend family -> reference: "numpy", "torch" and "triton" are callables on the arrays or names of peers
+    #: (``"softmax"``, ``("gemm", {"trans_b": True})``: see :mod:`iron.harness.peers`); "mlx" is a name (metadata)
     references: dict[str, Any] = field(default_factory=dict)
     bytes_moved: Callable[[tuple[int, ...], int], int] | None = None
     flops: Callable[[tuple[int, ...]], int] | None = None
@@ -98,13 +101,26 @@ class Registration:
 
     @property
     def reference(self) -> Callable[[Arrays], np.ndarray] | None:
-        """The host baseline (NumPy)."""
-        return self.references.get("numpy")
+        """The host baseline (NumPy), a named peer resolved."""
+        spec = self.references.get("numpy")
+        return None if spec is None else peers.resolve("numpy", spec)
 
     @property
     def torch_reference(self) -> Callable[[Arrays], Any] | None:
-        """The GPU baseline: the same computation in torch, writing ``arrays["ref_out"]``."""
-        return self.references.get("torch")
+        """The GPU baseline: the same computation in torch, writing ``arrays["ref_out"]`` (or returning its output);
+        None where it has none or torch is missing."""
+        spec = self.references.get("torch")
+        if spec is None:
+            return None
+        try:
+            return peers.resolve("torch", spec)
+        except peers.PeerUnavailable:
+            return None
+
+    def device_references(self) -> tuple[dict[str, Callable[[Arrays], Any]], dict[str, str]]:
+        """The references that run on a CUDA row's device tensors (torch, triton), resolved, and why each declared
+        one that cannot run here (its package is missing) cannot."""
+        return peers.device_references(self.references)
 
     def count_flops(self, shape: tuple[int, ...]) -> int:
         return int(self.flops(shape)) if self.flops else 0
@@ -166,7 +182,8 @@ def bench(name: str | None = None, *, setup: Callable[[InputGen], Arrays] | None
     """Register a kernel for ``iron bench`` (the decorated object is returned unchanged).
 
     ``name`` is the filter path (``std/unary/exp``); ``setup(gen)`` returns the arrays; ``launch(arrays, backend)``
-    runs Iron; ``references`` maps ``numpy``/``torch`` to callables and ``mlx`` to a name; ``bytes_moved(shape,
+    runs Iron; ``references`` maps ``numpy``/``torch``/``triton`` to callables or peer names (``"softmax"``,
+    ``("gemm", {"trans_b": True})``, :mod:`iron.harness.peers`) and ``mlx`` to a name; ``bytes_moved(shape,
     itemsize)`` and ``flops(shape)`` feed GB/s, GFLOP/s and the roofline; ``shapes`` are host shapes,
     ``device_shapes`` GPU shapes. The test fields (``oracle``, ``tolerance``, ``domain``) may be given here or with
     :func:`test_kernel`.
@@ -183,6 +200,8 @@ def bench(name: str | None = None, *, setup: Callable[[InputGen], Arrays] | None
                 dtypes=tuple(dtypes) if dtypes is not None else None,
                 domain=_check_domain(domain) if domain is not None else None, oracle=oracle)
         if references:
+            for family, spec in references.items():
+                peers.check_spec(family, spec)
             entry.references.update(references)
         if tolerance:
             entry.tolerance.update(tolerance)

@@ -30,6 +30,9 @@ from .worker import run_cases
 COLUMNS = ["Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "GFLOP/s", "max err",
            "ok"]
 
+#: the columns of each peer beside the primary reference (its time, bandwidth and Iron's speed relative to it)
+PEER_COLUMNS = {"triton": ["Triton(µs)", "Triton(GB/s)", "Iron % Triton"]}
+
 
 def _git_sha() -> str:
     """``IRON_GIT_SHA`` when set (a copy of the tree whose .git is not the source's, e.g. on a lent GPU machine),
@@ -63,6 +66,13 @@ class Sweep:
     entries: dict  # name -> Registration
     cases: list[dict]
     answers: list[dict]
+
+    @property
+    def peers(self) -> list[str]:
+        """The peer families with columns of their own (Triton), where some selected entry declares one: on CUDA."""
+        if not self.device:
+            return []
+        return [f for f in PEER_COLUMNS if any(f in e.references for e in self.entries.values())]
 
     @property
     def timing(self) -> str:
@@ -99,6 +109,12 @@ def _row(entry, dname: str, shape: tuple[int, ...], answer: dict, verbose: bool,
            "ref_gbps": nbytes / ref_s / 1e9 if ref_s else None, "gflops": flops / iron_s / 1e9,
            "intensity": flops / nbytes if nbytes else None, "max_err": answer["max_abs"], "ok": answer["ok"],
            "timing": answer["timing"], "input_copies": answer.get("input_copies"), **extra}
+    refs = answer.get("refs") or {}
+    if refs:  # every reference timed on the row, by family (torch and triton on CUDA)
+        row["refs"] = {family: {"us": s * 1e6, "gbps": nbytes / s / 1e9, "gflops": flops / s / 1e9}
+                       for family, s in refs.items()}
+    if answer.get("ref_errors"):
+        row["ref_errors"] = answer["ref_errors"]
     if verbose:
         stats = answer.get("stats") or {}
         row["pct_bw"] = 100.0 * row["iron_gbps"] / ceiling.copy_gbps
@@ -110,13 +126,25 @@ def _row(entry, dname: str, shape: tuple[int, ...], answer: dict, verbose: bool,
     return row
 
 
-def _cells(row: dict, answer: dict, verbose: bool, with_stats: bool) -> list[str]:
+def _peer_cells(row: dict, family: str) -> list[str]:
+    """A peer's cells: its time, GB/s and peer time / Iron time; ``wrong`` where its output failed the oracle (or
+    it raised), ``-`` where it did not run (not declared, not installed)."""
+    timed = (row.get("refs") or {}).get(family)
+    if timed is None:
+        failed = family in (row.get("ref_errors") or {}) and "not installed" not in row["ref_errors"][family]
+        return ["wrong" if failed else "-", "-", "-"]
+    return [f"{timed['us']:.0f}", f"{timed['gbps']:.3f}", f"{100 * timed['us'] / row['iron_us']:.1f}%"]
+
+
+def _cells(row: dict, answer: dict, verbose: bool, with_stats: bool, peers: list[str]) -> list[str]:
     """The table cells of a measured row (all but the final ok column)."""
     ref = row["ref_us"] is not None
     cells = [row["kernel"], "x".join(map(str, row["shape"])), row["dtype"], f"{row['iron_us']:.0f}",
              f"{row['ref_us']:.0f}" if ref else "-", f"{row['iron_gbps']:.3f}",
-             f"{row['ref_gbps']:.3f}" if ref else "-", f"{100 * row['ref_us'] / row['iron_us']:.1f}%" if ref else "-",
-             f"{row['gflops']:.3f}", f"{row['max_err']:.2e}"]
+             f"{row['ref_gbps']:.3f}" if ref else "-", f"{100 * row['ref_us'] / row['iron_us']:.1f}%" if ref else "-"]
+    for family in peers:
+        cells += _peer_cells(row, family)
+    cells += [f"{row['gflops']:.3f}", f"{row['max_err']:.2e}"]
     if verbose:
         stats = answer.get("stats") or {}
         cells += [f"{row['pct_bw']:.1f}%", f"{row['pct_flop']:.2f}%" if row["pct_flop"] is not None else "-",
@@ -133,6 +161,9 @@ def render_rows(sweep: Sweep, console: Console, verbose: bool, ceiling: Ceiling 
     """Print the table (and each failure under it); return the JSON rows and whether every row ran and matched."""
     table = Table(title=f"iron bench — backend {sweep.backend} (Iron: {sweep.timing}, median of {sweep.repeats})")
     cols = list(COLUMNS)
+    peers = sweep.peers
+    for family in reversed(peers):
+        cols[cols.index("Iron %") + 1:cols.index("Iron %") + 1] = PEER_COLUMNS[family]
     with_stats = verbose and any(a.get("stats") for a in sweep.answers)
     if verbose:
         cols[-1:-1] = ["%BW", "%FLOP", "FLOP/B", *(["regs", "occ%"] if with_stats else []), "verdict"]
@@ -148,9 +179,13 @@ def render_rows(sweep: Sweep, console: Console, verbose: bool, ceiling: Ceiling 
             table.add_row(entry.name, "x".join(map(str, shape)), dname, *["-"] * (len(cols) - 4), "[red]ERROR")
             console.print(f"{entry.name} {dname} {shape}: {row['error']}", markup=False, highlight=False)
             continue
-        table.add_row(*_cells(row, answer, verbose, with_stats), "[green]ok" if row["ok"] else "[red]FAIL")
+        table.add_row(*_cells(row, answer, verbose, with_stats, peers), "[green]ok" if row["ok"] else "[red]FAIL")
         if answer.get("failure"):
             console.print(f"{entry.name} {dname} {shape}: {answer['failure']}", markup=False, highlight=False)
+        for family, why in (answer.get("ref_errors") or {}).items():
+            if "not installed" not in why:  # a missing package is said once, under the table
+                console.print(f"{entry.name} {dname} {shape}: {family} reference {why}", markup=False,
+                              highlight=False)
     console.print(table)
     return rows, all_ok
 
@@ -163,6 +198,13 @@ def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_
     """The lines under the table: what the reference is, how CUDA rows were timed, what the -v columns mean."""
     ref_name, ref_how = _reference(sweep.device)
     console.print(f"Reference: {ref_name} ({ref_how}). Iron % = reference time / Iron time.")
+    for family in sweep.peers:
+        missing = {why for a in sweep.answers for f, why in (a.get("ref_errors") or {}).items()
+                   if f == family and "not installed" in why}
+        console.print(f"{family.capitalize()}: its own kernels on the same tensors, timed the same way, each checked "
+                      f"against the oracle first (a wrong one is reported, not timed); Iron % {family.capitalize()} = "
+                      f"{family.capitalize()} time / Iron time." + (f" Not run here: {missing.pop()}." if missing
+                                                                    else ""))
     if sweep.device:
         console.print(f"CUDA timing: events around each repeat with a sleep kernel queued ahead, so the interval is "
                       f"the GPU's time and not the host's launch; the repeats cycle through copies of the inputs "

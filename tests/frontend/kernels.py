@@ -644,3 +644,31 @@ def misaligned_vload(x: Tensor[f32], out: Tensor[f32], OFFSET: constexpr):
     i = program_id(0)
     v = iron.vload(x, i * 4 + OFFSET, 4)
     out[i] = v[0] + v[3]
+
+
+# -- matrix fragments (issue 14) ----------------------------------------------------------------------------------
+
+
+@kernel
+def frag_gemm(A: Tensor[T], B: Tensor[T], C: Tensor[f32], N: int, K: int, rows: int, cols: int, MT: constexpr,
+              NT: constexpr, TRANS_A: constexpr, TRANS_B: constexpr):
+    """C = A @ B, one (16 MT) x (16 NT) tile per SIMD group straight from global memory (A is M x K, or K x M when
+    TRANS_A; B is K x N, or N x K when TRANS_B); only C[:rows, :cols] is written."""
+    M = iron.group_size(0) // iron.simd_size() * iron.num_groups(0)  # one row tile per SIMD group, in order
+    FM, FN, FK = iron.mma_shape(T)
+    tm = group_id(0) * (iron.group_size(0) // iron.simd_size()) + iron.simd_group()
+    tn = group_id(1)
+    r0 = tm * FM * MT
+    c0 = tn * FN * NT
+    acc = iron.frag_acc(MT, NT)
+    for k in range(0, K, FK):
+        if TRANS_A:
+            a = iron.frag_a(A, k * (M * FM * MT) + r0, M * FM * MT, True, MT)
+        else:
+            a = iron.frag_a(A, r0 * K + k, K, tiles=MT)
+        if TRANS_B:
+            b = iron.frag_b(B, c0 * K + k, K, trans=True, tiles=NT)
+        else:
+            b = iron.frag_b(B, k * N + c0, N, False, NT)
+        acc = iron.mma(a, b, acc)
+    iron.frag_store(C, r0 * N + c0, N, acc, rows - r0, cols - c0)

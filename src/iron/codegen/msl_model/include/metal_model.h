@@ -79,6 +79,11 @@ struct bfloat {
     void operator=(const volatile U& other) volatile {
         bits = other.bits;
     }
+    // from a value (a constant, a converted result) into threadgroup storage
+    template <typename U, typename = typename iron_model_is_bfloat<U>::type>
+    void operator=(const U& other) volatile {
+        bits = other.bits;
+    }
 };
 static_assert(__is_trivially_copyable(bfloat), "bfloat must stay trivially copyable (as_type)");
 

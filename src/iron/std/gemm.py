@@ -1,0 +1,157 @@
+"""GEMM: C = A @ B (or A @ B^T) for f16/bf16 inputs with f32 accumulation and f16/bf16 output, any M, N, K.
+
+One group computes a BM x BN tile of C with WM x WN SIMD groups, each owning a (BM / WM) x (BN / WN) warp tile of
+matrix fragments (``frag_acc(MT, NT)``). Per step of BK along K the whole group stages the A tile (BM x BK) and the
+B tile (BK x BN, or BN x BK for B^T) in shared memory, with 16-byte ``vload``/``vstore`` where the tile lies inside
+the matrices and K is a multiple of 8 (zeros past the edges otherwise), then every SIMD group runs BK / 16 rounds of
+``frag_a``/``frag_b``/``mma`` from shared memory. The store masks the matrix edges. On NVIDIA the fragments are
+``mma.sync`` (HMMA); elsewhere the scalar fallback computes the same.
+
+This is the first, plain version: no asynchronous copies or multi-stage pipeline yet, and the fragment loads from
+shared memory are 16-bit accesses rather than ``ldmatrix`` — the next steps toward cuBLAS (docs/dsl.md, the note on
+issue 14 has the measured figures).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..frontend import func, kernel
+from ..harness.registry import InputGen, bench, test_kernel
+from ..lang import (
+    T,
+    Tensor,
+    barrier,
+    constexpr,
+    frag_a,
+    frag_acc,
+    frag_b,
+    frag_store,
+    group_id,
+    group_size,
+    local_id,
+    mma,
+    shared,
+    simd_group,
+    static_range,
+    vload,
+    vstore,
+)
+from ..runtime import get_backend
+
+VEC = 8  # 16-byte vectors of f16/bf16
+
+
+@func
+def stage(src, dst, r0, c0, rows, cols, ld, R, CC, tid, nthreads):
+    """The R x CC tile at (r0, c0) of the row-major rows x cols matrix ``src`` into ``dst`` (row stride ld), by the
+    whole group: 16-byte copies where a vector lies inside and is aligned, element copies (zeros outside) else."""
+    per_row = CC // VEC
+    for v in range(tid, R * per_row, nthreads):
+        r = v // per_row
+        c = (v % per_row) * VEC
+        gr = r0 + r
+        gc = c0 + c
+        if gr < rows and gc + VEC <= cols and cols % VEC == 0:
+            vstore(dst, r * ld + c, vload(src, gr * cols + gc, VEC))
+        else:
+            for e in static_range(VEC):
+                if gr < rows and gc + e < cols:
+                    dst[r * ld + c + e] = src[gr * cols + gc + e]
+                else:
+                    dst[r * ld + c + e] = 0.0
+
+
+@kernel
+def gemm(A: Tensor[T], B: Tensor[T], C: Tensor[T], M: int, N: int, K: int, BM: constexpr, BN: constexpr,
+         BK: constexpr, WM: constexpr, WN: constexpr, TRANS_B: constexpr):
+    """C[M, N] = A[M, K] @ B[K, N] (TRANS_B: B is stored N x K and C = A @ B^T); row-major. Launch a grid of
+    (ceil(N / BN) * G, ceil(M / BM)) threads in groups of (G, 1), G = WM * WN * simd_size()."""
+    MT = BM // WM // 16
+    NT = BN // WN // 16
+    LDA = BK + VEC  # padded rows: consecutive rows start in different banks
+    sa = shared(T, BM * LDA)
+    LDB = BK + VEC if TRANS_B else BN + VEC
+    sb = shared(T, (BN if TRANS_B else BK) * LDB)
+    tid = local_id(0)
+    nthreads = group_size(0)
+    warp = simd_group()
+    wm = warp // WN
+    wn = warp % WN
+    m0 = group_id(1) * BM
+    n0 = group_id(0) * BN
+    acc = frag_acc(MT, NT)
+    for k0 in range(0, K, BK):
+        stage(A, sa, m0, k0, M, K, LDA, BM, BK, tid, nthreads)
+        if TRANS_B:
+            stage(B, sb, n0, k0, N, K, LDB, BN, BK, tid, nthreads)
+        else:
+            stage(B, sb, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
+        barrier()
+        for kk in static_range(BK // 16):
+            a = frag_a(sa, (wm * MT * 16) * LDA + kk * 16, LDA, False, MT)
+            if TRANS_B:
+                b = frag_b(sb, (wn * NT * 16) * LDB + kk * 16, LDB, True, NT)
+            else:
+                b = frag_b(sb, (kk * 16) * LDB + wn * NT * 16, LDB, False, NT)
+            acc = mma(a, b, acc)
+        barrier()
+    r0 = m0 + wm * MT * 16
+    c0 = n0 + wn * NT * 16
+    if r0 < M and c0 < N:
+        frag_store(C, r0 * N + c0, N, acc, M - r0, N - c0)
+
+
+#: per backend: (BM, BN, BK, WM, WN). NVIDIA: 8 warps of 64 x 32 (MT=4, NT=2) on a 128 x 128 tile. Targets that run
+#: the scalar fallback get a small tile (a lane holds its share of every fragment in registers).
+CONFIGS = {"cuda": (128, 128, 32, 2, 4), "hip-on-cuda": (128, 128, 32, 2, 4)}
+SMALL = (32, 32, 16, 2, 1)
+
+
+def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, backend: str | None = None) -> None:
+    """C = A @ B (or A @ B^T) for 2-D row-major arrays of one dtype."""
+    m, k = a.shape
+    n = b.shape[0] if trans_b else b.shape[1]
+    name = backend or get_backend(None).name
+    bm, bn, bk, wm, wn = CONFIGS.get(name, SMALL)
+    g = wm * wn * get_backend(name).simd_width()
+    grid = (-(-n // bn) * g, -(-m // bm))
+    gemm[grid, (g, 1)](a, b, c, m, n, k, bm, bn, bk, wm, wn, trans_b, backend=backend)
+
+
+def _setup(gen: InputGen, trans_b: bool) -> dict[str, np.ndarray]:
+    m, n, k = gen.shape
+    return {"a": gen.random(shape=(m, k)), "b": gen.random(shape=(n, k) if trans_b else (k, n)),
+            "c": gen.poisoned(shape=(m, n))}
+
+
+def _oracle(d, trans_b: bool) -> np.ndarray:
+    b = d["b"].astype(np.float64)
+    return d["a"].astype(np.float64) @ (b.T if trans_b else b)
+
+
+class _Transposed:
+    """``gemm`` registered a second time, for A @ B^T (the registry keeps one entry per object)."""
+
+    def __init__(self, k):
+        self.fn = k.fn
+        self.kernel = k
+
+    def __repr__(self) -> str:
+        return "<iron kernel gemm (A @ B^T)>"
+
+
+def _register(trans_b: bool) -> None:
+    name = f"std/gemm/gemm{'_nt' if trans_b else ''}"
+    target = _Transposed(gemm) if trans_b else gemm
+    bench(name, setup=lambda g: _setup(g, trans_b), launch=lambda d, be: launch(d["a"], d["b"], d["c"], trans_b, be),
+          output="c", references={"torch": ("gemm", {"trans_b": trans_b}), "triton": ("gemm", {"trans_b": trans_b})},
+          bytes_moved=lambda shape, itemsize: (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1])
+          * itemsize, flops=lambda shape: 2 * shape[0] * shape[1] * shape[2],
+          shapes=[(64, 48, 40), (96, 64, 64)], device_shapes=[(4096, 4096, 4096), (8192, 8192, 8192)],
+          dtypes=("f16", "bf16"), oracle=lambda d: _oracle(d, trans_b))(target)
+    test_kernel(name, tolerance={"f16": (1e-2, 1e-2), "bf16": (5e-2, 2e-2)}, domain="signed")(target)
+
+
+_register(False)
+_register(True)

@@ -14,6 +14,9 @@
 #   scripts/gpu_check.sh bench
 #     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json,
 #        one worker per GPU where there are several
+#   scripts/gpu_check.sh tile
+#     5. issue 14: the tile-level tests (register arrays, vector accesses, matrix fragments, the new math) on CUDA and
+#        hip-on-cuda, then scripts/gpu_tile_bench.py: std GEMM beside cuBLAS and Triton, its SASS -> gpu_tile.json
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, exp/softmax on Vulkan beside CUDA
 # Several parts run in order: scripts/gpu_check.sh speed bench. Results go to $OUT (or ./gpu-out): logs and JSON,
@@ -51,6 +54,12 @@ if [ "$PART" = launch ]; then
   timeout 60 $PY bench/experiments/launch_breakdown.py "$OUT/launch_breakdown.json" 2>&1 | tail -n 40
   timeout 120 $PY scripts/gpu_bench.py --launch-only "$OUT/gpu_launch.json" 2>&1 | tail -n 60
 fi
+if [ "$PART" = tile ]; then
+  TILE_TESTS="tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py"
+  IRON_TEST_BACKENDS=cuda,hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider $TILE_TESTS tests/std \
+    --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_tile_cuda.txt" | tail -n 25
+  timeout 240 $PY scripts/gpu_tile_bench.py "$OUT/gpu_tile.json" 2>&1 | tee "$OUT/gpu_tile.txt" | tail -n 20
+fi
 if [ "$PART" = bench ]; then
   nvidia-smi -L | tee -a "$OUT/env.txt"
   IRON_PROGRESS=lines timeout ${BENCH_TIMEOUT:-540} $PY -m iron.cli.main bench --backend cuda -v --json "$OUT/iron_bench_cuda.json" \
@@ -70,6 +79,7 @@ if [ "$PART" = vulkan ]; then
   $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
     2>&1 | tee -a "$OUT/env.txt"
   IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
+    tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_vulkan.txt" | tail -n 20
   # the differential fuzzer on NVIDIA's driver (the interpreter runs at its subgroup size, 32)
   timeout 120 $PY -m pytest -p no:cacheprovider tests/fuzz -rs 2>&1 | tee "$OUT/pytest_fuzz_vulkan.txt" | tail -n 10

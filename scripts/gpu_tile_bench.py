@@ -1,0 +1,126 @@
+"""Issue 14 on the H200, in one process: Iron's std GEMM (matrix fragments, mma.sync) beside cuBLAS (torch.matmul)
+and Triton's tl.dot peer, bf16 and f16, A @ B and A @ B^T, at 4096^3 and 8192^3; the SASS of the GEMM (HMMA count,
+registers, spills); each kernel checked against an f32 torch reference. Writes JSON to argv[1].
+
+Timing: iron.runtime.cuda_timing.event_seconds (CUDA events with a sleep kernel queued ahead: the GPU's time), median
+of repeats after warm-up; inputs rotated between two sets so the 60 MB L2 never holds the next run's operands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+
+import torch
+
+import iron
+from iron.codegen import emit_cuda, nvrtc
+from iron.runtime.cuda_timing import event_seconds
+from iron.std import gemm as G
+
+DT = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def tflops(m: int, n: int, k: int, seconds: float) -> float:
+    return 2 * m * n * k / seconds / 1e12
+
+
+def triton_peer():
+    try:
+        from iron.harness.peers import resolve
+
+        return resolve("triton", ("gemm", {}))
+    except Exception as e:  # no Triton here, or the peer failed to import: the column stays empty
+        print("triton peer unavailable:", type(e).__name__, e, flush=True)
+        return None
+
+
+def row(dtype: str, m: int, n: int, k: int, trans_b: bool, peer) -> dict:
+    dt = DT[dtype]
+    sets = [(torch.randn(m, k, dtype=dt, device="cuda"),
+             torch.randn(n, k, dtype=dt, device="cuda") if trans_b else torch.randn(k, n, dtype=dt, device="cuda"))
+            for _ in range(2)]
+    outs = [torch.full((m, n), float("nan"), dtype=dt, device="cuda") for _ in range(2)]
+    a, b = sets[0]
+    ref = a.float() @ (b.float().T if trans_b else b.float())
+    G.launch(a, b, outs[0], trans_b, "cuda")
+    torch.cuda.synchronize()
+    err = float((outs[0].float() - ref).norm() / ref.norm())
+    state = {"i": 0}
+
+    def run_iron():
+        i = state["i"] = state["i"] ^ 1
+        G.launch(sets[i][0], sets[i][1], outs[i], trans_b, "cuda")
+
+    def run_torch():
+        i = state["i"] = state["i"] ^ 1
+        x, y = sets[i]
+        torch.matmul(x, y.T if trans_b else y, out=outs[i])
+
+    out = {"dtype": dtype, "shape": [m, n, k], "trans_b": trans_b, "iron_rel_err": err}
+    for name, fn in (("iron", run_iron), ("torch", run_torch)):
+        s = event_seconds(fn, 10, 3)
+        out[f"{name}_ms"] = s * 1e3
+        out[f"{name}_tflops"] = tflops(m, n, k, s)
+    if peer is not None and not trans_b:
+        try:
+            got = peer({"a": a, "b": b, "ref_out": outs[1]})
+            got = outs[1] if got is None else got
+            out["triton_rel_err"] = float((got.float() - ref).norm() / ref.norm())
+
+            def run_triton():
+                i = state["i"] = state["i"] ^ 1
+                peer({"a": sets[i][0], "b": sets[i][1], "ref_out": outs[i]})
+
+            s = event_seconds(run_triton, 10, 3)
+            out["triton_ms"], out["triton_tflops"] = s * 1e3, tflops(m, n, k, s)
+        except Exception as e:
+            out["triton_error"] = f"{type(e).__name__}: {e}"[:300]
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def sass() -> dict:
+    """HMMA count, registers and spills of the bf16 GEMM variant the bench launches (NVRTC sm_90, cuobjdump)."""
+    bm, bn, bk, wm, wn = G.CONFIGS["cuda"]
+    variant = G.gemm.variant(iron.bf16, (bm, bn, bk, wm, wn, False))
+    source = emit_cuda(variant.kernel)
+    info = {"resources": nvrtc.resource_report(source, "sm_90")}
+    tool = shutil.which("cuobjdump")
+    if tool:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gemm.cubin")
+            with open(path, "wb") as f:
+                f.write(nvrtc.compile_cuda(source, "sm_90"))
+            text = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True).stdout
+        info["hmma"] = text.count("HMMA")
+        info["lds"] = text.count("LDS")
+        info["ldg_128"] = text.count("LDG.E.128")
+        info["sass_lines"] = len(text.splitlines())
+    return info
+
+
+def main() -> None:
+    result = {"date": datetime.now(UTC).isoformat(), "gpu": torch.cuda.get_device_name(),
+              "git_sha": os.environ.get("IRON_GIT_SHA", "unknown"), "command": " ".join(sys.argv),
+              "torch": torch.__version__, "rows": []}
+    result["sass"] = sass()
+    print(json.dumps(result["sass"]), flush=True)
+    peer = triton_peer()
+    for dtype in ("bf16", "f16"):
+        for size in (4096, 8192):
+            for trans_b in (False, True):
+                if dtype == "f16" and trans_b:
+                    continue
+                result["rows"].append(row(dtype, size, size, size, trans_b, peer))
+    with open(sys.argv[1], "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,8 +4,9 @@ A fragment of MT (NT) tiles of 16 rows (columns) is MT (2 NT) PTX operands. Per 
 PTX ISA "Matrix Fragments for mma.m16n8k16"): each A tile holds 4 registers of two halves, rows g and g + 8,
 columns 2q, 2q + 1 and those + 8; B holds, for each 8-column half h, rows (k) 2q, 2q + 1 and those + 8 of column
 8h + g; the accumulator holds, for each A tile and B half, rows g and g + 8, columns 8h + 2q and 8h + 2q + 1.
-Loads and stores address each element (row-major or, with ``trans``, column-major) with 16-bit accesses: correct for
-any index and leading dimension; the fast path for tiles in shared memory (``ldmatrix``) is the next step.
+From shared memory, fragments load with ``ldmatrix.x4`` (``.trans`` where the stored layout is the operand's transpose:
+B stored K x N, A stored K x M) when the index and leading dimension keep rows 16-byte aligned; otherwise, and from
+global memory, each element is addressed with a 16-bit access (correct for any index and leading dimension).
 """
 
 from __future__ import annotations
@@ -59,6 +60,50 @@ template <int NT>
 }}""", needs=("frag_types", elem))
 
 
+def _load_shared(elem: str) -> Snippet:
+    """From shared memory: ``ldmatrix`` (one instruction per 16 x 16 tile; ``.trans`` where the stored layout is the
+    transpose of the operand's) when the rows are 16-byte aligned, the element loads above otherwise."""
+    return Snippet(f"""\
+{_Q} void iron_ldmatrix_x4(unsigned* r, const void* p, bool trans) {{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    if (trans) {{
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{%0,%1,%2,%3}}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    }} else {{
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0,%1,%2,%3}}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    }}
+}}
+template <int MT>
+{_Q} iron_frag_a<MT> iron_frag_a_lds_{elem}(const iron_{elem}* p, long long index, long long ld, bool trans) {{
+    if (((index | ld) & 7) != 0) return iron_frag_a_load_{elem}<MT>(p, index, ld, trans);
+    const int lane = iron_local_linear() & 31, m = lane >> 3, l = lane & 7;
+    iron_frag_a<MT> a;
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {{
+        // matrix m of the tile: rows (m & 1) * 8, columns (m >> 1) * 8; lane l gives the address of its row l
+        const long long ro = 16 * t + (m & 1) * 8, co = (m >> 1) * 8;
+        const long long e = trans ? (co + l) * ld + ro : (ro + l) * ld + co;
+        iron_ldmatrix_x4(&a.x[4 * t], p + index + e, trans);
+    }}
+    return a;
+}}
+template <int NT>
+{_Q} iron_frag_b<NT> iron_frag_b_lds_{elem}(const iron_{elem}* p, long long index, long long ld, bool trans) {{
+    if (((index | ld) & 7) != 0) return iron_frag_b_load_{elem}<NT>(p, index, ld, trans);
+    const int lane = iron_local_linear() & 31, m = lane >> 3, l = lane & 7;
+    iron_frag_b<NT> b;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {{
+        // register 2h + i of the tile: k rows i * 8, n columns 16t + 8h; m = 2h + i
+        const long long ko = (m & 1) * 8, no = 16 * t + (m >> 1) * 8;
+        const long long e = trans ? (no + l) * ld + ko : (ko + l) * ld + no;
+        iron_ldmatrix_x4(&b.x[4 * t], p + index + e, !trans);
+    }}
+    return b;
+}}""", needs=(f"frag_load_{elem}",))
+
+
 def _mma(elem: str) -> Snippet:
     ptx = "f16.f16" if elem == "f16" else "bf16.bf16"
     return Snippet(f"""\
@@ -110,6 +155,7 @@ def matrix_snippets() -> dict[str, Snippet]:
     out = {"frag_types": _TYPES, "frag_store_f32": _store("f32")}
     for elem in ("f16", "bf16"):
         out[f"frag_load_{elem}"] = _load(elem)
+        out[f"frag_lds_{elem}"] = _load_shared(elem)
         out[f"mma_{elem}"] = _mma(elem)
         out[f"frag_store_{elem}"] = _store(elem)
     return out
@@ -128,10 +174,12 @@ class CudaMatrix:
     def zero(self, ty: t.FragType) -> tuple[Expr, tuple[str, ...]]:
         return Expr(f"{self.ctype(ty)[0]}{{}}"), ("frag_types",)
 
-    def load(self, ty: t.FragType, buf: str, index: Expr, ld: Expr, trans: bool) -> tuple[Expr, tuple[str, ...]]:
+    def load(self, ty: t.FragType, buf: str, space: str, index: Expr, ld: Expr, trans: bool
+             ) -> tuple[Expr, tuple[str, ...]]:
         e, tiles = ty.elem.name, (ty.rows if ty.role == "a" else ty.cols) // 16
-        text = f"iron_frag_{ty.role}_load_{e}<{tiles}>({buf}, {index}, {ld}, {'true' if trans else 'false'})"
-        return Expr(text), (f"frag_load_{e}",)
+        how, need = ("lds", f"frag_lds_{e}") if space == "shared" else ("load", f"frag_load_{e}")
+        text = f"iron_frag_{ty.role}_{how}_{e}<{tiles}>({buf}, {index}, {ld}, {'true' if trans else 'false'})"
+        return Expr(text), (need,)
 
     def mma(self, elem: t.ScalarType, a: Expr, b: Expr, c: Expr) -> tuple[Expr, tuple[str, ...]]:
         return Expr(f"iron_mma_{elem.name}({a}, {b}, {c})"), (f"mma_{elem.name}",)

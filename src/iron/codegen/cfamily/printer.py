@@ -470,8 +470,8 @@ class _Printer:
         if code == "frag_zero":
             e, needs = m.zero(op.result.type)
         elif code == "frag_load":
-            e, needs = m.load(op.result.type, self.buffers[xs[0].uid], self.expr(xs[1]), self.expr(xs[2]),
-                              op.attrs.get("trans", False))
+            e, needs = m.load(op.result.type, self.buffers[xs[0].uid], xs[0].type.space, self.expr(xs[1]),
+                              self.expr(xs[2]), op.attrs.get("trans", False))
         else:
             e, needs = m.mma(xs[0].type.elem, *(self.expr(x) for x in xs))
         self._need(needs)

@@ -11,10 +11,20 @@ example a run happened to draw. Run the suite locally (or with more examples) to
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import settings
+
+# tests/passes is a folder of test scripts that import each other by bare name (``from passes_helpers import ...``),
+# as pytest's rootdir import mode runs them. The random-kernel generator there is imported as a module of this package
+# (``from ..passes import passes_kernel_gen``) by other suites, which then need its sibling on the path: this is the
+# one place that says so (pytest's ``pythonpath = ["tests/passes"]`` setting, where every test run sees it).
+_PASSES = str(Path(__file__).parent / "passes")
+if _PASSES not in sys.path:
+    sys.path.append(_PASSES)
 
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("IRON_CI") == "1":
@@ -74,25 +84,28 @@ def _test_backends() -> list[str]:
 
 @pytest.fixture(params=_test_backends())
 def backend(request) -> str:
-    """The backend a conformance test launches on (written once, instantiated per backend); skips cleanly where
-    that backend cannot run here (e.g. no GPU in CI)."""
+    """The backend a conformance test launches on (written once, instantiated per backend; what the test may expect
+    of it is its row in tests/backends/capabilities.py); skips cleanly where that backend cannot run here (e.g. no
+    GPU in CI)."""
     from iron.runtime import unavailable_reason
+
+    from .backends.capabilities import RUN_ROWS
 
     reason = unavailable_reason(request.param)
     if reason:
         pytest.skip(f"backend {request.param} unavailable: {reason}")
+    if request.param not in RUN_ROWS:
+        pytest.fail(f"backend {request.param} runs here but has no row in tests/backends/capabilities.py")
     return request.param
 
 
-#: SIMD width of each backend's device where it is fixed (the interpreter's is configurable)
-NATIVE_SIMD_WIDTH = {"cuda": 32, "hip-on-cuda": 32}
+@pytest.fixture(params=["f32", "f16", "bf16"])
+def dtype(request) -> str:
+    """A float dtype a T-generic kernel runs in; on a backend whose capability row does not list it, the test skips."""
+    if "backend" in request.fixturenames:
+        from .backends.capabilities import caps
 
-
-def native_simd_width(backend: str) -> int | None:
-    """The SIMD width kernels see on ``backend``: fixed per backend, or asked of the device (Vulkan subgroups)."""
-    if backend in NATIVE_SIMD_WIDTH:
-        return NATIVE_SIMD_WIDTH[backend]
-    from iron.runtime import get_backend
-
-    query = getattr(get_backend(backend), "simd_width", None)
-    return query() if query is not None else None
+        backend = request.getfixturevalue("backend")
+        if request.param not in caps(backend).dtypes:
+            pytest.skip(f"backend {backend} does not run {request.param}")
+    return request.param

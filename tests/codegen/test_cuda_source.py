@@ -1,17 +1,9 @@
-"""The CUDA source the C-family printer writes: golden files, ABI, naming, inlining safety, errors.
-
-Golden files live in tests/codegen/golden/; after an intended change to the output, regenerate them with
-
-    IRON_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/codegen -q
-
-and read the diff.
-"""
+"""The CUDA source the C-family printer writes: ABI, naming, inlining safety, errors. Its golden files are one row
+of tests/backends/test_golden_source.py."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -26,28 +18,7 @@ from iron.std.unary import iron_exp
 
 from . import kernels as K
 
-GOLDEN = Path(__file__).parent / "golden"
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# (golden file, kernel, dtype, constexpr values in parameter order)
-GOLDEN_CASES = [
-    ("iron_exp_f32.cu", iron_exp, iron.f32, ()),
-    ("iron_exp_bf16.cu", iron_exp, iron.bf16, ()),
-    ("softmax_f32.cu", softmax, iron.f32, (256,)),
-    ("control_flow_f32.cu", K.control_flow, iron.f32, ()),
-    ("warp_tile_f16.cu", K.warp_tile, iron.f16, (256,)),
-]
-
-
-@pytest.mark.parametrize("filename,kernel,dtype,constexprs", GOLDEN_CASES, ids=[c[0] for c in GOLDEN_CASES])
-def test_golden_source(filename, kernel, dtype, constexprs):
-    text = emit_cuda(kernel.variant(dtype, constexprs).kernel).source
-    path = GOLDEN / filename
-    if os.environ.get("IRON_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.exists(), f"no golden file {path}; run with IRON_UPDATE_GOLDEN=1 to create it"
-    assert text == path.read_text(), f"{filename} changed; if intended, regenerate with IRON_UPDATE_GOLDEN=1"
-
 
 def test_emission_is_reproducible():
     """Same IR, same bytes: across two emissions and across two independent compiles of the variant."""

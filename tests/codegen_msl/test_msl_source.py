@@ -1,16 +1,8 @@
-"""The MSL the C-family printer writes (``iron.codegen.cfamily.msl``): golden files, the seed's shape, ABI,
-determinism, and the Metal backend's behaviour off macOS.
-
-Golden files live in tests/codegen_msl/golden/; after an intended change to the output, regenerate them with
-
-    IRON_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/codegen_msl -q
-
-and read the diff.
-"""
+"""The MSL the C-family printer writes (``iron.codegen.cfamily.msl``): the seed's shape, ABI, determinism, and the
+Metal backend's behaviour off macOS. Its golden files are one row of tests/backends/test_golden_source.py."""
 
 from __future__ import annotations
 
-import os
 import platform
 from pathlib import Path
 
@@ -24,25 +16,6 @@ from iron.std.softmax import softmax
 from iron.std.unary import iron_exp
 
 from ..codegen import kernels as K
-
-GOLDEN = Path(__file__).parent / "golden"
-
-GOLDEN_CASES = [
-    ("iron_exp_f32.metal", iron_exp, iron.f32, ()),
-    ("iron_exp_bf16.metal", iron_exp, iron.bf16, ()),
-    ("warp_tile_f16.metal", K.warp_tile, iron.f16, (256,)),
-    ("control_flow_f32.metal", K.control_flow, iron.f32, ()),
-]
-
-
-@pytest.mark.parametrize("filename,kernel,dtype,constexprs", GOLDEN_CASES, ids=[c[0] for c in GOLDEN_CASES])
-def test_golden_source(filename, kernel, dtype, constexprs):
-    text = emit_msl(kernel.variant(dtype, constexprs).kernel).source
-    path = GOLDEN / filename
-    if os.environ.get("IRON_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.exists(), f"no golden file {path}; run with IRON_UPDATE_GOLDEN=1 to create it"
-    assert text == path.read_text(), f"{filename} changed; if intended, regenerate with IRON_UPDATE_GOLDEN=1"
 
 
 def test_seed_kernel_shape():
@@ -102,11 +75,11 @@ def test_emission_is_reproducible():
 
 
 def test_cuda_output_is_unchanged_by_the_msl_dialect():
-    """The MSL dialect lives beside CUDA's; importing it must not alter CUDA's tables (goldens in tests/codegen)."""
+    """The MSL dialect lives beside CUDA's; importing it must not alter CUDA's tables (goldens in tests/backends)."""
     from iron.codegen import emit_cuda
 
     text = emit_cuda(iron_exp.variant(iron.f32).kernel).source
-    assert text == (Path(__file__).parents[1] / "codegen" / "golden" / "iron_exp_f32.cu").read_text()
+    assert text == (Path(__file__).parents[1] / "backends" / "golden" / "cuda" / "iron_exp_f32.cu").read_text()
 
 
 @pytest.mark.skipif(platform.system() == "Darwin", reason="checks the behaviour off macOS")

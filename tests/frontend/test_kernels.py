@@ -19,6 +19,7 @@ import pytest
 
 import iron
 
+from ..backends.capabilities import caps
 from . import bug_kernels as B
 from . import kernels as K
 
@@ -58,33 +59,9 @@ F32_UNIT = 2**-24
 # One float64 rounding: the oracle's own error and the interpreter's float64 fma before its final rounding.
 F64_UNIT = 2**-53
 
-# Backend allowances, where the backend's own specification permits less than the interpreter's exact results:
-# - Vulkan (SPIR-V GLSL.std.450, Vulkan spec "Precision and Operation of SPIR-V Instructions"): log/log2 are 3 ulp
-#   outside [0.5, 2] and 2^-21 absolute inside it; tanh inherits the error of its exp formulation. VULKAN_MATH_ERR
-#   (2^-21 absolute plus 2^-21 relative) is added for those functions.
-# - Vulkan: GLSL.std.450 Fma need not be fused ("may differ from a * b + c" is allowed either way), so fma gets one
-#   extra f32 rounding of the product.
-# - lavapipe (Mesa 22.3's llvmpipe) folds x + 0.0 to x and x * 0.0 to 0.0 (for inf and NaN too) although the
-#   module declares SignedZeroInfNanPreserve, so on that driver the sign of zero results is not checked and x * 0.0
-#   is checked on finite x only (all other values, infinities and NaNs still are).
-VULKAN_MATH_ERR = 2**-21
-VULKAN_LOOSE_MATH = {"log", "log2", "tanh"}
-
-
-def vulkan_has(feature: str) -> bool:
-    """Whether the Vulkan device the tests run on reports ``feature`` (``iron device`` lists them)."""
-    from iron.runtime import get_backend
-
-    return bool(get_backend("vulkan").context().has.get(feature))
-
-
-def ignores_signed_zero(backend: str) -> bool:
-    """Whether the backend's device is known to drop -0.0 + 0.0 = +0.0 (see the allowances above)."""
-    if backend != "vulkan":
-        return False
-    from iron.runtime import get_backend
-
-    return "llvmpipe" in str(get_backend("vulkan").info().get("name", ""))
+# Backend allowances, where the backend's own specification permits less than the interpreter's exact results (GLSL's
+# log/log2/tanh bounds, an unfused Fma, a driver that folds signed zeros, flushed subnormals, no 64-bit floats, less
+# shared memory), are data: each backend's row in tests/backends/capabilities.py, asked as ``caps(backend).<name>``.
 
 
 def assert_exact_but_zero_sign(got, want, what: str = "out"):
@@ -101,9 +78,7 @@ DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.d
 DTYPES_IR = {"f32": iron.f32, "f16": iron.f16, "bf16": iron.bf16}
 
 
-@pytest.fixture(params=list(DTYPES))
-def dtype(request) -> str:
-    return request.param
+# the ``dtype`` fixture (each of DTYPES, as the backend's row allows) is tests/conftest.py's
 
 
 def f64(a: np.ndarray) -> np.ndarray:
@@ -236,8 +211,8 @@ def test_unary_math(backend, op, dtype, rng):
     want = UNARY_ORACLES[op](f64(x))
     if op in EXACT_UNARY:
         assert_exact(out, want)
-    elif backend == "vulkan" and op in VULKAN_LOOSE_MATH:
-        assert_close(out, want, dtype, math_fn=True, extra=VULKAN_MATH_ERR * (1 + np.abs(want)))
+    elif op in caps(backend).loose_math:
+        assert_close(out, want, dtype, math_fn=True, extra=caps(backend).loose_math_err * (1 + np.abs(want)))
     else:
         assert_close(out, want, dtype, math_fn=True)
 
@@ -246,8 +221,8 @@ def test_sin_cos_over_a_wide_range(backend, rng):
     """sin/cos of f32 arguments up to 1e5 in magnitude (where the range reduction matters) and the special values,
     against the correctly rounded float64 results. Vulkan computes them in double where the device has 64-bit
     floats; without them only Vulkan's own precision (2^-11 absolute on [-pi, pi]) is promised, so the test skips."""
-    if backend == "vulkan" and not vulkan_has("float64"):
-        pytest.skip("this Vulkan device has no 64-bit floats: GLSL Sin/Cos precision only")
+    if not caps(backend).float64:
+        pytest.skip(f"this {backend} device has no 64-bit floats: GLSL Sin/Cos precision only")
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, np.pi, -np.pi / 2, 1e-30, -1e-7, 1e5, 12345.678],
                        dtype=np.float32)
     mag = np.exp(rng.uniform(np.log(1e-3), np.log(1e5), 4000))
@@ -283,7 +258,7 @@ def test_minmax_fma(backend, dtype, rng):
     assert_exact(hi, np.maximum(np.maximum(A, B), C), "hi")
     # one rounding of the exact a*b+c; the float64 evaluations (the oracle's, and the interpreter's before its final
     # rounding) each add at most F64_UNIT * (|a*b| + |c|)
-    unfused = F32_UNIT * np.abs(A * B) if backend == "vulkan" else 0.0  # see the allowances at the top
+    unfused = 0.0 if caps(backend).fma_fused else F32_UNIT * np.abs(A * B)  # one more rounding, of the product
     assert_close(fused, A * B + C, dtype, extra=2 * F64_UNIT * (np.abs(A * B) + np.abs(C)) + unfused, what="fused")
 
 
@@ -376,9 +351,10 @@ def test_ieee_special_values_survive_constant_arithmetic(backend, scale, bias, d
     # a fresh kernel object: its variant cache cannot hand out another test's variant (see the xfail below)
     iron.kernel(K.ieee_affine.fn)[n](x, scaled, plus, minus, scale, bias, backend=backend)
     v = f64(x)
-    additive = assert_exact_but_zero_sign if ignores_signed_zero(backend) else assert_exact
+    folds = caps(backend).folds_signed_zero
+    additive = assert_exact_but_zero_sign if folds else assert_exact
     with np.errstate(invalid="ignore"):
-        if ignores_signed_zero(backend) and scale == 0.0:  # the driver folds x * 0.0 to 0.0 even for inf and NaN
+        if folds and scale == 0.0:  # the driver folds x * 0.0 to 0.0 even for inf and NaN
             finite = np.isfinite(v)
             additive(f64(scaled)[finite], (v * scale)[finite], "x * SCALE (finite x)")
         else:
@@ -396,7 +372,7 @@ def test_division_by_a_constant_zero_is_ieee(backend, divisor, dtype, rng):
     iron.kernel(K.divide_by_constant.fn)[x.size](x, out, divisor, backend=backend)
     with np.errstate(divide="ignore", invalid="ignore"):
         want = f64(as_dtype(f64(x) / divisor, dtype))
-    check = assert_exact_but_zero_sign if ignores_signed_zero(backend) else assert_exact
+    check = assert_exact_but_zero_sign if caps(backend).folds_signed_zero else assert_exact
     check(out, want, f"x / {divisor}")
 
 
@@ -461,13 +437,14 @@ SIMD_WIDTHS = [8, 32, 64]
 
 @pytest.fixture(params=SIMD_WIDTHS)
 def simd_width(request, monkeypatch, backend) -> int:
-    """The interpreter runs at each width; a device backend only at its own (the others skip)."""
-    from tests.conftest import native_simd_width
-
-    if backend == "cpu":
-        monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(request.param))
-    elif native_simd_width(backend) != request.param:
-        pytest.skip(f"{backend} has SIMD width {native_simd_width(backend)}, not {request.param}")
+    """A backend that runs at several widths (the interpreter) runs at each; a device only at its own (the others
+    skip)."""
+    row = caps(backend)
+    if row.simd_env is not None:
+        assert request.param in row.simd_widths, f"{backend} is not run at SIMD width {request.param}"
+        monkeypatch.setenv(row.simd_env, str(request.param))
+    elif row.simd_width() != request.param:
+        pytest.skip(f"{backend} has SIMD width {row.simd_width()}, not {request.param}")
     return request.param
 
 
@@ -506,16 +483,15 @@ def test_transpose_through_shared(backend, dtype, rng):
 
 def test_shared_array_over_48_kib(backend, dtype, rng):
     tiles, block, tile = 3, 256, 16384
-    if backend == "vulkan":
-        from iron.runtime import get_backend
-
-        limit = get_backend("vulkan").info().get("max_shared_bytes") or 0
-        if limit < tile * 4:
-            pytest.skip(f"this Vulkan device gives a group {limit} bytes of shared memory, the kernel needs {tile * 4}")
+    row = caps(backend)
+    limit = row.max_shared_bytes
+    if row.shared_bytes_limit is None and limit is not None and limit < tile * 4:
+        pytest.skip(f"this {backend} device gives a group {limit} bytes of shared memory, the kernel needs {tile * 4}")
     x = as_dtype(rng.standard_normal(tiles * tile), dtype)
     out = poisoned(tiles * tile, dtype)
-    if backend == "msl-cpu":  # Metal gives a threadgroup 32 KiB: the kernel is refused, with the reason
-        with pytest.raises(iron.CompileError, match=r"65536 bytes of shared memory, over the 32 KiB that msl allows"):
+    if row.shared_bytes_limit is not None and row.shared_bytes_limit < tile * 4:  # refused, with the reason
+        refusal = rf"{tile * 4} bytes of shared memory, over the {row.shared_bytes_limit // 1024} KiB that \w+ allows"
+        with pytest.raises(iron.CompileError, match=refusal):
             K.reverse_tiles[tiles * block, block](x, out, block, tile, backend=backend)
         return
     K.reverse_tiles[tiles * block, block](x, out, block, tile, backend=backend)
@@ -1050,7 +1026,7 @@ def test_constexpr_values_equal_in_python_but_distinct_get_their_own_variant(bac
     for bias in (0.0, -0.0):
         scaled, plus, minus = (np.full_like(x, np.nan) for _ in range(3))
         k[x.size](x, scaled, plus, minus, 1.0, bias, backend=backend)
-        if ignores_signed_zero(backend):
+        if caps(backend).folds_signed_zero:
             # the driver cannot show the difference; the two variants must still exist (checked on the IR below)
             assert_exact_but_zero_sign(plus, x.astype(np.float64) + bias, f"x + {bias!r}")
         else:

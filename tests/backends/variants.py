@@ -1,0 +1,87 @@
+"""Every kernel Iron ships or tests, in every dtype and constexpr variant: the cases each compile target checks.
+
+Kernels come from ``iron.std`` and the test suites' kernel modules (tests/codegen/kernels.py,
+tests/frontend/kernels.py). A kernel with constexpr parameters takes its values from ``CONSTEXPRS`` (each entry its own
+variant), else from the module globals of the same names (std kernels define e.g. ``BLOCK`` next to the kernel);
+failing both, a guess, and a test that meets a guess the front-end refuses fails, naming the kernel.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+import pytest
+
+import iron
+import iron.std
+
+from ..codegen import kernels as codegen_kernels
+from ..frontend import kernels as frontend_kernels
+
+# constexpr values per kernel name, as lists of alternatives (each is its own variant)
+CONSTEXPRS: dict[str, list[dict[str, object]]] = {
+    "unary_math": [{"OP": op} for op in range(13)],
+    "new_unary_math": [{"OP": op} for op in range(4)],
+    "binary_math": [{"OP": op} for op in range(3)],
+    "vector_scale": [{"VEC": 4}, {"VEC": 2}],
+    "vector_via_shared": [{"VEC": 4, "BLOCK": 64}],
+    "local_dynamic_index": [{"N": 8}],
+    "misaligned_vload": [{"OFFSET": 0}],
+    "block_sum": [{"BLOCK": 64}],
+    "simd_exchange": [{"SHIFT": 1, "MASK": 1}, {"SHIFT": 5, "MASK": 16}],
+    "static_dot": [{"K": 3}],
+    "static_alternating": [{"K": 2}],
+    "constexpr_affine": [{"SCALE": 2, "SQUARE": True}, {"SCALE": 0.5, "SQUARE": False}],
+    "ieee_affine": [{"SCALE": 1.0, "BIAS": 0.0}, {"SCALE": 2.0, "BIAS": -0.0}],
+    "divide_by_constant": [{"D": 0.0}, {"D": -0.0}],
+    "softmax": [{"BLOCK": 256}, {"BLOCK": 32}],
+    "warp_tile": [{"BLOCK": 256}],
+    "reverse_tiles": [{"BLOCK": 256, "TILE": 16384}, {"BLOCK": 64, "TILE": 1024}],
+}
+
+#: the value given to a constexpr found neither in CONSTEXPRS nor in the kernel's module
+GUESS = 2
+
+
+def _kernels_of(module: ModuleType) -> list[tuple[str, iron.KernelFunction, ModuleType]]:
+    return [(f"{module.__name__.rsplit('.', 1)[-1]}.{name}", k, module) for name, k in vars(module).items()
+            if isinstance(k, iron.KernelFunction)]
+
+
+def all_kernels() -> list[tuple[str, iron.KernelFunction, ModuleType]]:
+    """(label, kernel, its module) for every kernel of iron.std and the suites' kernel modules."""
+    found = []
+    for info in pkgutil.iter_modules(iron.std.__path__):
+        found += _kernels_of(importlib.import_module(f"iron.std.{info.name}"))
+    return found + _kernels_of(codegen_kernels) + _kernels_of(frontend_kernels)
+
+
+def variants() -> list:
+    """One ``pytest.param(kernel, dtype, constexprs)`` per variant, with an id naming all three."""
+    cases = []
+    for label, k, module in all_kernels():
+        alternatives: list[dict[str, object]] = [{}]
+        if k.constexpr_names:
+            alternatives = CONSTEXPRS.get(k.__name__)
+            if alternatives is None and all(hasattr(module, c) for c in k.constexpr_names):
+                alternatives = [{c: getattr(module, c) for c in k.constexpr_names}]
+            if alternatives is None:  # a guess; the test fails (naming the kernel) if the front-end refuses it
+                alternatives = [{c: GUESS for c in k.constexpr_names}]
+        for values in alternatives:
+            for dt in k.dtypes or (None,):
+                suffix = "".join(f"-{c}={v}" for c, v in values.items())
+                cases.append(pytest.param(k, dt, values, id=f"{label}-{dt or 'none'}{suffix}"))
+    return cases
+
+
+def make_variant(kernel: iron.KernelFunction, dtype, constexprs: dict[str, object]):
+    """The compiled variant; a guessed constexpr the front-end refuses fails the test with what to add."""
+    values = tuple(constexprs[c] for c in kernel.constexpr_names)
+    try:
+        return kernel.variant(dtype, values)
+    except iron.IronError as e:
+        if GUESS not in values:
+            raise
+        pytest.fail(f"{kernel.__name__} needs constexpr values in CONSTEXPRS (tests/backends/variants.py): {e.message}")

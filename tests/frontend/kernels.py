@@ -672,3 +672,24 @@ def frag_gemm(A: Tensor[T], B: Tensor[T], C: Tensor[f32], N: int, K: int, rows: 
             b = iron.frag_b(B, k * N + c0, N, False, NT)
         acc = iron.mma(a, b, acc)
     iron.frag_store(C, r0 * N + c0, N, acc, rows - r0, cols - c0)
+
+
+@kernel
+def async_pipeline(x: Tensor[T], out: Tensor[T], n_tiles: int, BLOCK: constexpr, VEC: constexpr, EARLY: constexpr):
+    """Two-stage pipeline: tile j + 1 is copied (async_copy) while tile j is doubled; EARLY reads a stage before
+    waiting for it (a bug the interpreter must expose)."""
+    TILE = BLOCK * VEC
+    buf = shared(T, 2 * TILE)
+    lid = local_id(0)
+    iron.async_copy(buf, lid * VEC, x, lid * VEC, VEC)
+    iron.async_commit()
+    for j in range(n_tiles):
+        if j + 1 < n_tiles:
+            iron.async_copy(buf, ((j + 1) % 2) * TILE + lid * VEC, x, (j + 1) * TILE + lid * VEC, VEC)
+        iron.async_commit()
+        if not EARLY:
+            iron.async_wait(1)
+        barrier()
+        for e in static_range(VEC):
+            out[j * TILE + lid * VEC + e] = buf[(j % 2) * TILE + lid * VEC + e] * 2.0
+        barrier()

@@ -86,3 +86,37 @@ def test_bad_tile_constructs_are_located_errors(expr, tmp_path):
     with pytest.raises(iron.CompileError, match=BAD_SOURCES[expr]) as e:
         mod.k.ir(dtype=None)
     assert "bad_tile.py:6" in str(e.value)
+
+
+def test_async_copy_pipeline(backend, dtype, rng):
+    block, vec, tiles = 32, (4 if dtype == "f32" else 8), 5
+    n = block * vec * tiles
+    x = as_dtype(rng.standard_normal(n), dtype)
+    out = poisoned(n, dtype)
+    K.async_pipeline[block, block](x, out, tiles, block, vec, False, backend=backend)
+    assert_exact(out, f64(x) * 2.0, "two-stage async pipeline")
+
+
+def test_reading_a_stage_before_its_wait_is_exposed_by_the_interpreter(rng):
+    """The interpreter lands async copies only at the async_wait that covers them: a kernel that skips the wait
+    reads the old contents (NaN garbage or the previous tile), so its output is wrong on the CPU, not only on a GPU."""
+    block, vec, tiles = 32, 4, 4
+    n = block * vec * tiles
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    K.async_pipeline[block, block](x, out, tiles, block, vec, True, backend="cpu")
+    assert not np.array_equal(out, x * 2.0)
+
+
+def test_async_copy_errors_are_located(tmp_path):
+    import importlib.util
+
+    src = tmp_path / "bad_async.py"
+    src.write_text("import iron\n\n\n@iron.kernel\ndef k(x: iron.Tensor[iron.f32], out: iron.Tensor[iron.f32]):\n"
+                   "    s = iron.shared(iron.f32, 64)\n    iron.async_copy(out, 0, x, 0, 4)\n")
+    spec = importlib.util.spec_from_file_location("bad_async", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(iron.CompileError, match="async_copy copies into a shared array") as e:
+        mod.k.ir(dtype=None)
+    assert "bad_async.py:7" in str(e.value)

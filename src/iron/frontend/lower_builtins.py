@@ -66,6 +66,8 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
         return lower_matrix(cg, name, arg_nodes, node)
     if name == "vstore":
         return lower_vstore(cg, arg_nodes, node)
+    if name in ("async_copy", "async_commit", "async_wait"):
+        return lower_async(cg, name, arg_nodes, node)
     args = [cg.expr(a) for a in arg_nodes]
     cg.node = node
     cg.b.loc = cg.frame.src.loc(node)
@@ -323,3 +325,39 @@ def lower_python_builtin(cg, fn: Any, node: ast.Call) -> Any:
     if isinstance(value, Const):
         return Const(int(value.value) if ty.is_int else float(value.value))
     return cast_to(cg, value, ty, node)
+
+
+def lower_async(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> None:
+    """``async_copy(dst, j, src, i, n)`` (global -> shared), ``async_commit()``, ``async_wait(pending)``."""
+    if name == "async_commit":
+        cg.b.loc = cg.frame.src.loc(node)
+        cg.b.op("async_commit", [], None)
+        return None
+    if name == "async_wait":
+        pending = cg.expr(arg_nodes[0])
+        if not (isinstance(pending, Const) and isinstance(pending.value, int) and not isinstance(pending.value, bool)
+                and 0 <= pending.value <= 7):
+            raise cg.error("async_wait(pending) needs a compile-time count from 0 to 7", arg_nodes[0])
+        cg.b.loc = cg.frame.src.loc(node)
+        cg.b.op("async_wait", [], None, {"pending": pending.value})
+        return None
+    dst = cg.expr(arg_nodes[0])
+    if not (isinstance(dst, Value) and isinstance(dst.type, t.BufferType) and dst.type.space == "shared"):
+        raise cg.error(f"async_copy copies into a shared array, not {cg.describe(dst)}", arg_nodes[0])
+    j = cg.index(arg_nodes[1])
+    src = cg.expr(arg_nodes[2])
+    if not (isinstance(src, Value) and isinstance(src.type, t.BufferType) and src.type.space == "global"):
+        raise cg.error(f"async_copy copies from a buffer (global memory), not {cg.describe(src)}", arg_nodes[2])
+    if src.type.elem != dst.type.elem:
+        raise cg.error(f"async_copy from a buffer of {src.type.elem} into a shared array of {dst.type.elem}", node)
+    i = cg.index(arg_nodes[3])
+    n = cg.expr(arg_nodes[4])
+    if not isinstance(n, Const) or isinstance(n.value, bool) or not isinstance(n.value, int):
+        raise cg.error("async_copy's count n must be compile-time (a literal or constexpr)", arg_nodes[4])
+    _vector_count(cg, src.type.elem, n.value, arg_nodes[4])
+    if n.value * src.type.elem.itemsize < 4:
+        raise cg.error(f"async_copy moves 4, 8 or 16 bytes, not {n.value} x {src.type.elem}", arg_nodes[4])
+    cg.b.loc = cg.frame.src.loc(node)
+    cg.b.op("async_copy", [dst, j, src, i], None, {"n": n.value})
+    return None
+

@@ -95,6 +95,7 @@ class _Executor:
         self.returned: Mask = EMPTY  # threads that executed `return`
         self.loops: list[_Loop] = []
         self.cond: np.ndarray | None = None  # the last `condition` value, read by `while`
+        self.copies = memory.AsyncCopies()  # async_copy groups in flight
         self._bind(args)
         self.body = self._block(kernel.body)
 
@@ -321,6 +322,24 @@ def blend(mask: Mask, new: np.ndarray, old: np.ndarray) -> np.ndarray:
     return np.where(m, new, old)
 
 
+def _async(ex: _Executor, op: Op) -> Step:
+    geom, copies, code = ex.geom, ex.copies, op.opcode
+    if code == "async_commit":
+        return lambda mask: (copies.commit(), mask)[1]
+    if code == "async_wait":
+        pending = op.attrs["pending"]
+        return lambda mask: (copies.wait(pending, geom), mask)[1]
+    env, n = ex.env, op.attrs["n"]
+    dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
+    di, si = ex._slot(op.operands[1]), ex._slot(op.operands[3])
+
+    def async_copy(mask: Mask) -> Mask:
+        copies.issue(dst, env[di], src, env[si], n, geom, mask)
+        return mask
+
+    return async_copy
+
+
 def _vcopy(ex: _Executor, op: Op) -> Step:
     env, geom, n = ex.env, ex.geom, op.attrs["n"]
     dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
@@ -532,6 +551,9 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "atomic_add": _memory,
     "atomic_max": _memory,
     "vcopy": _vcopy,
+    "async_copy": _async,
+    "async_commit": _async,
+    "async_wait": _async,
     **{code: _matrix for code in O.MATRIX},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE},
     "barrier": _barrier,

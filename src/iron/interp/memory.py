@@ -168,6 +168,14 @@ def vcopy(dst: Target, dst_index: np.ndarray, src: Target, src_index: np.ndarray
           mask: Mask) -> None:
     """``n`` consecutive elements from ``src`` to ``dst`` (one vector access on a GPU): both indices must be
     multiples of ``n``, so that the n * size bytes are naturally aligned, as 16-byte loads and stores require."""
+    values = vector_read(dst, dst_index, src, src_index, n, geom, mask)
+    for k, value in enumerate(values):
+        store(dst, geom, dst_index + k, value, mask)
+
+
+def vector_read(dst: Target, dst_index: np.ndarray, src: Target, src_index: np.ndarray, n: int, geom: Geometry,
+                mask: Mask) -> list[np.ndarray]:
+    """The n elements a vector copy reads, after checking both sides' alignment."""
     for what, target, index in (("vector load from", src, src_index), ("vector store to", dst, dst_index)):
         bad = first_fault(index % n != 0, mask, geom.n)
         if bad is not None:
@@ -175,7 +183,32 @@ def vcopy(dst: Target, dst_index: np.ndarray, src: Target, src_index: np.ndarray
             shown = int(index if index.ndim == 0 else index[thread])
             raise Fault(f"{what} {target.desc} at index {shown} is misaligned: a vector of {n} elements needs an "
                         f"index that is a multiple of {n}", thread, count)
-    values = [load(src, geom, src_index + k, mask) for k in range(n)]  # all read before any is written
-    for k, value in enumerate(values):
-        store(dst, geom, dst_index + k, value, mask)
+    return [load(src, geom, src_index + k, mask) for k in range(n)]  # all read before any is written
+
+
+class AsyncCopies:
+    """``async_copy`` groups in flight: a copy reads its source when issued and lands in shared memory only at the
+    ``async_wait`` that completes its group, so a kernel that reads a stage before waiting for it sees the old
+    contents (and fails its oracle check), as it could on a GPU. Copies never committed are never waited for."""
+
+    def __init__(self):
+        self.current: list[tuple] = []
+        self.committed: list[list[tuple]] = []
+
+    def issue(self, dst: Target, dst_index: np.ndarray, src: Target, src_index: np.ndarray, n: int, geom: Geometry,
+              mask: Mask) -> None:
+        values = vector_read(dst, dst_index, src, src_index, n, geom, mask)
+        for k in range(n):  # the destination's bounds are checked now, where the fault names the right line
+            _flat_index(dst, geom, "async copy to", np.asarray(dst_index + k), mask)
+        self.current.append((dst, np.array(dst_index, copy=True), values, mask))
+
+    def commit(self) -> None:
+        self.committed.append(self.current)
+        self.current = []
+
+    def wait(self, pending: int, geom: Geometry) -> None:
+        while len(self.committed) > pending:
+            for dst, dst_index, values, mask in self.committed.pop(0):
+                for k, value in enumerate(values):
+                    store(dst, geom, dst_index + k, value, mask)
 

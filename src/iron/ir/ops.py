@@ -105,6 +105,11 @@ _TABLE: list[OpInfo] = [
     OpInfo("vcopy", "memory", 4, pure=False, has_result=False, reads=(2,), writes=(0,),
            doc="vcopy(dst, dst_index, src, src_index): attrs.n consecutive elements in one access of n * size bytes "
                "(<= 16, a power of two); the global/shared side's index is a multiple of n"),
+    OpInfo("async_copy", "memory", 4, pure=False, has_result=False, reads=(2,), writes=(0,),
+           doc="async_copy(dst_shared, dst_index, src, src_index): attrs.n elements, landing by a later async_wait"),
+    OpInfo("async_commit", "memory", 0, pure=False, has_result=False, doc="close the thread's group of async copies"),
+    OpInfo("async_wait", "memory", 0, pure=False, has_result=False,
+           doc="wait until at most attrs.pending committed groups of this thread's async copies are in flight"),
     OpInfo("frag_load", "matrix", 3, pure=False, reads=(0,),
            doc="frag_load(buf, index, ld) -> frag a/b (attrs role, trans): element (r, c) from buf[index + r*ld + c] "
                "(trans: buf[index + c*ld + r]); a SIMD-group collective with uniform operands"),
@@ -250,6 +255,15 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("vstore", "vstore(t, i, a)",
        "Write the whole local_array a to t[i] ... t[i+len(a)-1] in one access; the same size and alignment rules as "
        "vload.", (3, 3), pure=False, op="vcopy"),
+    _b("async_copy", "async_copy(dst, j, src, i, n)",
+       "Start copying src[i] ... src[i+n-1] (global memory) to dst[j] ... (a shared array) in one n * size-byte "
+       "access (4, 8 or 16 bytes; i and j multiples of n): the data lands by the async_wait that covers it. "
+       "cp.async on NVIDIA sm_80+; an ordinary copy elsewhere.", (5, 5), pure=False),
+    _b("async_commit", "async_commit()",
+       "Close this thread's current group of async_copy calls (a pipeline stage).", (0, 0), pure=False),
+    _b("async_wait", "async_wait(pending)",
+       "Wait until at most `pending` (compile-time) of this thread's committed groups are still in flight; then "
+       "barrier() before reading what other threads copied.", (1, 1), pure=False),
     _b("mma_shape", "mma_shape(dtype) -> (M, N, K)",
        "The compile-time fragment shape of mma for inputs of dtype: A is M x K, B is K x N, the accumulator M x N "
        "(16, 16, 16 for f16/bf16 on every target today).", (1, 1), op=None),

@@ -141,6 +141,14 @@ class _Verifier:
             a = op.attrs
             need(r == t.BufferType(a.get("elem"), code, a.get("size")), f"{code} result type mismatch")
             need(isinstance(a.get("size"), int) and a["size"] > 0, f"{code} size must be a positive int")
+        elif code == "async_copy":
+            need(isinstance(xs[0], t.BufferType) and xs[0].space == "shared" and isinstance(xs[2], t.BufferType)
+                 and xs[2].space == "global" and xs[0].elem == xs[2].elem, "async_copy(shared, j, global, i)")
+            n = op.attrs.get("n")
+            need(isinstance(n, int) and n > 0 and not n & (n - 1) and 4 <= n * xs[0].elem.itemsize <= 16,
+                 "async_copy moves 4, 8 or 16 bytes")
+        elif code == "async_wait":
+            need(isinstance(op.attrs.get("pending"), int), "async_wait needs attrs.pending")
         elif code == "vcopy":
             n = op.attrs.get("n")
             need(len(xs) == 4 and all(isinstance(xs[k], t.BufferType) for k in (0, 2)), "vcopy(dst, i, src, j)")

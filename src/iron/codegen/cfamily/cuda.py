@@ -282,6 +282,14 @@ class CudaDialect(CDialect):
     def signature(self, entry, params, features) -> str:
         return super().signature(entry, params, features, prefix='extern "C" __global__ void')
 
+    def async_copy(self, dst: str, src: str, nbytes: int) -> tuple[str, tuple[str, ...]] | None:
+        return f"iron_cp_async<{nbytes}>(&{dst}, &{src});", ("cp_async",)
+
+    def async_sync(self, code: str, pending: int | None) -> tuple[str, tuple[str, ...]] | None:
+        if code == "async_commit":
+            return "iron_cp_async_commit();", ("cp_async",)
+        return f"iron_cp_async_wait<{pending}>();", ("cp_async",)
+
     def shared_decl(self, ctype: str, name: str, size: int) -> str:
         return f"__shared__ {ctype} {name}[{size}];"
 

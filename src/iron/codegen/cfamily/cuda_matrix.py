@@ -151,8 +151,40 @@ template <int MT, int NT>
 }}""", needs=("frag_types",) + (() if elem == "f32" else (elem,)))
 
 
+_ASYNC = Snippet(f"""\
+// async_copy: cp.async (sm_80+) into shared memory, 16 bytes bypassing L1 (.cg), 4 or 8 through it (.ca); an
+// ordinary copy before sm_80, which the waits then find done.
+template <int BYTES>
+{_Q} void iron_cp_async(void* dst, const void* src) {{
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (BYTES == 16) {{
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(__cvta_generic_to_global(src)));
+    }} else {{
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(d), "l"(__cvta_generic_to_global(src)),
+                     "n"(BYTES));
+    }}
+#else
+    if (BYTES == 16) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    else if (BYTES == 8) *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+    else *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(src);
+#endif
+}}
+{_Q} void iron_cp_async_commit() {{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}}
+template <int N>
+{_Q} void iron_cp_async_wait() {{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+#endif
+}}""")
+
+
 def matrix_snippets() -> dict[str, Snippet]:
-    out = {"frag_types": _TYPES, "frag_store_f32": _store("f32")}
+    out = {"frag_types": _TYPES, "frag_store_f32": _store("f32"), "cp_async": _ASYNC}
     for elem in ("f16", "bf16"):
         out[f"frag_load_{elem}"] = _load(elem)
         out[f"frag_lds_{elem}"] = _load_shared(elem)

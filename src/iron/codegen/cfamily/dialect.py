@@ -250,6 +250,15 @@ class CDialect:
     #: the type a vector access of that many bytes moves (vcopy)
     vector_types: ClassVar[dict[int, str]] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 
+    def async_copy(self, dst: str, src: str, nbytes: int) -> tuple[str, tuple[str, ...]] | None:
+        """A statement starting an asynchronous global -> shared copy of ``nbytes`` from ``&src`` to ``&dst``, or
+        None: the target copies synchronously (a vcopy), which every async_wait then finds complete."""
+        return None
+
+    def async_sync(self, code: str, pending: int | None) -> tuple[str, tuple[str, ...]] | None:
+        """The statement of ``async_commit``/``async_wait(pending)``, or None (synchronous copies need neither)."""
+        return None
+
     def local_decl(self, ctype: str, name: str, size: int) -> str:
         """A per-thread array, 16-byte aligned so that vector copies into it need no check."""
         return f"alignas(16) {ctype} {name}[{size}];"

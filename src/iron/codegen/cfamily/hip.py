@@ -24,7 +24,7 @@ from typing import ClassVar
 
 from ...ir.core import Kernel
 from .cuda import _REDUCE, _REDUCE_DOC, CudaDialect, shuffle_wrappers
-from .dialect import SimdMasks, Snippet, Template
+from .dialect import CDialect, SimdMasks, Snippet, Template
 from .printer import KernelSource, emit_source
 
 _F16 = Snippet("""\
@@ -166,8 +166,12 @@ class HipDialect(CudaDialect):
     shared-memory limits (48 KiB static, as CUDA; AMD's LDS is 64 KiB either way).
     """
 
-    #: MFMA (gfx90a) and a fallback (gfx1030) are the next step; HIP refuses fragments, located, until then
+    #: MFMA (gfx90a) is the next step; until then the scalar fallback (codegen/lower_fragments.py)
     matrix: ClassVar[object | None] = None
+
+    # AMD has no cp.async: async_copy is an ordinary copy and commit/wait print nothing (CDialect's)
+    async_copy = CDialect.async_copy
+    async_sync = CDialect.async_sync
 
     name: ClassVar[str] = "hip"
     builtin_names: ClassVar[frozenset[str]] = CudaDialect.builtin_names | frozenset(

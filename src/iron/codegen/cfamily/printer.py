@@ -31,11 +31,13 @@ from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from ..lower_fragments import lower_fragments
 from . import expr as E
+from .calls import DialectCalls
 from .convergence import convergent_simd_ops
 from .dialect import CDialect, CParam, Features, LaneBuffer, VectorParts
 from .expr import Expr
 from .names import NameTable, sanitize
 from .plan import plan_kernel
+from .tiles import TILE_STATEMENTS, TilePrinting
 from .vectorize import LanePlan, plan_lanes
 
 INDENT = "    "
@@ -101,7 +103,7 @@ def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, v
 _VECTOR_NAMES = {"iron_pid", "iron_first", "iron_k"}
 
 
-class _Printer:
+class _Printer(TilePrinting, DialectCalls):
     def __init__(self, kernel: Kernel, dialect: CDialect, line_comments: bool, lanes: LanePlan | None = None):
         self.k = kernel
         self.d = dialect
@@ -304,55 +306,14 @@ class _Printer:
             name = self.names.bind(op.result.uid, op.result.name or "regs")
             self.buffers[op.result.uid] = name
             out.append(pad + self.d.local_decl(self._ctype(op.attrs["elem"]), name, op.attrs["size"]))
-        elif code == "vcopy":
-            out.append(pad + self._vcopy(op))
-        elif code == "frag_store":
-            buf, idx, ld, acc, rows, cols = op.operands
-            text, needs = self._matrix(op).store(buf.type.elem, self.buffers[buf.uid], self.expr(idx), self.expr(ld),
-                                                 self.expr(acc), self.expr(rows), self.expr(cols))
-            self._need(needs)
-            out.append(pad + text)
+        elif code in TILE_STATEMENTS:
+            self._tile_stmt(op, out, pad)
         elif not self.plan.used(op.result.uid):  # an atomic whose old value nobody reads
             out.append(f"{pad}{self._value(op)};")
         else:
             value = self._value(op)
             name = self.names.bind(op.result.uid, op.result.name)
             out.append(f"{pad}const {self._ctype(op.result.type)} {name} = {value};")
-
-    def _vcopy(self, op: Op) -> str:
-        """n elements in one access: the bytes move as one vector type (uint4 for 16), both sides naturally aligned
-        (global/shared by the index rule, local arrays by their 16-byte alignment)."""
-        dst, di, src, si = op.operands
-        d = f"{self.buffers[dst.uid]}[{self.expr(di)}]"
-        s = f"{self.buffers[src.uid]}[{self.expr(si)}]"
-        n = op.attrs["n"]
-        if n == 1:
-            return f"{d} = {s};"
-        vtype = self.d.vector_types[n * dst.type.elem.itemsize]
-        to = self.d.vector_pointer(vtype, dst.type.space, False)
-        frm = self.d.vector_pointer(vtype, src.type.space, True)
-        return f"*{to}(&{d}) = *{frm}(&{s});"
-
-    def _shared(self, op: Op, out: list[str], pad: str) -> None:
-        elem, size = op.attrs["elem"], op.attrs["size"]
-        self.shared_bytes += elem.itemsize * size
-        name = self.names.bind(op.result.uid, op.result.name or "shared")
-        self.buffers[op.result.uid] = name
-        if self.d.shared_as_params and not self.dynamic_shared:
-            self.features.shared_params.append((self._ctype(elem), name, elem.itemsize * size))
-            return
-        if not self.dynamic_shared:
-            out.append(pad + self.d.shared_decl(self._ctype(elem), name, size))
-            return
-        limit = self.d.max_dynamic_shared
-        if self.dynamic_shared > limit:
-            raise CompileError(
-                f"kernel '{self.k.name}' uses {self.dynamic_shared} bytes of shared memory, over the "
-                f"{limit // 1024} KiB that {self.d.name} allows per group", op.loc or self.k.loc,
-                "use fewer or smaller shared() arrays")
-        if op.result.uid == next(iter(self.shared_offsets)):
-            out.append(pad + self.d.dynamic_shared_decl())
-        out.append(pad + self.d.dynamic_shared_view(self._ctype(elem), name, self.shared_offsets[op.result.uid]))
 
     def _if(self, op: Op, out: list[str], depth: int, chained: bool = False) -> None:
         pad = INDENT * depth
@@ -458,24 +419,6 @@ class _Printer:
             return name
         self.features.snippets.update(self.d.type_needs.get(st.name, ()))
         return self.d.types[st.name]
-
-    def _matrix(self, op: Op | None):
-        if self.d.matrix is None:
-            raise CompileError(f"unsupported op '{op.opcode if op else 'mma'}' on backend {self.d.name} (matrix "
-                               "fragments have no spelling there yet)", op.loc if op else self.k.loc)
-        return self.d.matrix
-
-    def _matrix_value(self, op: Op) -> Expr:
-        m, code, xs = self._matrix(op), op.opcode, op.operands
-        if code == "frag_zero":
-            e, needs = m.zero(op.result.type)
-        elif code == "frag_load":
-            e, needs = m.load(op.result.type, self.buffers[xs[0].uid], xs[0].type.space, self.expr(xs[1]),
-                              self.expr(xs[2]), op.attrs.get("trans", False))
-        else:
-            e, needs = m.mma(xs[0].type.elem, *(self.expr(x) for x in xs))
-        self._need(needs)
-        return e
 
     def _need(self, needs: tuple[str, ...]) -> None:
         self.features.snippets.update(needs)
@@ -630,43 +573,6 @@ class _Printer:
         if code in O.MATRIX:
             return self._matrix_value(op)
         raise CompileError(f"unsupported op '{code}' on backend {self.d.name}", op.loc)
-
-    def _math(self, op: Op) -> str:
-        fn = self.d.math.get(op.opcode)
-        if fn is None:
-            why = "declared unsupported" if op.opcode in self.d.unsupported_ops else "no spelling"
-            raise CompileError(f"unsupported op '{op.opcode}' on backend {self.d.name} ({why})", op.loc,
-                               hint="run the kernel on a backend that has it (iron.interp runs every op)")
-        self._need(self.d.math_needs.get(op.opcode, ()))
-        return fn
-
-    def _int_math(self, code: str, rt: t.ScalarType, op: Op, *args: Expr) -> Expr:
-        tpl = self.d.int_math.get(f"{code}:{rt.name}") or self.d.int_math.get(code)
-        if tpl is None:
-            raise CompileError(f"unsupported op '{code}' on {rt} on backend {self.d.name}", op.loc)
-        self._need(tpl.needs)
-        return tpl(*args)
-
-    def _simd(self, op: Op, vtype: t.ScalarType, *args: Expr) -> Expr:
-        fn = self.d.simd.get(op.opcode)
-        snippet = f"{fn}:{vtype.name}"
-        if fn is None or snippet not in self.d.snippets:
-            raise CompileError(f"unsupported op '{op.opcode}' on {vtype} on backend {self.d.name}", op.loc)
-        self._need((snippet,))
-        self._ctype(vtype)
-        if self.d.simd_masks is not None:
-            args = (*args, Expr("iron_live" if id(op) in self.convergent else self.d.simd_masks.divergent))
-        return E.call(fn, *args)
-
-    def _atomic(self, op: Op) -> Expr:
-        buf, idx, val = op.operands
-        tpl = self.d.atomics.get((op.opcode, buf.type.elem.name))
-        if tpl is None:
-            raise CompileError(f"unsupported op '{op.opcode}' on {buf.type.elem} on backend {self.d.name}", op.loc)
-        self._need(tpl.needs)
-        ptr = f"&{self.buffers[buf.uid]}[{self.expr(idx)}]"
-        return tpl(ptr=ptr, val=self.expr(val), space=buf.type.space)
-
 
 def _always_exits(op: Op) -> bool:
     """Whether control never falls through ``op``: a jump, or an if/else whose branches both end in one."""

@@ -452,8 +452,10 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps):
             self._shared(op)
         elif code == "local":
             self._local(op)
-        elif code == "vcopy":
+        elif code in ("vcopy", "async_copy"):  # Vulkan has no asynchronous copy: it is done at once
             self._vcopy(op)
+        elif code in ("async_commit", "async_wait"):
+            pass
         elif code == "store":
             self._store(op)
         elif code == "load":

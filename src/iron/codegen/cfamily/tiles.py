@@ -1,0 +1,91 @@
+"""Printing of the tile-level constructs (register-array vector copies, asynchronous copies, matrix fragments):
+a mixin of the C-family printer (``printer._Printer``), which provides ``expr``, ``buffers``, ``d`` (the dialect),
+``k`` (the kernel) and ``_need``. Spellings come from the dialect: ``vector_types``/``vector_pointer``,
+``async_copy``/``async_sync`` and ``matrix`` (``cuda_matrix.CudaMatrix``)."""
+
+from __future__ import annotations
+
+from ...errors import CompileError
+from ...ir.core import Op
+from .expr import Expr
+
+#: statements of the tile-level constructs (``_tile_stmt``)
+TILE_STATEMENTS = frozenset({"vcopy", "async_copy", "async_commit", "async_wait", "frag_store"})
+
+
+class TilePrinting:
+    def _matrix(self, op: Op | None):
+        if self.d.matrix is None:
+            raise CompileError(f"unsupported op '{op.opcode if op else 'mma'}' on backend {self.d.name} (matrix "
+                               "fragments have no spelling there yet)", op.loc if op else self.k.loc)
+        return self.d.matrix
+
+    def _matrix_value(self, op: Op) -> Expr:
+        m, code, xs = self._matrix(op), op.opcode, op.operands
+        if code == "frag_zero":
+            e, needs = m.zero(op.result.type)
+        elif code == "frag_load":
+            e, needs = m.load(op.result.type, self.buffers[xs[0].uid], xs[0].type.space, self.expr(xs[1]),
+                              self.expr(xs[2]), op.attrs.get("trans", False))
+        else:
+            e, needs = m.mma(xs[0].type.elem, *(self.expr(x) for x in xs))
+        self._need(needs)
+        return e
+
+    def _tile_stmt(self, op: Op, out: list[str], pad: str) -> None:
+        """vcopy, async_copy/commit/wait and frag_store: statements of the tile-level constructs."""
+        code = op.opcode
+        spelled: tuple[str, tuple[str, ...]] | None = None
+        if code == "frag_store":
+            buf, idx, ld, acc, rows, cols = op.operands
+            spelled = self._matrix(op).store(buf.type.elem, self.buffers[buf.uid], self.expr(idx), self.expr(ld),
+                                             self.expr(acc), self.expr(rows), self.expr(cols))
+        elif code == "async_copy":
+            dst, di, src, si = op.operands
+            nbytes = op.attrs["n"] * dst.type.elem.itemsize
+            spelled = self.d.async_copy(f"{self.buffers[dst.uid]}[{self.expr(di)}]",
+                                        f"{self.buffers[src.uid]}[{self.expr(si)}]", nbytes)
+        elif code in ("async_commit", "async_wait"):
+            spelled = self.d.async_sync(code, op.attrs.get("pending"))
+            if spelled is None:
+                return
+        if spelled is None:  # vcopy, or an async_copy the target does synchronously
+            out.append(pad + self._vcopy(op))
+            return
+        self._need(spelled[1])
+        out.append(pad + spelled[0])
+
+    def _vcopy(self, op: Op) -> str:
+        """n elements in one access: the bytes move as one vector type (uint4 for 16), both sides naturally aligned
+        (global/shared by the index rule, local arrays by their 16-byte alignment)."""
+        dst, di, src, si = op.operands
+        d = f"{self.buffers[dst.uid]}[{self.expr(di)}]"
+        s = f"{self.buffers[src.uid]}[{self.expr(si)}]"
+        n = op.attrs["n"]
+        if n == 1:
+            return f"{d} = {s};"
+        vtype = self.d.vector_types[n * dst.type.elem.itemsize]
+        to = self.d.vector_pointer(vtype, dst.type.space, False)
+        frm = self.d.vector_pointer(vtype, src.type.space, True)
+        return f"*{to}(&{d}) = *{frm}(&{s});"
+
+    def _shared(self, op: Op, out: list[str], pad: str) -> None:
+        elem, size = op.attrs["elem"], op.attrs["size"]
+        self.shared_bytes += elem.itemsize * size
+        name = self.names.bind(op.result.uid, op.result.name or "shared")
+        self.buffers[op.result.uid] = name
+        if self.d.shared_as_params and not self.dynamic_shared:
+            self.features.shared_params.append((self._ctype(elem), name, elem.itemsize * size))
+            return
+        if not self.dynamic_shared:
+            out.append(pad + self.d.shared_decl(self._ctype(elem), name, size))
+            return
+        limit = self.d.max_dynamic_shared
+        if self.dynamic_shared > limit:
+            raise CompileError(
+                f"kernel '{self.k.name}' uses {self.dynamic_shared} bytes of shared memory, over the "
+                f"{limit // 1024} KiB that {self.d.name} allows per group", op.loc or self.k.loc,
+                "use fewer or smaller shared() arrays")
+        if op.result.uid == next(iter(self.shared_offsets)):
+            out.append(pad + self.d.dynamic_shared_decl())
+        out.append(pad + self.d.dynamic_shared_view(self._ctype(elem), name, self.shared_offsets[op.result.uid]))

@@ -87,8 +87,7 @@ def row(dtype: str, m: int, n: int, k: int, trans_b: bool, peer) -> dict:
 
 def sass() -> dict:
     """HMMA count, registers and spills of the bf16 GEMM variant the bench launches (NVRTC sm_90, cuobjdump)."""
-    bm, bn, bk, wm, wn = G.CONFIGS["cuda"]
-    variant = G.gemm.variant(iron.bf16, (bm, bn, bk, wm, wn, False))
+    variant = G.gemm.variant(iron.bf16, (*G.CONFIGS["cuda"], False))
     source = emit_cuda(variant.kernel)
     info = {"resources": nvrtc.resource_report(source, "sm_90")}
     tool = shutil.which("cuobjdump")
@@ -101,6 +100,8 @@ def sass() -> dict:
         info["hmma"] = text.count("HMMA")
         info["lds"] = text.count("LDS")
         info["ldg_128"] = text.count("LDG.E.128")
+        info["ldgsts"] = text.count("LDGSTS")
+        info["ldsm"] = text.count("LDSM")
         info["sass_lines"] = len(text.splitlines())
     return info
 

@@ -2,14 +2,14 @@
 
 One group computes a BM x BN tile of C with WM x WN SIMD groups, each owning a (BM / WM) x (BN / WN) warp tile of
 matrix fragments (``frag_acc(MT, NT)``). Per step of BK along K the whole group stages the A tile (BM x BK) and the
-B tile (BK x BN, or BN x BK for B^T) in shared memory, with 16-byte ``vload``/``vstore`` where the tile lies inside
-the matrices and K is a multiple of 8 (zeros past the edges otherwise), then every SIMD group runs BK / 16 rounds of
+B tile (BK x BN, or BN x BK for B^T) in shared memory, 16 bytes per copy where the vector lies inside the matrices
+and K is a multiple of 8 (zeros past the edges otherwise), then every SIMD group runs BK / 16 rounds of
 ``frag_a``/``frag_b``/``mma`` from shared memory. The store masks the matrix edges. On NVIDIA the fragments are
 ``mma.sync`` (HMMA); elsewhere the scalar fallback computes the same.
 
-This is the first, plain version: no asynchronous copies or multi-stage pipeline yet, and the fragment loads from
-shared memory are 16-bit accesses rather than ``ldmatrix`` — the next steps toward cuBLAS (docs/dsl.md, the note on
-issue 14 has the measured figures).
+Tiles move with ``async_copy`` (cp.async on NVIDIA), STAGES deep: tile k + STAGES - 1 is in flight while tile k is
+multiplied; fragments load from shared memory with ``ldmatrix``. Not yet: Hopper's wgmma and the bulk tensor copy
+engine, swizzled shared memory (rows are padded instead), a persistent grid.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
     Tensor,
+    async_commit,
+    async_copy,
+    async_wait,
     barrier,
     constexpr,
     frag_a,
@@ -34,8 +37,6 @@ from ..lang import (
     shared,
     simd_group,
     static_range,
-    vload,
-    vstore,
 )
 from ..runtime import get_backend
 
@@ -43,36 +44,41 @@ VEC = 8  # 16-byte vectors of f16/bf16
 
 
 @func
-def stage(src, dst, r0, c0, rows, cols, ld, R, CC, tid, nthreads):
-    """The R x CC tile at (r0, c0) of the row-major rows x cols matrix ``src`` into ``dst`` (row stride ld), by the
-    whole group: 16-byte copies where a vector lies inside and is aligned, element copies (zeros outside) else."""
+def stage(src, dst, base, r0, c0, rows, cols, ld, R, CC, tid, nthreads):
+    """Start copying the R x CC tile at (r0, c0) of the row-major rows x cols matrix ``src`` into ``dst[base:]``
+    (row stride ld), by the whole group: asynchronous 16-byte copies where a vector lies inside and is aligned,
+    element copies (zeros outside the matrix) else."""
     per_row = CC // VEC
     for v in range(tid, R * per_row, nthreads):
         r = v // per_row
         c = (v % per_row) * VEC
         gr = r0 + r
         gc = c0 + c
+        d = base + r * ld + c
         if gr < rows and gc + VEC <= cols and cols % VEC == 0:
-            vstore(dst, r * ld + c, vload(src, gr * cols + gc, VEC))
+            async_copy(dst, d, src, gr * cols + gc, VEC)
         else:
             for e in static_range(VEC):
                 if gr < rows and gc + e < cols:
-                    dst[r * ld + c + e] = src[gr * cols + gc + e]
+                    dst[d + e] = src[gr * cols + gc + e]
                 else:
-                    dst[r * ld + c + e] = 0.0
+                    dst[d + e] = 0.0
 
 
 @kernel
 def gemm(A: Tensor[T], B: Tensor[T], C: Tensor[T], M: int, N: int, K: int, BM: constexpr, BN: constexpr,
-         BK: constexpr, WM: constexpr, WN: constexpr, TRANS_B: constexpr):
+         BK: constexpr, WM: constexpr, WN: constexpr, STAGES: constexpr, TRANS_B: constexpr):
     """C[M, N] = A[M, K] @ B[K, N] (TRANS_B: B is stored N x K and C = A @ B^T); row-major. Launch a grid of
-    (ceil(N / BN) * G, ceil(M / BM)) threads in groups of (G, 1), G = WM * WN * simd_size()."""
+    (ceil(N / BN) * G, ceil(M / BM)) threads in groups of (G, 1), G = WM * WN * simd_size(). STAGES >= 2 tiles
+    of A and B are in flight (async_copy) while one is multiplied."""
     MT = BM // WM // 16
     NT = BN // WN // 16
     LDA = BK + VEC  # padded rows: consecutive rows start in different banks
-    sa = shared(T, BM * LDA)
+    A_TILE = BM * LDA
     LDB = BK + VEC if TRANS_B else BN + VEC
-    sb = shared(T, (BN if TRANS_B else BK) * LDB)
+    B_TILE = (BN if TRANS_B else BK) * LDB
+    sa = shared(T, STAGES * A_TILE)
+    sb = shared(T, STAGES * B_TILE)
     tid = local_id(0)
     nthreads = group_size(0)
     warp = simd_group()
@@ -80,32 +86,50 @@ def gemm(A: Tensor[T], B: Tensor[T], C: Tensor[T], M: int, N: int, K: int, BM: c
     wn = warp % WN
     m0 = group_id(1) * BM
     n0 = group_id(0) * BN
+    ktiles = (K + BK - 1) // BK
+    for s in static_range(STAGES - 1):  # the prologue: the first STAGES - 1 tiles in flight
+        if s < ktiles:
+            load_tiles(A, B, sa, sb, s, s * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B,
+                       tid, nthreads)
+        async_commit()
     acc = frag_acc(MT, NT)
-    for k0 in range(0, K, BK):
-        stage(A, sa, m0, k0, M, K, LDA, BM, BK, tid, nthreads)
-        if TRANS_B:
-            stage(B, sb, n0, k0, N, K, LDB, BN, BK, tid, nthreads)
-        else:
-            stage(B, sb, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
-        barrier()
+    for kt in range(ktiles):
+        async_wait(STAGES - 2)  # tile kt has landed (this thread's copies) ...
+        barrier()  # ... and every thread's; the buffer of tile kt - 1 is free again
+        nxt = kt + STAGES - 1
+        if nxt < ktiles:
+            load_tiles(A, B, sa, sb, nxt % STAGES, nxt * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK,
+                       TRANS_B, tid, nthreads)
+        async_commit()
+        cur = kt % STAGES
         for kk in static_range(BK // 16):
-            a = frag_a(sa, (wm * MT * 16) * LDA + kk * 16, LDA, False, MT)
+            a = frag_a(sa, cur * A_TILE + (wm * MT * 16) * LDA + kk * 16, LDA, False, MT)
             if TRANS_B:
-                b = frag_b(sb, (wn * NT * 16) * LDB + kk * 16, LDB, True, NT)
+                b = frag_b(sb, cur * B_TILE + (wn * NT * 16) * LDB + kk * 16, LDB, True, NT)
             else:
-                b = frag_b(sb, (kk * 16) * LDB + wn * NT * 16, LDB, False, NT)
+                b = frag_b(sb, cur * B_TILE + (kk * 16) * LDB + wn * NT * 16, LDB, False, NT)
             acc = mma(a, b, acc)
-        barrier()
     r0 = m0 + wm * MT * 16
     c0 = n0 + wn * NT * 16
     if r0 < M and c0 < N:
         frag_store(C, r0 * N + c0, N, acc, M - r0, N - c0)
 
 
-#: per backend: (BM, BN, BK, WM, WN). NVIDIA: 8 warps of 64 x 32 (MT=4, NT=2) on a 128 x 128 tile. Targets that run
-#: the scalar fallback get a small tile (a lane holds its share of every fragment in registers).
-CONFIGS = {"cuda": (128, 128, 32, 2, 4), "hip-on-cuda": (128, 128, 32, 2, 4)}
-SMALL = (32, 32, 16, 2, 1)
+@func
+def load_tiles(A, B, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B, tid, nthreads):
+    """Issue the copies of the A and B tiles at k0 into stage buffer ``buf``."""
+    stage(A, sa, buf * A_TILE, m0, k0, M, K, LDA, BM, BK, tid, nthreads)
+    if TRANS_B:
+        stage(B, sb, buf * B_TILE, n0, k0, N, K, LDB, BN, BK, tid, nthreads)
+    else:
+        stage(B, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
+
+
+#: per backend: (BM, BN, BK, WM, WN, STAGES). NVIDIA: 8 warps of 64 x 32 (MT=4, NT=2) on a 128 x 128 tile, three
+#: stages in flight (57 KiB of shared memory). Targets that run the scalar fallback get a small tile (a lane holds
+#: its share of every fragment in registers).
+CONFIGS = {"cuda": (128, 128, 32, 2, 4, 3), "hip-on-cuda": (128, 128, 32, 2, 4, 3)}
+SMALL = (32, 32, 16, 2, 1, 2)
 
 
 def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, backend: str | None = None) -> None:
@@ -113,10 +137,10 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     m, k = a.shape
     n = b.shape[0] if trans_b else b.shape[1]
     name = backend or get_backend(None).name
-    bm, bn, bk, wm, wn = CONFIGS.get(name, SMALL)
+    bm, bn, bk, wm, wn, stages = CONFIGS.get(name, SMALL)
     g = wm * wn * get_backend(name).simd_width()
     grid = (-(-n // bn) * g, -(-m // bm))
-    gemm[grid, (g, 1)](a, b, c, m, n, k, bm, bn, bk, wm, wn, trans_b, backend=backend)
+    gemm[grid, (g, 1)](a, b, c, m, n, k, bm, bn, bk, wm, wn, stages, trans_b, backend=backend)
 
 
 def _setup(gen: InputGen, trans_b: bool) -> dict[str, np.ndarray]:

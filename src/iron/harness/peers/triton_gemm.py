@@ -38,12 +38,12 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K", "IEEE"])
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K", "IEEE", "TRANS_B"])
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
 def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-          IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-          GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+          IEEE: tl.constexpr, TRANS_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -60,7 +60,10 @@ def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_
     rn = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     rk = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + rm[:, None].to(tl.int64) * stride_am + rk[None, :] * stride_ak
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :].to(tl.int64) * stride_bn
+    if TRANS_B:  # B stored (N, K): load its (BLOCK_N, BLOCK_K) tile as stored and let tl.trans pick the K-major form
+        b_ptrs = b_ptr + rn[:, None].to(tl.int64) * stride_bn + rk[None, :] * stride_bk
+    else:
+        b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :].to(tl.int64) * stride_bn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
@@ -70,7 +73,12 @@ def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_
         else:
             k_left = K - k * BLOCK_K
             a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
+            if TRANS_B:
+                b = tl.load(b_ptrs, mask=rk[None, :] < k_left, other=0.0)
+            else:
+                b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
+        if TRANS_B:
+            b = tl.trans(b)
         if IEEE:
             acc = tl.dot(a, b, acc, input_precision="ieee")
         else:
@@ -99,4 +107,4 @@ def gemm(d: dict[str, Any], *, trans_b: bool = False, a: str = "a", b: str = "b"
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
     _gemm[grid](lhs, rhs, out, M, N, K, lhs.stride(0), lhs.stride(1), stride_bk, stride_bn, out.stride(0),
-                out.stride(1), IEEE=ieee)
+                out.stride(1), IEEE=ieee, TRANS_B=trans_b)

@@ -8,9 +8,9 @@ import struct
 
 import numpy as np
 
+from iron.codegen.erf import erf_f32_reference
 from iron.codegen.spirv import SpirvModuleBuilder, disassemble
 from iron.codegen.spirv import _plain_listing as plain_listing
-from iron.codegen.erf import erf_f32_reference
 from iron.codegen.spirv.grammar import grammar
 
 

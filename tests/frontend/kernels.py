@@ -649,13 +649,17 @@ def misaligned_vload(x: Tensor[f32], out: Tensor[f32], OFFSET: constexpr):
 # -- matrix fragments (issue 14) ----------------------------------------------------------------------------------
 
 
+#: matrix fragments take f16/bf16 inputs
+H = iron.DTypeVar("H", (iron.f16, iron.bf16))
+
+
 @kernel
-def frag_gemm(A: Tensor[T], B: Tensor[T], C: Tensor[f32], N: int, K: int, rows: int, cols: int, MT: constexpr,
+def frag_gemm(A: Tensor[H], B: Tensor[H], C: Tensor[f32], N: int, K: int, rows: int, cols: int, MT: constexpr,
               NT: constexpr, TRANS_A: constexpr, TRANS_B: constexpr):
     """C = A @ B, one (16 MT) x (16 NT) tile per SIMD group straight from global memory (A is M x K, or K x M when
     TRANS_A; B is K x N, or N x K when TRANS_B); only C[:rows, :cols] is written."""
     M = iron.group_size(0) // iron.simd_size() * iron.num_groups(0)  # one row tile per SIMD group, in order
-    FM, FN, FK = iron.mma_shape(T)
+    FM, FN, FK = iron.mma_shape(H)
     tm = group_id(0) * (iron.group_size(0) // iron.simd_size()) + iron.simd_group()
     tn = group_id(1)
     r0 = tm * FM * MT

@@ -11,7 +11,7 @@ from ..errors import CompileError, IronError, LaunchError
 from ..ir import types as t
 from ..ir.printer import print_kernel
 from ..ir.variant import Variant, constexpr_key, launch_facts
-from ..lang.types import FLOAT_DTYPES, DTypeVar
+from ..lang.types import DTypeVar
 from ..passes.manager import run_pipeline
 from ..runtime import get_backend
 from .codegen import FunctionCodegen
@@ -61,8 +61,11 @@ class KernelFunction(KernelMarker):
         functools.update_wrapper(self, fn)
         self._src = function_source(fn)
         self.params: list[ParamSpec] = read_signature(fn, self._src)
-        self.generic = any(isinstance(p.dtype, DTypeVar) for p in self.params)
-        self.dtypes: tuple[t.ScalarType, ...] = FLOAT_DTYPES if self.generic else ()
+        var = next((p.dtype for p in self.params if isinstance(p.dtype, DTypeVar)), None)
+        self.generic = var is not None
+        # the variants: the choices of the kernel's dtype variable (T: f32, f16, bf16; a DTypeVar of its own may
+        # restrict them, e.g. to the dtypes matrix fragments take)
+        self.dtypes: tuple[t.ScalarType, ...] = tuple(var.choices) if var is not None else ()
         self.constexpr_names = tuple(p.name for p in self.params if p.kind == "constexpr")
         self._variants: dict[tuple, Variant] = {}
         self._launchers: dict[Any, Any] = {}  # launch key -> Launcher, or the compiled launcher wrapping it

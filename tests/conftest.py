@@ -11,20 +11,10 @@ example a run happened to draw. Run the suite locally (or with more examples) to
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import settings
-
-# tests/passes is a folder of test scripts that import each other by bare name (``from passes_helpers import ...``),
-# as pytest's rootdir import mode runs them. The random-kernel generator there is imported as a module of this package
-# (``from ..passes import passes_kernel_gen``) by other suites, which then need its sibling on the path: this is the
-# one place that says so (pytest's ``pythonpath = ["tests/passes"]`` setting, where every test run sees it).
-_PASSES = str(Path(__file__).parent / "passes")
-if _PASSES not in sys.path:
-    sys.path.append(_PASSES)
 
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("IRON_CI") == "1":

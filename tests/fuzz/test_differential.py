@@ -16,9 +16,6 @@ lavapipe (it folds them). NaNs compare equal to NaNs.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,8 +28,7 @@ from iron.ir.rewrite import clone_kernel
 from iron.passes import PassManager, default_pipeline
 from iron.runtime import get_backend, unavailable_reason
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "passes"))
-import passes_kernel_gen as gen  # noqa: E402
+from ..passes import passes_kernel_gen as gen
 
 SIMD = 8  # msl-cpu is set to it (lavapipe's subgroup size too); the interpreter follows the backend compared
 GROUP = 8

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from hypothesis import strategies as st
-from passes_helpers import new_kernel
 
 from iron.ir import Kernel, Value
 from iron.ir import types as t
+
+from .passes_helpers import new_kernel
 
 N_THREADS = 16
 SITES = 48  # store slots per thread in each output buffer

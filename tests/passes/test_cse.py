@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes
-
 from iron.ir import types as t
 from iron.passes import CSE
+
+from .passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes
 
 
 def test_identical_pure_ops_merge_and_uses_follow():

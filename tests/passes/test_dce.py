@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes
-
 from iron.ir import Op
 from iron.ir import types as t
 from iron.passes import DCE
+
+from .passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes
 
 
 def test_unused_pure_ops_and_loads_go_stores_stay():

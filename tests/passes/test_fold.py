@@ -3,10 +3,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes
 
 from iron.ir import types as t
 from iron.passes import Fold
+
+from .passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes
 
 
 def _const_of(kernel, name):

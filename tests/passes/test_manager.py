@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import pytest
-from passes_helpers import F32_BUF, body_text, new_kernel, static_for
 
 from iron.ir import VerifyError, print_kernel
 from iron.ir import types as t
 from iron.passes import DCE, Fixpoint, PassManager, default_pipeline, run_pipeline
+
+from .passes_helpers import F32_BUF, body_text, new_kernel, static_for
 
 
 def _sample_kernel():

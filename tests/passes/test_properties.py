@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from passes_kernel_gen import N_THREADS, SITES, kernels
 
 from iron.interp.executor import run_kernel
 from iron.ir import Kernel, print_kernel, verify
 from iron.ir.rewrite import clone_kernel
 from iron.passes import CSE, DCE, Fold, PassManager, Simplify, Unroll, default_pipeline
+
+from .passes_kernel_gen import N_THREADS, SITES, kernels
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, static_for
-
 from iron.ir import print_kernel, verify
 from iron.ir import types as t
 from iron.ir.rewrite import (
@@ -16,6 +14,8 @@ from iron.ir.rewrite import (
     use_counts,
     users,
 )
+
+from .passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, static_for
 
 
 def _kernel():

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from passes_helpers import body_text, new_kernel
 
 from iron.ir import types as t
 from iron.passes import DCE, Simplify
+
+from .passes_helpers import body_text, new_kernel
 
 BUF = {ty: t.BufferType(ty) for ty in (t.i32, t.u32, t.f32)}
 

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes, static_for
 
 from iron.ir import types as t
 from iron.passes import Unroll
+
+from .passes_helpers import F32_BUF, I32_BUF, body_text, new_kernel, opcodes, static_for
 
 
 def test_static_loop_becomes_one_copy_per_iteration():

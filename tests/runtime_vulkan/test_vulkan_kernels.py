@@ -13,23 +13,20 @@ from iron import (
     T,
     Tensor,
     atomic_add,
-    barrier,
     cast,
-    constexpr,
     exp,
     f32,
-    group_id,
     i32,
     kernel,
-    local_id,
     max,
     min,
     program_id,
-    shared,
     simd_lane,
     simd_size,
     simd_sum,
 )
+
+from ..frontend.kernels import block_sum
 
 spirv = pytest.importorskip("iron.codegen.spirv", reason="the SPIR-V emitter has not landed")
 if not hasattr(spirv, "emit_spirv"):
@@ -70,22 +67,6 @@ def vk_simd(out: Tensor[iron.f32], width: Tensor[iron.i32]):
     i = program_id(0)
     out[i] = simd_sum(simd_lane() * 1.0)
     width[i] = simd_size()
-
-
-@kernel
-def vk_block_sum(x: Tensor[T], out: Tensor[T], BLOCK: constexpr):
-    tid = local_id(0)
-    red = shared(f32, BLOCK)
-    red[tid] = x[program_id(0)]
-    barrier()
-    s = BLOCK // 2
-    while s > 0:
-        if tid < s:
-            red[tid] += red[tid + s]
-        barrier()
-        s = s // 2
-    if tid == 0:
-        out[group_id(0)] = red[0]
 
 
 @kernel
@@ -150,7 +131,7 @@ def test_shared_memory_and_barriers(vulkan, rng, block):
     groups = 5
     x = rng.uniform(-1, 1, groups * block).astype(np.float32)
     out = np.full(groups, np.nan, np.float32)
-    vk_block_sum[groups * block, block](x, out, block, backend=vulkan)
+    block_sum[groups * block, block](x, out, block, backend=vulkan)
     np.testing.assert_allclose(out, x.reshape(groups, block).astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
 
 

@@ -194,7 +194,8 @@ def _torch_reference(d):
 
 
 bench("std/norm/rms_norm", setup=_setup, launch=_launch,
-      references={"numpy": _reference, "torch": _torch_reference, "mlx": "mlx.core.fast.rms_norm"},
+      references={"numpy": _reference, "torch": _torch_reference, "triton": ("rms_norm", {"eps": EPS}),
+                  "mlx": "mlx.core.fast.rms_norm"},
       bytes_moved=lambda shape, itemsize: (2 * int(np.prod(shape)) + shape[1]) * itemsize,
       flops=lambda shape: 4 * int(np.prod(shape)),
       device_shapes=[(4096, 4096), (16384, 8192), (32, 128256)])(rms_norm_rows)

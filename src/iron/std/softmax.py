@@ -331,7 +331,7 @@ def _reference(d):
 
 bench("std/softmax/row", setup=_setup, launch=_launch,
       references={"numpy": _reference, "torch": lambda d: __import__("torch").softmax(d["x"], dim=1, out=d["ref_out"]),
-                  "mlx": "mlx.core.softmax"},
+                  "triton": "softmax", "mlx": "mlx.core.softmax"},
       bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
       flops=lambda shape: 5 * int(np.prod(shape)),
       device_shapes=[(4096, 4096), (16384, 8192), (32, 128256)])(softmax_rows)

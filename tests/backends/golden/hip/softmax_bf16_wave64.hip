@@ -30,76 +30,76 @@ extern "C" __global__ void softmax(
         (int)(blockIdx.z * blockDim.z + threadIdx.z) >= iron_n2) {
         return;
     }
-    // line 21: red = shared(f32, BLOCK)
+    // line 268: red = shared(f32, BLOCK)
     __shared__ float red[256];
     float m = 0.0f;
     int s = 0;
     float acc = 0.0f;
-    // line 18: row = group_id(0)
+    // line 265: row = group_id(0)
     const int row = (int)blockIdx.x;
-    // line 19: tid = local_id(0)
+    // line 266: tid = local_id(0)
     const int tid = (int)threadIdx.x;
-    // line 20: base = row * ncols
+    // line 267: base = row * ncols
     const int base = (int)((unsigned)row * (unsigned)ncols);
-    // line 22: m = -math.inf
+    // line 269: m = -math.inf
     m = __int_as_float(0xff800000);
-    // line 23: for c in range(tid, ncols, BLOCK):
+    // line 270: for c in range(tid, ncols, BLOCK):
     for (int c = tid; c < ncols; c += 256) {
-        // line 24: m = max(m, x[base + c])
+        // line 271: m = max(m, x[base + c])
         m = fmaxf(m, iron_bf16_to_f32(x[(int)((unsigned)base + (unsigned)c)]));
     }
-    // line 25: red[tid] = m
+    // line 272: red[tid] = m
     red[tid] = m;
-    // line 26: barrier()
+    // line 273: barrier()
     __syncthreads();
-    // line 27: s = BLOCK // 2
+    // line 274: s = BLOCK // 2
     s = 128;
-    // line 28: while s > 0:
+    // line 275: while s > 0:
     while (s > 0) {
-        // line 29: if tid < s:
+        // line 276: if tid < s:
         if (tid < s) {
-            // line 30: red[tid] = max(red[tid], red[tid + s])
+            // line 277: red[tid] = max(red[tid], red[tid + s])
             red[tid] = fmaxf(red[tid], red[(int)((unsigned)tid + (unsigned)s)]);
         }
-        // line 31: barrier()
+        // line 278: barrier()
         __syncthreads();
-        // line 32: s = s // 2
+        // line 279: s = s // 2
         s = s / 2;
     }
-    // line 33: m = red[0]
+    // line 280: m = red[0]
     m = red[0];
-    // line 34: barrier()
+    // line 281: barrier()
     __syncthreads();
-    // line 35: acc = 0.0
+    // line 282: acc = 0.0
     acc = 0.0f;
-    // line 36: for c in range(tid, ncols, BLOCK):
+    // line 283: for c in range(tid, ncols, BLOCK):
     for (int c = tid; c < ncols; c += 256) {
-        // line 37: acc += exp(x[base + c] - m)
+        // line 284: acc += exp(x[base + c] - m)
         acc = acc + expf(iron_bf16_to_f32(x[(int)((unsigned)base + (unsigned)c)]) - m);
     }
-    // line 38: red[tid] = acc
+    // line 285: red[tid] = acc
     red[tid] = acc;
-    // line 39: barrier()
+    // line 286: barrier()
     __syncthreads();
-    // line 40: s = BLOCK // 2
+    // line 287: s = BLOCK // 2
     s = 128;
-    // line 41: while s > 0:
+    // line 288: while s > 0:
     while (s > 0) {
-        // line 42: if tid < s:
+        // line 289: if tid < s:
         if (tid < s) {
-            // line 43: red[tid] = red[tid] + red[tid + s]
+            // line 290: red[tid] = red[tid] + red[tid + s]
             red[tid] = red[tid] + red[(int)((unsigned)tid + (unsigned)s)];
         }
-        // line 44: barrier()
+        // line 291: barrier()
         __syncthreads();
-        // line 45: s = s // 2
+        // line 292: s = s // 2
         s = s / 2;
     }
-    // line 46: inv = 1.0 / red[0]
+    // line 293: inv = 1.0 / red[0]
     const float inv = 1.0f / red[0];
-    // line 47: for c in range(tid, ncols, BLOCK):
+    // line 294: for c in range(tid, ncols, BLOCK):
     for (int c = tid; c < ncols; c += 256) {
-        // line 48: out[base + c] = exp(x[base + c] - m) * inv
+        // line 295: out[base + c] = exp(x[base + c] - m) * inv
         const int t0 = (int)((unsigned)base + (unsigned)c);
         out[t0] = iron_f32_to_bf16(expf(iron_bf16_to_f32(x[t0]) - m) * inv);
     }

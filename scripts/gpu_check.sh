@@ -17,6 +17,8 @@
 #   scripts/gpu_check.sh tile
 #     5. issue 14: the tile-level tests (register arrays, vector accesses, matrix fragments, the new math) on CUDA and
 #        hip-on-cuda, then scripts/gpu_tile_bench.py: std GEMM beside cuBLAS and Triton, its SASS -> gpu_tile.json
+#   scripts/gpu_check.sh rows
+#     6. iron bench -v on CUDA, bf16, for softmax, rms_norm and gemv (Iron beside torch and Triton) -> rows_*.json
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, exp/softmax on Vulkan beside CUDA
 # Several parts run in order: scripts/gpu_check.sh speed bench. Results go to $OUT (or ./gpu-out): logs and JSON,
@@ -59,6 +61,13 @@ if [ "$PART" = tile ]; then
   IRON_TEST_BACKENDS=cuda,hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider $TILE_TESTS tests/std \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_tile_cuda.txt" | tail -n 25
   timeout 240 $PY scripts/gpu_tile_bench.py "$OUT/gpu_tile.json" 2>&1 | tee "$OUT/gpu_tile.txt" | tail -n 20
+fi
+if [ "$PART" = rows ]; then
+  # issue 14: the row kernels (register arrays, 16-byte accesses) beside torch and Triton, bf16
+  for K in std/softmax std/norm std/gemv; do
+    IRON_PROGRESS=lines timeout 110 $PY -m iron.cli.main bench --backend cuda -v --dtype bf16 --filter "$K" \
+      --json "$OUT/rows_$(basename $K).json" 2>&1 | tee "$OUT/rows_$(basename $K).txt" | tail -n 14
+  done
 fi
 if [ "$PART" = bench ]; then
   nvidia-smi -L | tee -a "$OUT/env.txt"

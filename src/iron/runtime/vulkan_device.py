@@ -369,8 +369,9 @@ class VulkanContext:
             if not self.has[feat]:
                 raise LaunchError(f"{spk.entry} needs '{feat}', which Vulkan device {self.phys.name} "
                                   f"({self.driver}) does not support")
-        if spk.simd_width and spk.simd_width != self.subgroup_size:
-            raise LaunchError(f"{spk.entry} was emitted for subgroups of {spk.simd_width} lanes (matrix fragments' "
+        width = getattr(spk, "simd_width", 0)  # modules built elsewhere (run_spirv's callers) may not say
+        if width and width != self.subgroup_size:
+            raise LaunchError(f"{spk.entry} was emitted for subgroups of {width} lanes (matrix fragments' "
                               f"fallback); {self.phys.name} runs {self.subgroup_size}")
         lim = self.limits
         if spk.shared_bytes > lim.maxComputeSharedMemorySize:

@@ -29,6 +29,28 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
         return cast_to(cg, cg.expr(node.args[0]), dtype, node)
     if name == "static_range":
         raise cg.error("static_range(...) can only be the iterable of a for loop", node)
+    arg_nodes = _arguments(cg, name, node)
+    if name == "cast":
+        value = cg.expr(arg_nodes[0])
+        return cast_to(cg, value, dtype_arg(cg, arg_nodes[1]), node)
+    if name in ("shared", "local_array"):
+        return lower_array(cg, "shared" if name == "shared" else "local", arg_nodes, node)
+    if name == "vload":
+        return lower_vload(cg, arg_nodes, node)
+    if name in MATRIX_BUILTINS:
+        return lower_matrix(cg, name, arg_nodes, node)
+    if name == "vstore":
+        return lower_vstore(cg, arg_nodes, node)
+    if name in ("async_copy", "async_commit", "async_wait"):
+        return lower_async(cg, name, arg_nodes, node)
+    args = [cg.expr(a) for a in arg_nodes]
+    cg.node = node
+    cg.b.loc = cg.frame.src.loc(node)
+    return _lower_values(cg, name, args, arg_nodes, node)
+
+
+def _arguments(cg, name: str, node: ast.Call) -> list[ast.AST]:
+    """The call's argument nodes in positional order (the keywords a builtin takes folded in), arity checked."""
     lo, hi = ARITY[name]
     kwargs = {k.arg: k.value for k in node.keywords}
     if name in O.THREAD_AXIS and set(kwargs) <= {"axis"} and kwargs:
@@ -55,22 +77,11 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
     if not lo <= len(arg_nodes) <= hi:
         raise cg.error(f"{name}() takes {_count(lo, hi)} argument{'s' if hi != 1 else ''}, got {len(arg_nodes)}",
                        node, f"signature: {_sig(name)}")
-    if name == "cast":
-        value = cg.expr(arg_nodes[0])
-        return cast_to(cg, value, dtype_arg(cg, arg_nodes[1]), node)
-    if name in ("shared", "local_array"):
-        return lower_array(cg, "shared" if name == "shared" else "local", arg_nodes, node)
-    if name == "vload":
-        return lower_vload(cg, arg_nodes, node)
-    if name in MATRIX_BUILTINS:
-        return lower_matrix(cg, name, arg_nodes, node)
-    if name == "vstore":
-        return lower_vstore(cg, arg_nodes, node)
-    if name in ("async_copy", "async_commit", "async_wait"):
-        return lower_async(cg, name, arg_nodes, node)
-    args = [cg.expr(a) for a in arg_nodes]
-    cg.node = node
-    cg.b.loc = cg.frame.src.loc(node)
+    return arg_nodes
+
+
+def _lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:
+    """The builtins whose arguments are ordinary values (evaluated already)."""
     if name in O.THREAD_AXIS:
         axis = args[0] if args else Const(0)
         if not isinstance(axis, Const) or axis.value not in (0, 1, 2) or isinstance(axis.value, bool):
@@ -90,16 +101,7 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
     if name in ("min", "max"):
         return lower_minmax(cg, name, args, node)
     if name == "fma":
-        for a in args:
-            cg.check_number(a, node)
-        if all(isinstance(a, Const) for a in args):
-            return Const(float(args[0].value) * args[1].value + args[2].value)
-        tys = [a.type for a in args if isinstance(a, Value)]
-        ty = tys[0]
-        for other in tys[1:]:
-            ty = promote(ty, other, cg.native_half)
-        ty = compute_type(ty, cg.native_half) if ty.is_float else t.f32
-        return cg.b.op("fma", [cg.materialize_as(a, ty) for a in args], ty).result
+        return lower_fma(cg, args, node)
     if name == "where":
         cond = cg.truth(args[0], arg_nodes[0])
         for a in args[1:]:
@@ -111,6 +113,19 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
     if name in O.SIMD_REDUCE or name in O.SIMD_EXCHANGE:
         return lower_simd(cg, name, args, arg_nodes, node)
     raise cg.error(f"builtin {name}() is not implemented", node)
+
+
+def lower_fma(cg, args: list[Any], node: ast.AST) -> Any:
+    for a in args:
+        cg.check_number(a, node)
+    if all(isinstance(a, Const) for a in args):
+        return Const(float(args[0].value) * args[1].value + args[2].value)
+    tys = [a.type for a in args if isinstance(a, Value)]
+    ty = tys[0]
+    for other in tys[1:]:
+        ty = promote(ty, other, cg.native_half)
+    ty = compute_type(ty, cg.native_half) if ty.is_float else t.f32
+    return cg.b.op("fma", [cg.materialize_as(a, ty) for a in args], ty).result
 
 
 def _sig(name: str) -> str:

@@ -99,7 +99,9 @@ class _Verifier:
                 self.fail(op, msg)
 
         scalar = all(isinstance(x, t.ScalarType) for x in xs)
-        if code == "const":
+        if code in _MEMORY_RULES:
+            _check_memory(code, xs, r, op.attrs, need)
+        elif code == "const":
             need(isinstance(r, t.ScalarType) and "value" in op.attrs, "const needs a scalar type and a value")
         elif code in O.BINARY_ARITH:
             need(scalar and xs[0] == xs[1] == r and not r.is_bool, "arithmetic needs two equal numeric types")
@@ -126,51 +128,6 @@ class _Verifier:
             need(r == t.i32 and op.attrs.get("axis") in (0, 1, 2), "thread index needs axis 0..2 and i32")
         elif code in ("simd_lane", "simd_group", "simd_size"):
             need(r == t.i32, "simd index is i32")
-        elif code in ("load", "store", "atomic_add", "atomic_max"):
-            need(isinstance(xs[0], t.BufferType), "first operand must be a buffer")
-            need(isinstance(xs[1], t.ScalarType) and xs[1].is_int, "index must be an integer")
-            elem = xs[0].elem
-            if code == "load":
-                need(r == elem, "load result must be the element type")
-            else:
-                need(xs[2] == elem, "stored value must have the element type")
-            if code.startswith("atomic"):
-                need(r == elem and elem in (t.i32, t.u32, t.f32), "atomics on i32/u32/f32 only")
-                need(xs[0].space in ("global", "shared"), "atomic on a buffer")
-        elif code in ("shared", "local"):
-            a = op.attrs
-            need(r == t.BufferType(a.get("elem"), code, a.get("size")), f"{code} result type mismatch")
-            need(isinstance(a.get("size"), int) and a["size"] > 0, f"{code} size must be a positive int")
-        elif code == "async_copy":
-            need(isinstance(xs[0], t.BufferType) and xs[0].space == "shared" and isinstance(xs[2], t.BufferType)
-                 and xs[2].space == "global" and xs[0].elem == xs[2].elem, "async_copy(shared, j, global, i)")
-            n = op.attrs.get("n")
-            need(isinstance(n, int) and n > 0 and not n & (n - 1) and 4 <= n * xs[0].elem.itemsize <= 16,
-                 "async_copy moves 4, 8 or 16 bytes")
-        elif code == "async_wait":
-            need(isinstance(op.attrs.get("pending"), int), "async_wait needs attrs.pending")
-        elif code == "vcopy":
-            n = op.attrs.get("n")
-            need(len(xs) == 4 and all(isinstance(xs[k], t.BufferType) for k in (0, 2)), "vcopy(dst, i, src, j)")
-            need(all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 3)), "vcopy indices are ints")
-            need(xs[0].elem == xs[2].elem, "vcopy between buffers of one element type")
-            need(isinstance(n, int) and n > 0 and (n & (n - 1)) == 0 and n * xs[0].elem.itemsize <= 16,
-                 "vcopy moves a power-of-two count of elements, at most 16 bytes")
-        elif code == "frag_load":
-            need(isinstance(r, t.FragType) and r.role in ("a", "b") and isinstance(xs[0], t.BufferType)
-                 and r.elem == xs[0].elem, "frag_load(buf, index, ld) -> frag of buf's dtype")
-            need(all(isinstance(x, t.ScalarType) and x.is_int for x in xs[1:]), "frag_load index and ld are ints")
-        elif code == "frag_zero":
-            need(isinstance(r, t.FragType) and r.role == "acc" and r.elem == t.f32, "frag_zero -> f32 accumulator")
-        elif code == "mma":
-            a, b_, c = xs
-            need(all(isinstance(x, t.FragType) for x in xs) and (a.role, b_.role, c.role) == ("a", "b", "acc")
-                 and r == c and a.elem == b_.elem and (a.rows, a.cols, b_.cols) == (c.rows, b_.rows, c.cols),
-                 "mma(a MxK, b KxN, acc MxN) -> acc")
-        elif code == "frag_store":
-            need(isinstance(xs[0], t.BufferType) and isinstance(xs[3], t.FragType) and xs[3].role == "acc"
-                 and all(isinstance(x, t.ScalarType) and x.is_int for x in (xs[1], xs[2], xs[4], xs[5])),
-                 "frag_store(buf, index, ld, acc, rows, cols)")
         elif code in O.SIMD_REDUCE:
             need(scalar and xs[0] == r and not r.is_bool, "simd reduction needs a number")
         elif code in O.SIMD_EXCHANGE:
@@ -188,6 +145,60 @@ class _Verifier:
             if op.attrs.get("unroll"):
                 need(all(v.owner is not None and getattr(v.owner, "opcode", None) == "const" for v in op.operands),
                      "static_range bounds must be constants")
+
+
+#: ops whose operand/result rules are memory and tile-level ones (``_check_memory``)
+_MEMORY_RULES = frozenset({"load", "store", "atomic_add", "atomic_max", "shared", "local", "async_copy", "async_wait",
+                           "vcopy", "frag_load", "frag_zero", "mma", "frag_store"})
+
+
+def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C901 - one flat table of rules
+    """The type rules of the memory ops, vector and asynchronous copies and matrix fragments."""
+    if code in ("load", "store", "atomic_add", "atomic_max"):
+        need(isinstance(xs[0], t.BufferType), "first operand must be a buffer")
+        need(isinstance(xs[1], t.ScalarType) and xs[1].is_int, "index must be an integer")
+        elem = xs[0].elem
+        if code == "load":
+            need(r == elem, "load result must be the element type")
+        else:
+            need(xs[2] == elem, "stored value must have the element type")
+        if code.startswith("atomic"):
+            need(r == elem and elem in (t.i32, t.u32, t.f32), "atomics on i32/u32/f32 only")
+            need(xs[0].space in ("global", "shared"), "atomic on a buffer")
+    elif code in ("shared", "local"):
+        a = attrs
+        need(r == t.BufferType(a.get("elem"), code, a.get("size")), f"{code} result type mismatch")
+        need(isinstance(a.get("size"), int) and a["size"] > 0, f"{code} size must be a positive int")
+    elif code == "async_copy":
+        need(isinstance(xs[0], t.BufferType) and xs[0].space == "shared" and isinstance(xs[2], t.BufferType)
+             and xs[2].space == "global" and xs[0].elem == xs[2].elem, "async_copy(shared, j, global, i)")
+        n = attrs.get("n")
+        need(isinstance(n, int) and n > 0 and not n & (n - 1) and 4 <= n * xs[0].elem.itemsize <= 16,
+             "async_copy moves 4, 8 or 16 bytes")
+    elif code == "async_wait":
+        need(isinstance(attrs.get("pending"), int), "async_wait needs attrs.pending")
+    elif code == "vcopy":
+        n = attrs.get("n")
+        need(len(xs) == 4 and all(isinstance(xs[k], t.BufferType) for k in (0, 2)), "vcopy(dst, i, src, j)")
+        need(all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 3)), "vcopy indices are ints")
+        need(xs[0].elem == xs[2].elem, "vcopy between buffers of one element type")
+        need(isinstance(n, int) and n > 0 and (n & (n - 1)) == 0 and n * xs[0].elem.itemsize <= 16,
+             "vcopy moves a power-of-two count of elements, at most 16 bytes")
+    elif code == "frag_load":
+        need(isinstance(r, t.FragType) and r.role in ("a", "b") and isinstance(xs[0], t.BufferType)
+             and r.elem == xs[0].elem, "frag_load(buf, index, ld) -> frag of buf's dtype")
+        need(all(isinstance(x, t.ScalarType) and x.is_int for x in xs[1:]), "frag_load index and ld are ints")
+    elif code == "frag_zero":
+        need(isinstance(r, t.FragType) and r.role == "acc" and r.elem == t.f32, "frag_zero -> f32 accumulator")
+    elif code == "mma":
+        a, b_, c = xs
+        need(all(isinstance(x, t.FragType) for x in xs) and (a.role, b_.role, c.role) == ("a", "b", "acc")
+             and r == c and a.elem == b_.elem and (a.rows, a.cols, b_.cols) == (c.rows, b_.rows, c.cols),
+             "mma(a MxK, b KxN, acc MxN) -> acc")
+    elif code == "frag_store":
+        need(isinstance(xs[0], t.BufferType) and isinstance(xs[3], t.FragType) and xs[3].role == "acc"
+             and all(isinstance(x, t.ScalarType) and x.is_int for x in (xs[1], xs[2], xs[4], xs[5])),
+             "frag_store(buf, index, ld, acc, rows, cols)")
 
 
 def verify(kernel: Kernel) -> None:

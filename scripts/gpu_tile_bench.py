@@ -87,7 +87,7 @@ def row(dtype: str, m: int, n: int, k: int, trans_b: bool, peer) -> dict:
 
 def sass() -> dict:
     """HMMA count, registers and spills of the bf16 GEMM variant the bench launches (NVRTC sm_90, cuobjdump)."""
-    variant = G.gemm.variant(iron.bf16, (*G.CONFIGS["cuda"], False))
+    variant = G.gemm.variant(iron.bf16, (*G.CONFIGS["cuda"][0], False))
     source = emit_cuda(variant.kernel)
     info = {"resources": nvrtc.resource_report(source, "sm_90")}
     tool = shutil.which("cuobjdump")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..frontend import kernel
+from ..frontend import autotune, kernel
 from ..ir import types as t
 from ..lang import Tensor, f32, program_id
 from ..runtime import cuda_timing, get_backend
@@ -187,6 +187,7 @@ def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: in
         inputs = entry.make(shape, t.SCALAR_TYPES[dname].np_dtype, np.random.default_rng(seed))
         # the oracle reads only the inputs: computed once, for Iron's output and each peer's
         expected = entry.oracle(inputs) if entry.oracle else None
+        autotune.LAST.clear()
         m = measure(entry, inputs, backend, options.get("repeats", 5), expected, entry.tolerance[dname])
         result = compare(m.out, expected, entry.tolerance[dname]) if expected is not None else None
     except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
@@ -194,7 +195,8 @@ def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: in
     return {"iron_s": m.iron_s, "ref_s": m.ref_s.get(PRIMARY_REFERENCE[m.on_device]), "refs": m.ref_s,
             "ref_errors": m.ref_errors, "timing": m.timing, "input_copies": m.copies,
             "ok": result.ok if result else True, "max_abs": result.max_abs if result else float("nan"),
-            "failure": result.describe() if result and not result.ok else None, "stats": launch_stats(backend)}
+            "failure": result.describe() if result and not result.ok else None, "stats": launch_stats(backend),
+            "config": dict(autotune.LAST) or None}
 
 
 def launch_stats(backend: str) -> dict | None:

@@ -109,6 +109,8 @@ def _row(entry, dname: str, shape: tuple[int, ...], answer: dict, verbose: bool,
            "ref_gbps": nbytes / ref_s / 1e9 if ref_s else None, "gflops": flops / iron_s / 1e9,
            "intensity": flops / nbytes if nbytes else None, "max_err": answer["max_abs"], "ok": answer["ok"],
            "timing": answer["timing"], "input_copies": answer.get("input_copies"), **extra}
+    if answer.get("config"):  # the configuration autotuning chose for this row
+        row["config"] = answer["config"]
     refs = answer.get("refs") or {}
     if refs:  # every reference timed on the row, by family (torch and triton on CUDA)
         row["refs"] = {family: {"us": s * 1e6, "gbps": nbytes / s / 1e9, "gflops": flops / s / 1e9}
@@ -196,6 +198,11 @@ def _reference(device: bool) -> tuple[str, str]:
 
 def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_s: float | None) -> None:
     """The lines under the table: what the reference is, how CUDA rows were timed, what the -v columns mean."""
+    for case, answer in zip(sweep.cases, sweep.answers):
+        if answer.get("config"):
+            shape = "x".join(map(str, case["shape"]))
+            console.print(f"Configuration: {case['kernel']} {shape} {case['dtype']} ran "
+                          + ", ".join(f"{k}={v}" for k, v in answer["config"].items()), markup=False)
     ref_name, ref_how = _reference(sweep.device)
     console.print(f"Reference: {ref_name} ({ref_how}). Iron % = reference time / Iron time.")
     for family in sweep.peers:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..frontend import func, kernel
+from ..frontend.autotune import tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     DTypeVar,
@@ -129,11 +130,15 @@ def load_tiles(A, B, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE,
         stage(B, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
 
 
-#: per backend: (BM, BN, BK, WM, WN, STAGES). NVIDIA: 8 warps of 64 x 32 (MT=4, NT=2) on a 128 x 128 tile, three
-#: stages in flight (57 KiB of shared memory). Targets that run the scalar fallback get a small tile (a lane holds
-#: its share of every fragment in registers).
-CONFIGS = {"cuda": (128, 128, 32, 2, 4, 3), "hip-on-cuda": (128, 128, 32, 2, 4, 3)}
-SMALL = (32, 32, 16, 2, 1, 2)
+#: per backend, the configurations autotuning chooses among, (BM, BN, BK, WM, WN, STAGES), the first the default
+#: (IRON_AUTOTUNE=0). NVIDIA: 8 warps of 64 x 32 (MT=4, NT=2) on a 128 x 128 tile, three stages in flight (57 KiB of
+#: shared memory), and wider or deeper neighbours. Targets that run the scalar fallback get one small tile (a lane
+#: holds its share of every fragment in registers).
+_NVIDIA = [(128, 128, 32, 2, 4, 3), (128, 256, 32, 2, 4, 3), (256, 128, 32, 4, 2, 3), (128, 128, 64, 2, 2, 3),
+           (128, 128, 32, 2, 2, 4)]
+CONFIGS = {"cuda": _NVIDIA, "hip-on-cuda": _NVIDIA[:1]}
+SMALL = [(32, 32, 16, 2, 1, 2)]
+_FIELDS = ("BM", "BN", "BK", "WM", "WN", "STAGES")
 #: the constexprs `iron build` compiles by default: a 64 x 64 tile, two stages (19 KiB: within Metal's 32 KiB)
 BM, BN, BK, WM, WN, STAGES = 64, 64, 32, 2, 2, 2
 TRANS_B = False
@@ -144,10 +149,16 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     m, k = a.shape
     n = b.shape[0] if trans_b else b.shape[1]
     name = backend or get_backend(None).name
-    bm, bn, bk, wm, wn, stages = CONFIGS.get(name, SMALL)
-    g = wm * wn * get_backend(name).simd_width()
-    grid = (-(-n // bn) * g, -(-m // bm))
-    gemm[grid, (g, 1)](a, b, c, m, n, k, bm, bn, bk, wm, wn, stages, trans_b, backend=backend)
+    width = get_backend(name).simd_width()
+
+    def run(cfg: dict) -> None:
+        g = cfg["WM"] * cfg["WN"] * width
+        grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]))
+        gemm[grid, (g, 1)](a, b, c, m, n, k, *(cfg[f] for f in _FIELDS), trans_b, backend=backend)
+
+    configs = [dict(zip(_FIELDS, values)) for values in CONFIGS.get(name, SMALL)]
+    dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
+    run(tune(f"std/gemm{'_nt' if trans_b else ''}", configs, run, backend=name, dtype=dtype, key=(m, n, k)))
 
 
 def _setup(gen: InputGen, trans_b: bool) -> dict[str, np.ndarray]:

@@ -1,0 +1,122 @@
+"""Autotuning: a launch with a small list of configurations (group size, tile sizes, stages, elements per thread)
+takes the fastest. The first launch per (backend, device, kernel, dtype, shape bucket) times every configuration with
+the backend's GPU timer (host time where it has none) and remembers the winner in the Iron cache folder
+(``autotune.json``, written atomically); later launches, in this process or the next, read it. ``IRON_AUTOTUNE=0``
+takes the first configuration without timing anything. A configuration the device refuses (too much shared memory,
+a group too large) is skipped. ``iron bench -v`` prints the configuration each row ran (``CHOSEN``).
+
+Usage (a std module's launch function)::
+
+    cfg = tune("std/gemm", CONFIGS, lambda c: run(c), backend=name, dtype="bf16", key=(m, n, k))
+    run(cfg)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import IronError
+from ..runtime import get_backend
+from ..runtime.cache import cache_dir
+
+#: the configuration each (kernel, dtype, shape) ran last in this process, for ``iron bench -v``
+CHOSEN: dict[str, dict[str, Any]] = {}
+#: the last choice made (the bench records it with the row it measured)
+LAST: dict[str, Any] = {}
+_MEMORY: dict[str, int] = {}  # cache key -> index of the winner, this process
+_REPEATS = 5
+
+
+def bucket(key: Sequence[int]) -> tuple[int, ...]:
+    """Shapes tune alike within a power of two: each dimension rounded up to one."""
+    return tuple(1 << max(0, int(k) - 1).bit_length() for k in key)
+
+
+def tune(name: str, configs: Sequence[dict[str, Any]], run: Callable[[dict[str, Any]], Any], *, backend: str | None,
+         dtype: str, key: Sequence[int]) -> dict[str, Any]:
+    """The configuration to launch ``name`` with (timing ``run(config)`` for each on the first call per bucket)."""
+    if not configs:
+        raise ValueError(f"{name}: autotune needs at least one configuration")
+    be = get_backend(backend)
+    label = f"{name}|{dtype}|{'x'.join(map(str, key))}"
+    if os.environ.get("IRON_AUTOTUNE", "1") == "0" or len(configs) == 1:
+        _choose(label, configs[0])
+        return configs[0]
+    device = str(be.info().get("name", ""))
+    digest = hashlib.sha256(json.dumps([dict(c) for c in configs], sort_keys=True, default=str).encode()).hexdigest()
+    ckey = f"{be.name}|{device}|{name}|{dtype}|{bucket(key)}|{digest[:16]}"
+    index = _MEMORY.get(ckey)
+    if index is None:
+        index = _load().get(ckey)
+    if index is None or not 0 <= index < len(configs):
+        index = _measure(name, configs, run, be)
+        _store(ckey, index)
+    _MEMORY[ckey] = index
+    _choose(label, configs[index])
+    return configs[index]
+
+
+def _choose(label: str, config: dict[str, Any]) -> None:
+    CHOSEN[label] = dict(config)
+    LAST.clear()
+    LAST.update(config)
+
+
+def _measure(name: str, configs: Sequence[dict[str, Any]], run, be) -> int:
+    times: list[float] = []
+    first_error: IronError | None = None
+    for cfg in configs:
+        try:
+            run(cfg)  # compiles, and warms up
+            seconds = be.gpu_time(lambda c=cfg: run(c), _REPEATS)
+            if seconds is None:
+                be.synchronize()
+                start = time.perf_counter()
+                for _ in range(_REPEATS):
+                    run(cfg)
+                be.synchronize()
+                seconds = (time.perf_counter() - start) / _REPEATS
+        except IronError as e:  # this configuration does not fit the device: skip it
+            first_error = first_error or e
+            seconds = float("inf")
+        times.append(seconds)
+    best = min(range(len(configs)), key=times.__getitem__)
+    if times[best] == float("inf"):
+        raise first_error if first_error else IronError(f"{name}: no configuration ran")
+    return best
+
+
+def _path():
+    return cache_dir() / "autotune.json"
+
+
+def _load() -> dict[str, int]:
+    if os.environ.get("IRON_CACHE", "1") == "0":
+        return {}
+    try:
+        data = json.loads(_path().read_text())
+        return {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # no file yet, or a damaged one: tune again
+
+
+def _store(ckey: str, index: int) -> None:
+    if os.environ.get("IRON_CACHE", "1") == "0":
+        return
+    data = _load()
+    data[ckey] = index
+    path = _path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache folder: tune again next time

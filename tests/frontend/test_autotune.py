@@ -1,0 +1,69 @@
+"""Autotuning (issue 14 point 6): the fastest configuration is chosen once per bucket and remembered on disk;
+IRON_AUTOTUNE=0 takes the first; a configuration the device refuses is skipped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iron import LaunchError
+from iron.frontend import autotune
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("IRON_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("IRON_AUTOTUNE", raising=False)
+    monkeypatch.delenv("IRON_CACHE", raising=False)
+    autotune._MEMORY.clear()
+    return tmp_path
+
+
+def _slow_runner(delays: dict, calls: list):
+    import time
+
+    def run(cfg):
+        calls.append(cfg["x"])
+        if delays[cfg["x"]] is None:
+            raise LaunchError("does not fit this device")
+        time.sleep(delays[cfg["x"]])
+
+    return run
+
+
+def test_fastest_is_chosen_and_remembered(cache):
+    configs = [{"x": 0}, {"x": 1}, {"x": 2}]
+    calls: list = []
+    run = _slow_runner({0: 0.004, 1: 0.0, 2: None}, calls)
+    chosen = autotune.tune("demo", configs, run, backend="cpu", dtype="f32", key=(100, 7))
+    assert chosen == {"x": 1} and set(calls) == {0, 1, 2}  # config 2 raised and was skipped
+    stored = json.loads((cache / "autotune.json").read_text())
+    assert list(stored.values()) == [1] and "(128, 8)" in next(iter(stored))  # the bucket, not the shape
+    calls.clear()
+    autotune._MEMORY.clear()  # a new process: read from disk, time nothing
+    assert autotune.tune("demo", configs, run, backend="cpu", dtype="f32", key=(120, 5)) == {"x": 1}
+    assert calls == []
+    assert autotune.CHOSEN["demo|f32|120x5"] == {"x": 1}
+
+
+def test_disabled_takes_the_first(cache, monkeypatch):
+    monkeypatch.setenv("IRON_AUTOTUNE", "0")
+    calls: list = []
+    run = _slow_runner({0: 0.01, 1: 0.0}, calls)
+    assert autotune.tune("demo2", [{"x": 0}, {"x": 1}], run, backend="cpu", dtype="f16", key=(4,)) == {"x": 0}
+    assert calls == [] and not (cache / "autotune.json").exists()
+
+
+def test_a_damaged_cache_file_is_tuned_again(cache):
+    (cache / "autotune.json").write_text("{not json")
+    calls: list = []
+    run = _slow_runner({0: 0.003, 1: 0.0}, calls)
+    assert autotune.tune("demo3", [{"x": 0}, {"x": 1}], run, backend="cpu", dtype="f32", key=(3,)) == {"x": 1}
+    assert json.loads((cache / "autotune.json").read_text())
+
+
+def test_every_config_refused_raises_the_first_reason(cache):
+    run = _slow_runner({0: None, 1: None}, [])
+    with pytest.raises(LaunchError, match="does not fit"):
+        autotune.tune("demo4", [{"x": 0}, {"x": 1}], run, backend="cpu", dtype="f32", key=(3,))

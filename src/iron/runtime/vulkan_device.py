@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import LaunchError
+from . import vulkan_props as vp
+from .vulkan_props import API_1_2, API_1_3, UCF, UCF_STYPE
 from .vulkan_select import choose_device, create_instance, list_devices, load_vulkan, uses_local_size_id, version_text
 
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
             "atomic_float_add", "subgroup_uniform_control_flow", "float64", "denorm_preserve", "ieee_specials",
             "rounding_rte")
-_UCF = "VK_KHR_shader_subgroup_uniform_control_flow"
-_UCF_STYPE = "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_UNIFORM_CONTROL_FLOW_FEATURES_KHR"
 _ALIGN = 256
 
 
@@ -47,6 +47,16 @@ class Program:
     set_layout: Any
     pipeline_layout: Any
     pipelines: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+
+
+@dataclass
+class _LaunchArgs:
+    """A launch's arrays and buffers: param -> host array, device buffer and (without unified memory) staging
+    buffer."""
+
+    host: dict[str, np.ndarray]
+    bufs: dict[str, Buffer]
+    stages: dict[str, Buffer]
 
 
 class VulkanContext:
@@ -76,22 +86,11 @@ class VulkanContext:
     # -- properties and features ----------------------------------------------------------------------------------
 
     def _query_properties(self) -> None:
-        vk, ffi, pd = self.vk, self.ffi, self.phys.handle
-        sub = ffi.new("VkPhysicalDeviceSubgroupProperties*",
-                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
-        fc = ffi.new("VkPhysicalDeviceFloatControlsProperties*",
-                     {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES, "pNext": sub})
-        drv = ffi.new("VkPhysicalDeviceDriverProperties*",
-                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
-                       "pNext": fc if self.phys.api >= (1 << 22 | 2 << 12) else sub})
-        p2 = ffi.new("VkPhysicalDeviceProperties2*",
-                     {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": drv})
-        vk.vkGetPhysicalDeviceProperties2(pd, p2)
+        vk, ffi, pd, api = self.vk, self.ffi, self.phys.handle, self.phys.api
+        p2, drv, fc, sub = vp.read_properties(vk, ffi, self.phys)
         self._props_keep = (p2, drv, fc, sub)  # limits/props below are views into this cffi memory
-        # DenormPreserve is declared for 32-bit floats only: legal unless every width must share one behaviour
-        self.denorm_preserve = (self.phys.api >= (1 << 22 | 2 << 12) and bool(fc.shaderDenormPreserveFloat32)
-                                and fc.denormBehaviorIndependence != vk.VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE)
-        self.float_controls = self._float_controls(fc)
+        self.denorm_preserve = vp.denorm_preserve(vk, api, fc)
+        self.float_controls = vp.float_controls(api, fc)
         props = p2.properties
         self.limits = props.limits
         self.props = props
@@ -102,75 +101,15 @@ class VulkanContext:
         self.driver = f"{ffi.string(drv.driverName).decode()} {ffi.string(drv.driverInfo).decode()}".strip()
 
         self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
-        api13 = self.phys.api >= (1 << 22 | 3 << 12)
-        f13 = ffi.new("VkPhysicalDeviceVulkan13Features*",
-                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES})
-        f11 = ffi.new("VkPhysicalDeviceVulkan11Features*",
-                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                       "pNext": f13 if api13 else ffi.NULL})
-        f12 = ffi.new("VkPhysicalDeviceVulkan12Features*",
-                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11})
-        head = f12
-        fat = None
-        if "VK_EXT_shader_atomic_float" in self.extensions:
-            fat = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*",
-                          {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
-                           "pNext": f12})
-            head = fat
-        ucf = None
-        if _UCF in self.extensions:
-            ucf = ffi.new("VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR*",
-                          {"sType": getattr(vk, _UCF_STYPE), "pNext": head})
-            head = ucf
-        f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                                     "pNext": head})
-        api12 = self.phys.api >= (1 << 22 | 2 << 12)
-        if api12:  # the Vulkan11/12 feature structs may only be chained on a 1.2+ device
-            vk.vkGetPhysicalDeviceFeatures2(pd, f2)
-        else:
-            f2.features = vk.vkGetPhysicalDeviceFeatures(pd)
+        feats = vp.read_features(vk, ffi, self.phys, self.extensions)
         self.has = {
-            "float16": api12 and bool(f12.shaderFloat16),
-            "storage16": api12 and bool(f11.storageBuffer16BitAccess),
-            "subgroup_basic": bool(ops & vk.VK_SUBGROUP_FEATURE_BASIC_BIT),
-            "subgroup_arithmetic": bool(ops & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
-            "subgroup_shuffle": bool(ops & vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT),
-            "subgroup_ballot": bool(ops & vk.VK_SUBGROUP_FEATURE_BALLOT_BIT),
-            "atomic_float_add": fat is not None and api12 and bool(fat.shaderBufferFloat32AtomicAdd),
-            # LocalSizeId (group size from specialization constants) is legal only with maintenance4 (1.3 core)
-            "local_size_id": api13 and bool(f13.maintenance4),
-            # lanes reconverge after branches and loops the whole subgroup entered (see codegen/spirv/emit.py)
-            "subgroup_uniform_control_flow": ucf is not None and api12 and bool(ucf.shaderSubgroupUniformControlFlow),
-            # sin, cos and float % in double precision (codegen/spirv/precise.py)
-            "float64": bool(f2.features.shaderFloat64),
+            **vp.supported(vk, api, ops, feats),
             # f32 subnormals kept, not flushed to zero (NVIDIA flushes them unless asked)
             "denorm_preserve": self.denorm_preserve,
             **self.float_controls,
         }
-        # what the device is created with: exactly the optional features Iron's modules may declare
-        self._enable = {"f11": {}, "f12": {}, "f13": {}, "fat": {}, "core": {}}
-        for k in ("maintenance4", "subgroupSizeControl", "computeFullSubgroups"):
-            if api13 and getattr(f13, k):
-                self._enable["f13"][k] = 1
-        for k in ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess", "storagePushConstant16"):
-            if api12 and getattr(f11, k):
-                self._enable["f11"][k] = 1
-        for k in ("shaderFloat16", "shaderInt8", "storageBuffer8BitAccess", "vulkanMemoryModel",
-                  "vulkanMemoryModelDeviceScope"):
-            if api12 and getattr(f12, k):
-                self._enable["f12"][k] = 1
-        if fat is not None and api12:
-            for k in ("shaderBufferFloat32AtomicAdd", "shaderBufferFloat32Atomics", "shaderSharedFloat32AtomicAdd",
-                      "shaderSharedFloat32Atomics"):
-                if getattr(fat, k):
-                    self._enable["fat"][k] = 1
-        for k in ("shaderInt16", "shaderInt64", "shaderFloat64"):
-            if getattr(f2.features, k):
-                self._enable["core"][k] = 1
-        mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
-        self.memory_types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex)
-                             for i in range(mem.memoryTypeCount)]
-        self.heaps = [(mem.memoryHeaps[i].size, mem.memoryHeaps[i].flags) for i in range(mem.memoryHeapCount)]
+        self._enable = vp.features_to_enable(api, feats)
+        self.memory_types, self.heaps = vp.memory_layout(vk, pd)
         dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
         # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there
         self.unified = self.phys.type in ("cpu", "integrated") and any((f & dl_hv) == dl_hv
@@ -182,7 +121,7 @@ class VulkanContext:
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, **self._enable["f13"]})
         f11 = ffi.new("VkPhysicalDeviceVulkan11Features*",
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                       "pNext": f13 if self.phys.api >= (1 << 22 | 3 << 12) else ffi.NULL, **self._enable["f11"]})
+                       "pNext": f13 if self.phys.api >= API_1_3 else ffi.NULL, **self._enable["f11"]})
         f12 = ffi.new("VkPhysicalDeviceVulkan12Features*",
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11,
                        **self._enable["f12"]})
@@ -196,15 +135,15 @@ class VulkanContext:
                             "pNext": f12, **self._enable["fat"]})
             chain.append(head)
         if self.has["subgroup_uniform_control_flow"]:
-            exts.append(_UCF)
+            exts.append(UCF)
             head = ffi.new("VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR*",
-                           {"sType": getattr(vk, _UCF_STYPE), "pNext": head, "shaderSubgroupUniformControlFlow": 1})
+                           {"sType": getattr(vk, UCF_STYPE), "pNext": head, "shaderSubgroupUniformControlFlow": 1})
             chain.append(head)
         if "VK_KHR_portability_subset" in self.extensions:  # required by the spec when offered (MoltenVK)
             exts.append("VK_KHR_portability_subset")
         f2 = ffi.new("VkPhysicalDeviceFeatures2*",
                      {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "features": self._enable["core"],
-                      "pNext": head if self.phys.api >= (1 << 22 | 2 << 12) else ffi.NULL})
+                      "pNext": head if self.phys.api >= API_1_2 else ffi.NULL})
         self._keep = (f13, f11, f12, *chain, f2)
         queue = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.phys.queue_family, queueCount=1,
                                            pQueuePriorities=[1.0])
@@ -276,20 +215,6 @@ class VulkanContext:
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only or full disk only costs a recompile next time
-
-    def _float_controls(self, fc) -> dict[str, bool]:
-        """Which float-controls execution modes modules may declare here (Vulkan 1.2 properties): a mode the device
-        does not report makes the module invalid on it, so the emitter leaves it out (codegen/spirv/emit.py)."""
-        if self.phys.api < (1 << 22 | 2 << 12):
-            return {"ieee_specials": False, "rounding_rte": False}
-        return {
-            # SignedZeroInfNanPreserve for f32 and, where a kernel computes in f16, f16
-            "ieee_specials": bool(fc.shaderSignedZeroInfNanPreserveFloat32
-                                  and fc.shaderSignedZeroInfNanPreserveFloat16),
-            # RoundingModeRTE for every width a module may use (f16 math, f32, the f64 of precise.py)
-            "rounding_rte": bool(fc.shaderRoundingModeRTEFloat16 and fc.shaderRoundingModeRTEFloat32
-                                 and fc.shaderRoundingModeRTEFloat64),
-        }
 
     def info(self) -> dict[str, Any]:
         lim = self.limits
@@ -441,112 +366,146 @@ class VulkanContext:
                  group: tuple[int, int, int], repeat: int = 1) -> float | None:
         """Run ``spk`` ``repeat`` times on the NumPy arrays ``host`` (param -> flat array, copied in and, for
         written buffers, back); returns the GPU time per dispatch in ms (timestamp queries), or None."""
-        vk, ffi, dev = self.vk, self.ffi, self.device
+        vk = self.vk
         self.check_kernel(spk, group)
-        groups = tuple(-(-n // g) for n, g in zip(grid, group))
-        for i, n in enumerate(groups):
-            if n > self.limits.maxComputeWorkGroupCount[i]:
-                raise LaunchError(f"grid {grid} needs {n} groups on axis {i}; {self.phys.name} dispatches at most "
-                                  f"{self.limits.maxComputeWorkGroupCount[i]}")
+        groups = self._group_counts(grid, group)
         prog = self.program(spk)
         pipe = self.pipeline(spk, prog, group)
-        kind = "unified" if self.unified else "device"
         taken: list[tuple[str, Buffer]] = []
         try:
-            bufs, stages = {}, {}
-            for b in spk.buffers:
-                arr = host[b.param]
-                buf = self.get_buffer(kind, arr.nbytes)
-                taken.append((kind, buf))
-                bufs[b.param] = buf
-                if self.unified:
-                    buf.view[: arr.nbytes] = arr.view(np.uint8)
-                else:
-                    st = self.get_buffer("staging", arr.nbytes)
-                    taken.append(("staging", st))
-                    st.view[: arr.nbytes] = arr.view(np.uint8)
-                    stages[b.param] = st
-            sets = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
-                descriptorPool=self.desc_pool, descriptorSetCount=1, pSetLayouts=[prog.set_layout]))
-            dset = sets[0]
-            if spk.buffers:
-                infos = [vk.VkDescriptorBufferInfo(buffer=bufs[b.param].handle, offset=0,
-                                                   range=max(4, host[b.param].nbytes)) for b in spk.buffers]
-                writes = [vk.VkWriteDescriptorSet(dstSet=dset, dstBinding=b.binding, descriptorCount=1,
-                                                  descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                  pBufferInfo=[info]) for b, info in zip(spk.buffers, infos)]
-                vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
-            cmd = self.cmd
-            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
-                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-            for name, st in stages.items():
-                n = host[name].nbytes
-                if n:
-                    vk.vkCmdCopyBuffer(cmd, st.handle, bufs[name].handle, 1, [vk.VkBufferCopy(size=n)])
-            if stages:
-                self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                              vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_READ_BIT
-                              | vk.VK_ACCESS_SHADER_WRITE_BIT)
-            vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
-            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, [dset],
-                                       0, None)
-            if spk.push_size:
-                pdata = ffi.new("char[]", push)
-                vk.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size,
-                                      pdata)
-            qp = self.query_pool
-            if qp is not None:
-                vk.vkCmdResetQueryPool(cmd, qp, 0, 2)
-                # BOTTOM_OF_PIPE: written once every earlier command (the staging copies) has finished, so the
-                # interval holds the dispatches only (TOP_OF_PIPE may be written while the copies still run)
-                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0)
-            for r in range(repeat):
-                if r:  # back-to-back dispatches of the same kernel must see each other's writes
-                    self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
-                                  vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                  vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
-                vk.vkCmdDispatch(cmd, *groups)
-            if qp is not None:
-                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1)
-            written = [b.param for b in spk.buffers if not b.readonly]
-            if stages:
-                self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
-                              vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT)
-                for name in written:
-                    n = host[name].nbytes
-                    if n:
-                        vk.vkCmdCopyBuffer(cmd, bufs[name].handle, stages[name].handle, 1, [vk.VkBufferCopy(size=n)])
-            # make device writes visible to the host mapping before the fence signals
-            self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT | vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                          vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
-                          vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
-            vk.vkEndCommandBuffer(cmd)
-            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
-                             self.fence)
-            try:
-                vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
-            finally:
-                vk.vkResetFences(dev, 1, [self.fence])
-            for name in written:
+            args = self._upload(spk, host, taken)
+            dset = self._descriptor_set(spk, prog, args)
+            self._record(spk, prog, pipe, dset, push, args, groups, repeat)
+            self._submit_and_wait()
+            for name in (b.param for b in spk.buffers if not b.readonly):
                 arr = host[name]
-                src = stages[name] if stages else bufs[name]
+                src = args.stages[name] if args.stages else args.bufs[name]
                 arr.view(np.uint8)[:] = src.view[: arr.nbytes]
-            ms = None
-            if qp is not None:
-                out = ffi.new("uint64_t[2]")
-                vk.vkGetQueryPoolResults(dev, qp, 0, 2, 16, out, 8,
-                                         vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
-                mask = (1 << self.phys.timestamp_bits) - 1 if self.phys.timestamp_bits < 64 else 2**64 - 1
-                ticks = (int(out[1]) - int(out[0])) & mask
-                ms = ticks * self.timestamp_period_ns / 1e6 / repeat
+            ms = self._gpu_time(repeat)
             self.last_gpu_time_ms = ms
             return ms
         except vk.VkError as e:
             raise LaunchError(f"Vulkan launch of {spk.entry} failed: {type(e).__name__}") from None
         finally:
-            vk.vkResetDescriptorPool(dev, self.desc_pool, 0)
+            vk.vkResetDescriptorPool(self.device, self.desc_pool, 0)
             for k, buf in taken:
                 self.put_buffer(k, buf)
+
+    def _group_counts(self, grid: tuple[int, int, int], group: tuple[int, int, int]) -> tuple[int, ...]:
+        """Groups per axis that cover ``grid``; LaunchError past the device's dispatch limits."""
+        groups = tuple(-(-n // g) for n, g in zip(grid, group))
+        for i, n in enumerate(groups):
+            if n > self.limits.maxComputeWorkGroupCount[i]:
+                raise LaunchError(f"grid {grid} needs {n} groups on axis {i}; {self.phys.name} dispatches at most "
+                                  f"{self.limits.maxComputeWorkGroupCount[i]}")
+        return groups
+
+    def _upload(self, spk, host: dict[str, np.ndarray], taken: list[tuple[str, Buffer]]) -> _LaunchArgs:
+        """A buffer per argument holding its array: mapped directly (unified memory) or filled through a staging
+        buffer, copied at the start of the submission. Every buffer taken from the pool is added to ``taken``."""
+        kind = "unified" if self.unified else "device"
+        args = _LaunchArgs(host, {}, {})
+        for b in spk.buffers:
+            arr = host[b.param]
+            buf = self.get_buffer(kind, arr.nbytes)
+            taken.append((kind, buf))
+            args.bufs[b.param] = buf
+            if self.unified:
+                buf.view[: arr.nbytes] = arr.view(np.uint8)
+            else:
+                st = self.get_buffer("staging", arr.nbytes)
+                taken.append(("staging", st))
+                st.view[: arr.nbytes] = arr.view(np.uint8)
+                args.stages[b.param] = st
+        return args
+
+    def _descriptor_set(self, spk, prog: Program, args: _LaunchArgs):
+        """A descriptor set of the launch's buffers (freed by the pool reset after the launch)."""
+        vk, dev = self.vk, self.device
+        sets = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=self.desc_pool, descriptorSetCount=1, pSetLayouts=[prog.set_layout]))
+        dset = sets[0]
+        if spk.buffers:
+            infos = [vk.VkDescriptorBufferInfo(buffer=args.bufs[b.param].handle, offset=0,
+                                               range=max(4, args.host[b.param].nbytes)) for b in spk.buffers]
+            writes = [vk.VkWriteDescriptorSet(dstSet=dset, dstBinding=b.binding, descriptorCount=1,
+                                              descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              pBufferInfo=[info]) for b, info in zip(spk.buffers, infos)]
+            vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+        return dset
+
+    def _record(self, spk, prog: Program, pipe, dset, push: bytes, args: _LaunchArgs, groups: tuple[int, ...],
+                repeat: int) -> None:
+        """The launch's command buffer: copies in, ``repeat`` timed dispatches, copies out, host visibility."""
+        vk, cmd = self.vk, self.cmd
+        vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        for name, st in args.stages.items():
+            n = args.host[name].nbytes
+            if n:
+                vk.vkCmdCopyBuffer(cmd, st.handle, args.bufs[name].handle, 1, [vk.VkBufferCopy(size=n)])
+        if args.stages:
+            self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                          vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_READ_BIT
+                          | vk.VK_ACCESS_SHADER_WRITE_BIT)
+        vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+        vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, [dset],
+                                   0, None)
+        if spk.push_size:
+            pdata = self.ffi.new("char[]", push)
+            vk.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size,
+                                  pdata)
+        self._record_dispatches(cmd, groups, repeat)
+        if args.stages:
+            self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                          vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT)
+            for name in (b.param for b in spk.buffers if not b.readonly):
+                n = args.host[name].nbytes
+                if n:
+                    vk.vkCmdCopyBuffer(cmd, args.bufs[name].handle, args.stages[name].handle, 1,
+                                       [vk.VkBufferCopy(size=n)])
+        # make device writes visible to the host mapping before the fence signals
+        self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT | vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                      vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
+                      vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
+        vk.vkEndCommandBuffer(cmd)
+
+    def _record_dispatches(self, cmd, groups: tuple[int, ...], repeat: int) -> None:
+        """``repeat`` dispatches, each seeing the previous one's writes, between two timestamps (when supported)."""
+        vk, qp = self.vk, self.query_pool
+        if qp is not None:
+            vk.vkCmdResetQueryPool(cmd, qp, 0, 2)
+            # BOTTOM_OF_PIPE: written once every earlier command (the staging copies) has finished, so the
+            # interval holds the dispatches only (TOP_OF_PIPE may be written while the copies still run)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0)
+        for r in range(repeat):
+            if r:  # back-to-back dispatches of the same kernel must see each other's writes
+                self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                              vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                              vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+            vk.vkCmdDispatch(cmd, *groups)
+        if qp is not None:
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1)
+
+    def _submit_and_wait(self) -> None:
+        vk, dev = self.vk, self.device
+        vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self.cmd])],
+                         self.fence)
+        try:
+            vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
+        finally:
+            vk.vkResetFences(dev, 1, [self.fence])
+
+    def _gpu_time(self, repeat: int) -> float | None:
+        """Milliseconds per dispatch between the two timestamps of the last submission, or None without them."""
+        vk, qp = self.vk, self.query_pool
+        if qp is None:
+            return None
+        out = self.ffi.new("uint64_t[2]")
+        vk.vkGetQueryPoolResults(self.device, qp, 0, 2, 16, out, 8,
+                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        mask = (1 << self.phys.timestamp_bits) - 1 if self.phys.timestamp_bits < 64 else 2**64 - 1
+        ticks = (int(out[1]) - int(out[0])) & mask
+        return ticks * self.timestamp_period_ns / 1e6 / repeat
 
     def _barrier(self, cmd, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
         vk = self.vk

@@ -37,7 +37,8 @@ PY=${PY:-python3}
 [ $# -eq 0 ] && set -- cuda
 for PART in "$@"; do
 if [ "$PART" = cuda ] || [ "$PART" = tests ]; then
-  IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py tests/codegen \
+  IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
+    tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py tests/codegen \
     tests/std tests/codegen_hip/test_hip_on_nvidia_gpu.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
   IRON_TEST_BACKENDS=hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_hip_on_cuda.txt" | tail -n 20

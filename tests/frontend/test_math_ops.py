@@ -22,6 +22,7 @@ from iron import Tensor, kernel, program_id
 
 from ..backends.capabilities import caps
 from . import kernels as K
+from .sources import HEADER, module_from_source
 from .test_kernels import (
     F32_UNIT,
     as_dtype,
@@ -171,13 +172,8 @@ def test_undefined_constant_math_is_a_located_error():
 @pytest.mark.parametrize("call, message", [("iron.atan2(1.0)", "atan2\\(\\) takes 2 arguments, got 1"),
                                            ("iron.sigmoid(1.0, 2.0)", "sigmoid\\(\\) takes 1 argument, got 2")])
 def test_wrong_arity_is_a_located_error(call, message, tmp_path):
-    src = tmp_path / "arity_kernel.py"
-    src.write_text(f"import iron\n\n\n@iron.kernel\ndef k(out: iron.Tensor[iron.f32]):\n    out[0] = {call}\n")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("arity_kernel", src)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = module_from_source(tmp_path, "arity_kernel",
+                             HEADER + f"def k(out: iron.Tensor[iron.f32]):\n    out[0] = {call}\n")
     with pytest.raises(iron.CompileError, match=message) as e:
         mod.k.ir(dtype=None)
     assert "arity_kernel.py:6" in str(e.value)

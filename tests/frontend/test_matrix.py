@@ -13,6 +13,7 @@ from iron.interp.executor import run_kernel
 from iron.runtime import get_backend
 
 from . import kernels as K
+from .sources import HEADER, module_from_source
 from .test_kernels import as_dtype, assert_close, f64
 
 HALVES = ["f16", "bf16"]
@@ -87,29 +88,19 @@ def test_partial_simd_group_is_an_execution_error():
 
 
 def test_mma_of_mismatched_tiles_is_a_compile_error(tmp_path):
-    import importlib.util
-
-    src = tmp_path / "bad_mma.py"
-    src.write_text("import iron\n\n\n@iron.kernel\ndef k(x: iron.Tensor[iron.f16], out: iron.Tensor[iron.f32]):\n"
-                   "    acc = iron.mma(iron.frag_a(x, 0, 16, tiles=2), iron.frag_b(x, 0, 16), iron.frag_acc())\n"
-                   "    iron.frag_store(out, 0, 16, acc)\n")
-    spec = importlib.util.spec_from_file_location("bad_mma", src)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = module_from_source(tmp_path, "bad_mma", HEADER + "def k(x: iron.Tensor[iron.f16], "
+                             "out: iron.Tensor[iron.f32]):\n"
+                             "    acc = iron.mma(iron.frag_a(x, 0, 16, tiles=2), iron.frag_b(x, 0, 16), "
+                             "iron.frag_acc())\n"
+                             "    iron.frag_store(out, 0, 16, acc)\n")
     with pytest.raises(iron.CompileError, match=r"mma shapes disagree: A 32x16") as e:
         mod.k.ir(dtype=None)
     assert "bad_mma.py:6" in str(e.value)
 
 
 def test_fragments_of_f32_are_refused_located(tmp_path):
-    import importlib.util
-
-    src = tmp_path / "bad_frag.py"
-    src.write_text("import iron\n\n\n@iron.kernel\ndef k(x: iron.Tensor[iron.f32]):\n"
-                   "    a = iron.frag_a(x, 0, 16)\n")
-    spec = importlib.util.spec_from_file_location("bad_frag", src)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = module_from_source(tmp_path, "bad_frag", HEADER + "def k(x: iron.Tensor[iron.f32]):\n"
+                             "    a = iron.frag_a(x, 0, 16)\n")
     with pytest.raises(iron.CompileError, match="frag_a reads f16, bf16 elements, not f32"):
         mod.k.ir(dtype=None)
 

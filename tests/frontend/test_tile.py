@@ -9,6 +9,7 @@ import pytest
 import iron
 
 from . import kernels as K
+from .sources import HEADER, module_from_source
 from .test_kernels import DTYPES, as_dtype, assert_close, assert_exact, f64, poisoned
 
 
@@ -73,16 +74,10 @@ BAD_SOURCES = {
 
 @pytest.mark.parametrize("expr", list(BAD_SOURCES))
 def test_bad_tile_constructs_are_located_errors(expr, tmp_path):
-    import importlib.util
-
     call = expr.replace("vload(", "iron.vload(").replace("vstore(", "iron.vstore(")
     call = call.replace("local_array(", "iron.local_array(")
-    src = tmp_path / "bad_tile.py"
-    src.write_text("import iron\n\n\n@iron.kernel\ndef k(x: iron.Tensor[iron.f32], out: iron.Tensor[iron.f32], "
-                   f"n: int):\n    v = {call}\n")
-    spec = importlib.util.spec_from_file_location("bad_tile", src)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = module_from_source(tmp_path, "bad_tile", HEADER + "def k(x: iron.Tensor[iron.f32], "
+                             f"out: iron.Tensor[iron.f32], n: int):\n    v = {call}\n")
     with pytest.raises(iron.CompileError, match=BAD_SOURCES[expr]) as e:
         mod.k.ir(dtype=None)
     assert "bad_tile.py:6" in str(e.value)
@@ -109,14 +104,9 @@ def test_reading_a_stage_before_its_wait_is_exposed_by_the_interpreter(rng):
 
 
 def test_async_copy_errors_are_located(tmp_path):
-    import importlib.util
-
-    src = tmp_path / "bad_async.py"
-    src.write_text("import iron\n\n\n@iron.kernel\ndef k(x: iron.Tensor[iron.f32], out: iron.Tensor[iron.f32]):\n"
-                   "    s = iron.shared(iron.f32, 64)\n    iron.async_copy(out, 0, x, 0, 4)\n")
-    spec = importlib.util.spec_from_file_location("bad_async", src)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = module_from_source(tmp_path, "bad_async", HEADER + "def k(x: iron.Tensor[iron.f32], "
+                             "out: iron.Tensor[iron.f32]):\n"
+                             "    s = iron.shared(iron.f32, 64)\n    iron.async_copy(out, 0, x, 0, 4)\n")
     with pytest.raises(iron.CompileError, match="async_copy copies into a shared array") as e:
         mod.k.ir(dtype=None)
     assert "bad_async.py:7" in str(e.value)

@@ -37,7 +37,6 @@ from ..lang import (
     simd_group,
     simd_lane,
     static_range,
-    vload,
     vstore,
 )
 from .reduce import group_sum
@@ -46,19 +45,6 @@ from .softmax import BLOCK, PER, VEC, RowPlan, chunk_span, group_total, load_vec
 __all__ = ["BLOCK", "EPS", "PER", "VEC", "launch_rms_norm", "rms_norm", "rms_norm_rows"]
 
 EPS = 1e-6
-
-
-@func
-def load_weights(w, wv, col0, nvec, BLOCK, VEC, PER):
-    """wv[k * VEC + j] = w[col0 + (k * BLOCK + tid) * VEC + j] for the thread's vectors below nvec (raw T: the
-    weights wait in registers through the reduction at half the cost of f32)."""
-    tid = local_id(0)
-    for k in static_range(PER):
-        v = k * BLOCK + tid
-        if v < nvec:
-            chunk = vload(w, col0 + v * VEC, VEC)
-            for j in static_range(VEC):
-                wv[k * VEC + j] = chunk[j]
 
 
 @func
@@ -92,7 +78,7 @@ def rms_norm_rows(x: Tensor[T], w: Tensor[T], out: Tensor[T], ncols: int, eps: f
     vals = local_array(f32, PER * VEC)
     wv = local_array(T, PER * VEC)
     load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
-    load_weights(w, wv, 0, nvec, BLOCK, VEC, PER)
+    load_vectors(w, wv, 0, nvec, 0.0, BLOCK, VEC, PER)  # the weights wait in registers, as raw T
     total = group_total(sum_squares(vals, PER, VEC), shared(f32, BLOCK), BLOCK)
     scale = rsqrt(total / cast(ncols, f32) + eps)
     store_scaled(out, vals, wv, start, nvec, scale, BLOCK, VEC, PER)
@@ -119,7 +105,7 @@ def rms_norm_chunk_apply(x: Tensor[T], w: Tensor[T], sums: Tensor[f32], out: Ten
     vals = local_array(f32, PER * VEC)
     wv = local_array(T, PER * VEC)
     load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
-    load_weights(w, wv, start - row * ncols, nvec, BLOCK, VEC, PER)
+    load_vectors(w, wv, start - row * ncols, nvec, 0.0, BLOCK, VEC, PER)
     s = 0.0
     for i in range(local_id(0), nchunks, BLOCK):
         s += sums[row * nchunks + i]

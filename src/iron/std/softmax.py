@@ -122,8 +122,9 @@ def scratch_f32(like: Any, n: int) -> Any:
 
 @func
 def load_vectors(x, vals, start, nvec, fill, BLOCK, VEC, PER):
-    """vals[k * VEC + j] = x[start + (k * BLOCK + tid) * VEC + j] as f32 for the thread's vectors below ``nvec``
-    (one VEC-wide access each), ``fill`` past them; every load is issued before any value is used."""
+    """vals[k * VEC + j] = x[start + (k * BLOCK + tid) * VEC + j] (in vals' dtype: f32 registers for statistics,
+    raw T for rms_norm's weights) for the thread's vectors below ``nvec`` (one VEC-wide access each), ``fill`` past
+    them; every load is issued before any value is used."""
     tid = local_id(0)
     for k in static_range(PER):
         v = k * BLOCK + tid

@@ -19,8 +19,6 @@ import pytest
 
 import iron
 from iron.codegen import emit_cuda, emit_hip, emit_msl
-from iron.std.softmax import softmax
-from iron.std.unary import iron_exp
 
 from ..codegen import kernels as K
 
@@ -41,24 +39,24 @@ class SourceRow:
 
 SOURCE_ROWS = (
     SourceRow("cuda", "cuda", lambda k: emit_cuda(k).source, (
-        ("iron_exp_f32.cu", iron_exp, iron.f32, ()),
-        ("iron_exp_bf16.cu", iron_exp, iron.bf16, ()),
-        ("softmax_f32.cu", softmax, iron.f32, (256,)),
+        ("unary_exp_f32.cu", K.unary_exp, iron.f32, ()),
+        ("unary_exp_bf16.cu", K.unary_exp, iron.bf16, ()),
+        ("row_softmax_f32.cu", K.row_softmax, iron.f32, (256,)),
         ("control_flow_f32.cu", K.control_flow, iron.f32, ()),
         ("warp_tile_f16.cu", K.warp_tile, iron.f16, (256,)),
     )),
     # AMD's wavefront decides the source (64 on CDNA, 32 on RDNA): a row each
     SourceRow("hip-wave64", "hip", lambda k: emit_hip(k, 64).source, (
-        ("iron_exp_f16_wave64.hip", iron_exp, iron.f16, ()),
-        ("softmax_bf16_wave64.hip", softmax, iron.bf16, (256,)),
+        ("unary_exp_f16_wave64.hip", K.unary_exp, iron.f16, ()),
+        ("row_softmax_bf16_wave64.hip", K.row_softmax, iron.bf16, (256,)),
         ("control_flow_f32_wave64.hip", K.control_flow, iron.f32, ()),
     )),
     SourceRow("hip-wave32", "hip", lambda k: emit_hip(k, 32).source, (
         ("warp_tile_f32_wave32.hip", K.warp_tile, iron.f32, (256,)),
     )),
     SourceRow("msl", "msl", lambda k: emit_msl(k).source, (
-        ("iron_exp_f32.metal", iron_exp, iron.f32, ()),
-        ("iron_exp_bf16.metal", iron_exp, iron.bf16, ()),
+        ("unary_exp_f32.metal", K.unary_exp, iron.f32, ()),
+        ("unary_exp_bf16.metal", K.unary_exp, iron.bf16, ()),
         ("warp_tile_f16.metal", K.warp_tile, iron.f16, (256,)),
         ("control_flow_f32.metal", K.control_flow, iron.f32, ()),
     )),

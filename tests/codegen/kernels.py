@@ -1,7 +1,10 @@
-"""Kernels written for the emitter's golden files: small, stable (unlike the front-end's suite, which grows), and
-together covering control flow, atomics, shared memory, barriers and every SIMD-group op."""
+"""Kernels written for the emitter's golden files: small, stable (unlike the front-end's suite and the std library,
+which grow: a golden file of a std kernel changed with every line added above it), and together covering control
+flow, atomics, shared memory, barriers, a row reduction and every SIMD-group op."""
 
 from __future__ import annotations
+
+import math
 
 import iron
 from iron import (
@@ -12,7 +15,9 @@ from iron import (
     barrier,
     cast,
     constexpr,
+    exp,
     f32,
+    group_id,
     i32,
     local_id,
     program_id,
@@ -77,3 +82,46 @@ def warp_tile(x: Tensor[T], out: Tensor[T], total: Tensor[u32], BLOCK: constexpr
     out[program_id(0)] = tile[BLOCK - 1 - tid] + left * pair - first + m
     if tid == 0:
         atomic_add(total, 0, count[0])
+
+
+@iron.kernel
+def unary_exp(a: Tensor[T], out: Tensor[T]):
+    """out[i] = exp(a[i]): the smallest kernel, where a dtype's conversions show."""
+    idx = program_id(0)
+    out[idx] = exp(a[idx])
+
+
+@iron.kernel
+def row_softmax(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr):
+    """softmax of each row with one group of BLOCK threads: strided passes and shared-memory tree reductions."""
+    row = group_id(0)
+    tid = local_id(0)
+    base = row * ncols
+    red = shared(f32, BLOCK)
+    m = -math.inf
+    for c in range(tid, ncols, BLOCK):
+        m = max(m, x[base + c])
+    red[tid] = m
+    barrier()
+    s = BLOCK // 2
+    while s > 0:
+        if tid < s:
+            red[tid] = max(red[tid], red[tid + s])
+        barrier()
+        s = s // 2
+    m = red[0]
+    barrier()
+    acc = 0.0
+    for c in range(tid, ncols, BLOCK):
+        acc += exp(x[base + c] - m)
+    red[tid] = acc
+    barrier()
+    s = BLOCK // 2
+    while s > 0:
+        if tid < s:
+            red[tid] = red[tid] + red[tid + s]
+        barrier()
+        s = s // 2
+    inv = 1.0 / red[0]
+    for c in range(tid, ncols, BLOCK):
+        out[base + c] = exp(x[base + c] - m) * inv

@@ -101,47 +101,47 @@ extern "C" __global__ void warp_tile(
         (int)(blockIdx.z * blockDim.z + threadIdx.z) >= iron_n2) {
         return;
     }
-    // line 62: tile = shared(T, BLOCK)
+    // line 67: tile = shared(T, BLOCK)
     __shared__ iron_f16 tile[256];
-    // line 63: count = shared(u32, 1)
+    // line 68: count = shared(u32, 1)
     __shared__ unsigned count[1];
-    // line 61: tid = local_id(0)
+    // line 66: tid = local_id(0)
     const int tid = (int)threadIdx.x;
-    // line 64: if tid == 0:
+    // line 69: if tid == 0:
     const bool t0 = tid == 0;
     if (t0) {
-        // line 65: count[0] = 0
+        // line 70: count[0] = 0
         count[0] = 0u;
     }
-    // line 66: v = x[program_id(0)]
+    // line 71: v = x[program_id(0)]
     const iron_f16 v = x[(int)(blockIdx.x * blockDim.x + threadIdx.x)];
-    // line 67: tile[tid] = v
+    // line 72: tile[tid] = v
     tile[tid] = v;
-    // line 68: barrier()
+    // line 73: barrier()
     __syncthreads();
-    // line 69: s = simd_sum(v)
+    // line 74: s = simd_sum(v)
     const float t1 = iron_f16_to_f32(v);
     const float s = iron_simd_sum(t1, iron_live);
-    // line 70: m = simd_max(v)
+    // line 75: m = simd_max(v)
     const float m = iron_simd_max(t1, iron_live);
-    // line 71: left = simd_shuffle(v, (simd_lane() + 1) % simd_size())
+    // line 76: left = simd_shuffle(v, (simd_lane() + 1) % simd_size())
     const float left = iron_simd_shuffle(t1, iron_rem((int)((unsigned)(iron_local_linear() & 31) + 1u), 32), iron_live);
-    // line 72: pair = simd_shuffle_xor(v, 1)
+    // line 77: pair = simd_shuffle_xor(v, 1)
     const float pair = iron_simd_shuffle_xor(t1, 1, iron_live);
-    // line 73: first = simd_broadcast(v, 0)
+    // line 78: first = simd_broadcast(v, 0)
     const float first = iron_simd_shuffle(t1, 0, iron_live);
-    // line 74: if s > 0.0:
+    // line 79: if s > 0.0:
     if (s > 0.0f) {
-        // line 75: atomic_add(count, 0, 1)
+        // line 80: atomic_add(count, 0, 1)
         atomicAdd(&count[0], 1u);
     }
-    // line 76: barrier()
+    // line 81: barrier()
     __syncthreads();
-    // line 77: out[program_id(0)] = tile[BLOCK - 1 - tid] + left * pair - first + m
+    // line 82: out[program_id(0)] = tile[BLOCK - 1 - tid] + left * pair - first + m
     out[(int)(blockIdx.x * blockDim.x + threadIdx.x)] = iron_f32_to_f16(iron_f16_to_f32(tile[(int)(255u - (unsigned)tid)]) + left * pair - first + m);
-    // line 78: if tid == 0:
+    // line 83: if tid == 0:
     if (t0) {
-        // line 79: atomic_add(total, 0, count[0])
+        // line 84: atomic_add(total, 0, count[0])
         atomicAdd(&total[0], count[0]);
     }
 }

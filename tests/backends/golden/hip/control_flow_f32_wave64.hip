@@ -47,53 +47,53 @@ extern "C" __global__ void control_flow(
     float acc = 0.0f;
     int k = 0;
     int steps = 0;
-    // line 34: i = program_id(0)
+    // line 39: i = program_id(0)
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    // line 35: if i >= n:
+    // line 40: if i >= n:
     if (i >= n) {
-        // line 36: return
+        // line 41: return
         return;
     }
-    // line 37: acc = 0.0
+    // line 42: acc = 0.0
     acc = 0.0f;
-    // line 38: for j in range(i, n, 64):
+    // line 43: for j in range(i, n, 64):
     for (int j = i; j < n; j += 64) {
-        // line 39: v = x[j]
+        // line 44: v = x[j]
         const float v = x[j];
-        // line 40: if v < 0.0:
+        // line 45: if v < 0.0:
         if (v < 0.0f) {
-            // line 41: continue
+            // line 46: continue
             continue;
         }
-        // line 42: acc += v
+        // line 47: acc += v
         acc = acc + v;
-        // line 43: if acc > limit:
+        // line 48: if acc > limit:
         if (acc > limit) {
-            // line 44: break
+            // line 49: break
             break;
         }
     }
-    // line 45: k = cast(acc, i32)
+    // line 50: k = cast(acc, i32)
     k = iron_f32_to_i32(acc);
-    // line 46: steps = 0
+    // line 51: steps = 0
     steps = 0;
-    // line 47: while k > 1:
+    // line 52: while k > 1:
     while (k > 1) {
-        // line 48: if k % 2 == 0:
+        // line 53: if k % 2 == 0:
         if (k % 2 == 0) {
-            // line 49: k = k // 2
+            // line 54: k = k // 2
             k = k / 2;
         } else {
-            // line 51: k = 3 * k + 1
+            // line 56: k = 3 * k + 1
             k = (int)(3u * (unsigned)k + 1u);
         }
-        // line 52: steps += 1
+        // line 57: steps += 1
         steps = (int)((unsigned)steps + 1u);
     }
-    // line 53: atomic_add(hist, steps % 16, 1)
+    // line 58: atomic_add(hist, steps % 16, 1)
     atomicAdd(&hist[steps % 16], 1);
-    // line 54: atomic_max(peak, 0, acc)
+    // line 59: atomic_max(peak, 0, acc)
     iron_atomic_max(&peak[0], acc);
-    // line 55: out[i] = acc
+    // line 60: out[i] = acc
     out[i] = acc;
 }

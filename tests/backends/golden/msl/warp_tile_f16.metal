@@ -58,45 +58,45 @@ kernel void warp_tile(
         0 >= iron_n2) {
         return;
     }
-    // line 62: tile = shared(T, BLOCK)
-    // line 63: count = shared(u32, 1)
-    // line 61: tid = local_id(0)
+    // line 67: tile = shared(T, BLOCK)
+    // line 68: count = shared(u32, 1)
+    // line 66: tid = local_id(0)
     const int tid_ = (int)lid;
-    // line 64: if tid == 0:
+    // line 69: if tid == 0:
     const bool t0 = tid_ == 0;
     if (t0) {
-        // line 65: count[0] = 0
+        // line 70: count[0] = 0
         count[0] = 0u;
     }
-    // line 66: v = x[program_id(0)]
+    // line 71: v = x[program_id(0)]
     const half v = x[(int)tid];
-    // line 67: tile[tid] = v
+    // line 72: tile[tid] = v
     tile[tid_] = v;
-    // line 68: barrier()
+    // line 73: barrier()
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    // line 69: s = simd_sum(v)
+    // line 74: s = simd_sum(v)
     const float t1 = static_cast<float>(v);
     const float s = iron_simd_sum(t1);
-    // line 70: m = simd_max(v)
+    // line 75: m = simd_max(v)
     const float m = iron_simd_max(t1);
-    // line 71: left = simd_shuffle(v, (simd_lane() + 1) % simd_size())
+    // line 76: left = simd_shuffle(v, (simd_lane() + 1) % simd_size())
     const float left = iron_simd_shuffle(t1, iron_rem((int)((uint)((int)simd_lane_id) + 1u), (int)simd_width));
-    // line 72: pair = simd_shuffle_xor(v, 1)
+    // line 77: pair = simd_shuffle_xor(v, 1)
     const float pair = iron_simd_shuffle_xor(t1, 1);
-    // line 73: first = simd_broadcast(v, 0)
+    // line 78: first = simd_broadcast(v, 0)
     const float first = iron_simd_shuffle(t1, 0);
-    // line 74: if s > 0.0:
+    // line 79: if s > 0.0:
     if (s > 0.0f) {
-        // line 75: atomic_add(count, 0, 1)
+        // line 80: atomic_add(count, 0, 1)
         atomic_fetch_add_explicit(reinterpret_cast<threadgroup atomic_uint*>(&count[0]), 1u, memory_order_relaxed);
     }
-    // line 76: barrier()
+    // line 81: barrier()
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    // line 77: out[program_id(0)] = tile[BLOCK - 1 - tid] + left * pair - first + m
+    // line 82: out[program_id(0)] = tile[BLOCK - 1 - tid] + left * pair - first + m
     out[(int)tid] = static_cast<half>(static_cast<float>(tile[(int)(255u - (uint)tid_)]) + left * pair - first + m);
-    // line 78: if tid == 0:
+    // line 83: if tid == 0:
     if (t0) {
-        // line 79: atomic_add(total, 0, count[0])
+        // line 84: atomic_add(total, 0, count[0])
         atomic_fetch_add_explicit(reinterpret_cast<device atomic_uint*>(&total[0]), count[0], memory_order_relaxed);
     }
 }

@@ -17,6 +17,10 @@
 #   scripts/gpu_check.sh tile
 #     5. issue 14: the tile-level tests (register arrays, vector accesses, matrix fragments, the new math) on CUDA and
 #        hip-on-cuda, then scripts/gpu_tile_bench.py: std GEMM beside cuBLAS and Triton, its SASS -> gpu_tile.json
+#   scripts/gpu_check.sh gemm
+#     7. issue 14: bench/experiments/wgmma_proto.py (hand-written wgmma GEMM: descriptors checked, timed beside
+#        cuBLAS) -> wgmma_proto.json; the std GEMM's mma.sync configurations timed one by one
+#        (IRON_TILE_SWEEP=1 scripts/gpu_tile_bench.py) -> gemm_sweep.json
 #   scripts/gpu_check.sh rows
 #     6. iron bench -v on CUDA, bf16, for softmax, rms_norm and gemv (Iron beside torch and Triton) -> rows_*.json
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
@@ -62,6 +66,11 @@ if [ "$PART" = tile ]; then
   IRON_TEST_BACKENDS=cuda,hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider $TILE_TESTS tests/std \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_tile_cuda.txt" | tail -n 25
   timeout 240 $PY scripts/gpu_tile_bench.py "$OUT/gpu_tile.json" 2>&1 | tee "$OUT/gpu_tile.txt" | tail -n 20
+fi
+if [ "$PART" = gemm ]; then
+  timeout 200 $PY bench/experiments/wgmma_proto.py "$OUT/wgmma_proto.json" 2>&1 | tee "$OUT/wgmma_proto.txt" | tail -n 30
+  IRON_TILE_SWEEP=1 timeout 300 $PY scripts/gpu_tile_bench.py "$OUT/gemm_sweep.json" 2>&1 | tee "$OUT/gemm_sweep.txt" \
+    | tail -n 30
 fi
 if [ "$PART" = rows ]; then
   # issue 14: the row kernels (register arrays, 16-byte accesses) beside torch and Triton, bf16

@@ -106,10 +106,44 @@ def sass() -> dict:
     return info
 
 
+def sweep(size: int, configs) -> list[dict]:
+    """Each (BM, BN, BK, WM, WN, STAGES) of the mma.sync GEMM timed alone at size^3 bf16 (A @ B), checked first."""
+    rows = []
+    sets = [(torch.randn(size, size, dtype=torch.bfloat16, device="cuda"),
+             torch.randn(size, size, dtype=torch.bfloat16, device="cuda")) for _ in range(2)]
+    out = torch.empty(size, size, dtype=torch.bfloat16, device="cuda")
+    ref = sets[0][0].float() @ sets[0][1].float()
+    for cfg in configs:
+        bm, bn, bk, wm, wn, st = cfg
+        g = wm * wn * 32
+        grid = (-(-size // bn) * g, -(-size // bm))
+        state = {"i": 0}
+
+        def run(i=None):
+            i = state["i"] = state["i"] ^ 1 if i is None else i
+            G.gemm[grid, (g, 1)](sets[i][0], sets[i][1], out, size, size, size, bm, bn, bk, wm, wn, st, False,
+                                 backend="cuda")
+        try:
+            out.fill_(float("nan"))
+            run(0)
+            torch.cuda.synchronize()
+            err = float((out.float() - ref).norm() / ref.norm())
+            s = event_seconds(run, 5, 2)
+            rows.append({"config": cfg, "size": size, "rel_err": err, "ms": s * 1e3,
+                         "tflops": tflops(size, size, size, s)})
+        except Exception as e:
+            rows.append({"config": cfg, "size": size, "error": f"{type(e).__name__}: {e}"[:300]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     result = {"date": datetime.now(UTC).isoformat(), "gpu": torch.cuda.get_device_name(),
               "git_sha": os.environ.get("IRON_GIT_SHA", "unknown"), "command": " ".join(sys.argv),
               "torch": torch.__version__, "rows": []}
+    if os.environ.get("IRON_TILE_SWEEP"):
+        extra = [(128, 256, 64, 2, 4, 3), (256, 128, 64, 4, 2, 3), (128, 128, 64, 2, 4, 4), (128, 128, 32, 2, 4, 4)]
+        result["sweep"] = sweep(8192, G.CONFIGS["cuda"] + extra) + sweep(4096, G.CONFIGS["cuda"][:3])
     result["sass"] = sass()
     print(json.dumps(result["sass"]), flush=True)
     peer = triton_peer()

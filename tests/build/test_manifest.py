@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from iron.build import WRITERS, build, std_targets, target_for
+from iron.build.writers import MANIFEST_LINES
 from iron.cli.build_cmd import build as build_cmd
 from iron.codegen.nvrtc import unavailable_reason
 from iron.errors import IronError
@@ -117,6 +118,33 @@ def test_two_builds_are_byte_identical(tmp_path):
     assert a == sorted(p.name for p in (tmp_path / "b").iterdir())
     for name in a:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+COMMON_KEYS = {"kernel", "module", "backend", "file", "sha256", "bytes", "dtype", "constexprs", "entry", "args",
+               "collectives", "shared_bytes", "source_hash"}
+
+
+def test_each_writers_facts_have_their_manifest_lines(tmp_path):
+    """Every writer puts its facts under one key of the record, and MANIFEST_LINES has that key's lines: they close the
+    artifact's block in manifest.txt (a writer adding a key without lines fails here, not silently in the text)."""
+    manifest = build([target_for(kernels.axpy_acc, {"SCALE": 2})], tmp_path, dtypes=["f32"])
+    blocks = {}
+    for block in (tmp_path / "manifest.txt").read_text().split("\nend\n")[:-1]:
+        lines = block.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("artifact "))
+        blocks[lines[start].split()[1]] = lines[start:]
+    expected = {"vulkan": "push_size 20", "cuda": "param x buffer f32", "hip": "param acc buffer f32",
+                "metal": "dispatch dispatchThreadgroups"}
+    seen = set()
+    for a in manifest["artifacts"]:
+        (key,) = set(a) - COMMON_KEYS
+        seen.add(key)
+        own = MANIFEST_LINES[key](a[key])
+        block = blocks[a["file"]]
+        last_arg = max(i for i, line in enumerate(block) if line.startswith("arg "))
+        assert block[last_arg + 1:] == own and own, a["file"]
+        assert expected[key] in own, own
+    assert seen == set(expected) == set(MANIFEST_LINES)
 
 
 def test_backend_selection_and_errors(tmp_path):

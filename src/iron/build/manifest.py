@@ -26,7 +26,7 @@ from ..ir.variant import Variant
 from ..runtime import get_backend
 from ..version import __version__
 from .targets import BuildTarget
-from .writers import PLANNED, TARGETED, WRITERS, Emitted, emit_artifacts
+from .writers import MANIFEST_LINES, PLANNED, TARGETED, WRITERS, Emitted, emit_artifacts
 
 MANIFEST_FORMAT = 1
 
@@ -189,30 +189,9 @@ def manifest_text(manifest: dict[str, Any]) -> str:
             elif "offset" in arg:
                 extra = f" offset {arg['offset']}"
             lines.append(f"arg {arg['name']} {arg['kind']} {arg['dtype']} {arg['access']}{extra}")
-        if "vulkan" in a:
-            vk = a["vulkan"]
-            lines.append(f"push_size {vk['push_size']}")
-            lines += [f"push {p['name']} {p['offset']} {p['dtype']}" for p in vk["push"]]
-            lines.append("spec_ids " + " ".join(map(str, vk["group_size_spec_ids"])))
-            lines += [f"feature {f}" for f in vk["features"]]
-        for key in ("cuda", "hip"):
-            if key not in a:
-                continue
-            c = a[key]
-            if key == "hip":
-                lines.append(f"wavefront {c['wavefront']}")
-                if "target" in c:
-                    lines.append(f"target {c['target']}")
-                if c.get("targets"):
-                    lines.append("targets " + " ".join(c["targets"]))
-            lines += [f"param {p['name']} {p['kind']} {p['dtype']}" for p in c["params"]]
-            if c["vector"] is not None:
-                lines.append(f"vector {c['vector']['entry']} {c['vector']['width']}")
-        if "metal" in a:  # param i at [[buffer(i)]]; threadgroup INDEX NAME LENGTH for setThreadgroupMemoryLength
-            m = a["metal"]
-            lines += [f"param {p['name']} {p['kind']} {p['dtype']}" for p in m["params"]]
-            lines += [f"threadgroup {g['index']} {g['name']} {g['length']}" for g in m["threadgroup"]]
-            lines.append(f"dispatch {m['dispatch']}")
+        for key, writer_lines in MANIFEST_LINES.items():  # the writer's own facts (one key per record)
+            if key in a:
+                lines += writer_lines(a[key])
         lines.append("end")
     return "\n".join(lines) + "\n"
 

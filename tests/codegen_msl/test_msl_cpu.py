@@ -4,6 +4,12 @@ test kernel on it as well."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -21,9 +27,63 @@ def test_the_library_is_built_from_the_exact_msl(rng):
     MK.divergent_simd_sum[320, 64](x, np.full_like(x, np.nan), 16, backend="msl-cpu")
     variant = MK.divergent_simd_sum.variant(None, (16,))
     lib = variant.artifacts["msl-cpu"]
-    compiled = (lib.path.parent / "kernel.metal").read_bytes()
-    assert compiled == MK.divergent_simd_sum.source("metal", HALF=16).encode()
-    assert compiled == lib.msl.encode()
+    compiled = lib.compiled_msl()
+    assert compiled == MK.divergent_simd_sum.source("metal", HALF=16)
+    assert compiled == lib.msl
+
+
+def _run_divergent_sum(rng, variant) -> None:
+    """divergent_simd_sum at HALF=16 on msl-cpu with its library loaded afresh (through the disk cache), checked."""
+    variant.artifacts.pop("msl-cpu", None)
+    n, width = 256, get_backend("msl-cpu").simd_width()
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    MK.divergent_simd_sum[n, 64](x, out, 16, backend="msl-cpu")
+    want = x.astype(np.float64).reshape(-1, width)
+    want[:, :16] = want[:, :16].sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(out.reshape(-1, width), want, rtol=1e-6, atol=1e-6)
+
+
+def test_libraries_are_cached_and_a_corrupt_entry_is_rebuilt_not_loaded(tmp_path, monkeypatch, rng):
+    from iron.runtime import msl_cpu
+
+    monkeypatch.setenv("IRON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("IRON_CACHE", "1")
+    builds = []
+    compile_library = msl_cpu.compile_library
+    monkeypatch.setattr(msl_cpu, "compile_library", lambda *a: builds.append(a) or compile_library(*a))
+    variant = MK.divergent_simd_sum.variant(None, (16,))
+    _run_divergent_sum(rng, variant)
+    (entry,) = (tmp_path / "msl-cpu").iterdir()
+    whole = entry.read_bytes()
+    _run_divergent_sum(rng, variant)
+    assert len(builds) == 1  # the second load came from the cache
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 0x40
+    for n, corrupt in enumerate((whole[: len(whole) // 2], bytes(flipped), b"", b"\x7fELF" + bytes(100)), start=2):
+        entry.write_bytes(corrupt)
+        _run_divergent_sum(rng, variant)
+        assert len(builds) == n  # rebuilt, and the rebuilt library is the one that ran
+        stored = entry.read_bytes()
+        assert hashlib.sha256(stored[:-32]).digest() == stored[-32:]
+    assert variant.artifacts["msl-cpu"].path.read_bytes() == entry.read_bytes()[:-32]
+
+
+def test_two_processes_building_one_library_share_the_cache(tmp_path):
+    """Both compile the kernel into an empty cache at once (each in its own folder) and run it; the entry is whole."""
+    code = ("import numpy as np; from tests.codegen_msl import msl_cpu_kernels as MK; x = np.arange(128, "
+            "dtype=np.float32); out = np.full_like(x, np.nan); MK.divergent_simd_sum[128, 64](x, out, 8, "
+            "backend='msl-cpu'); w = x.reshape(-1, 32).astype(np.float64); w[:, :8] = w[:, :8].sum(1, keepdims=True);"
+            " assert np.array_equal(out, w.reshape(-1)), out")
+    env = {**os.environ, "IRON_CACHE_DIR": str(tmp_path), "IRON_CACHE": "1", "IRON_MSL_CPU_SIMD_WIDTH": "32"}
+    root = Path(__file__).resolve().parents[2]
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=root, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stdout.read()
+    (entry,) = (tmp_path / "msl-cpu").iterdir()
+    stored = entry.read_bytes()
+    assert hashlib.sha256(stored[:-32]).digest() == stored[-32:]
 
 
 @pytest.mark.parametrize("half", [16, 5])

@@ -6,7 +6,9 @@ driver ``metal_driver.h``, with a small generated trampoline that unpacks the la
 library loaded with ctypes. The driver runs every threadgroup of a kernel with collectives as truly concurrent OS
 threads (barriers and SIMD exchanges really synchronise), SIMD-groups of 32 lanes (``IRON_MSL_CPU_SIMD_WIDTH``: 8,
 16, 32 or 64); kernels without collectives run their threads one after another, threadgroups spread over a few
-OS threads. Libraries are cached on disk (keyed by source, trampoline, headers, compiler and flags).
+OS threads. Libraries are cached by :func:`iron.runtime.cache.cached_binary` like every backend's binaries (keyed by
+the MSL, the trampoline, the model's headers, clang's version and flags; stored with a digest, so a corrupt entry is
+rebuilt rather than loaded); each process loads a private copy.
 
 What this proves and what it cannot: see docs/backends/metal.md. In short, it executes the MSL's semantics (types,
 conversions, control flow, our own emitter's bugs); it does not prove that Apple's compiler accepts the source, and
@@ -15,9 +17,11 @@ says nothing about speed. Buffer accesses are not bounds-checked here (use ``bac
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -31,7 +35,7 @@ from ..errors import CompileError, ExecutionError, LaunchError
 from ..ir.variant import uses_collectives
 from .arrays import check_writable, host_array
 from .backend import Backend
-from .cache import cache_dir, cache_key
+from .cache import cache_key, cached_binary
 from .metal import emitted_msl
 
 #: clang flags: IEEE float semantics (no contraction into FMA, no fast math), C++17 as the model needs
@@ -50,12 +54,12 @@ _ATTRIBUTE_FIELDS = {
     "threads_per_simdgroup": "threads_per_simdgroup",
 }
 _LOCK = threading.Lock()
+#: this process's folder of loaded libraries (made on first use, removed at exit)
+_private: Path | None = None
 
 
 def find_clangxx() -> str | None:
     """The C++ compiler driver: ``IRON_CLANGXX``, else clang++-16 / clang++ (found next to the model's clang)."""
-    import shutil
-
     override = os.environ.get("IRON_CLANGXX")
     if override:
         return shutil.which(override)
@@ -128,6 +132,14 @@ def _headers_digest() -> str:
     return h.hexdigest()
 
 
+def translation_unit(src) -> str:
+    """The C++ clang compiles (``launch.cpp``): the driver, the kernel's MSL (``kernel.metal``, the exact text), the
+    trampoline, and that text again as bytes in ``iron_model_msl``, so a loaded library says what it was built from."""
+    text = ", ".join(str(b) for b in src.source.encode())
+    return ('#include "metal_driver.h"\n#include "kernel.metal"\n\n' + trampoline(src)
+            + f'\nextern "C" const unsigned char iron_model_msl[] = {{{text}, 0}};\n')
+
+
 class Library:
     """One compiled kernel: the shared library and the MSL text it was built from (byte for byte)."""
 
@@ -142,28 +154,32 @@ class Library:
                        ctypes.c_uint, ctypes.c_char_p, ctypes.c_uint]
         self.launch = fn
 
+    def compiled_msl(self) -> str:
+        """The MSL that clang compiled into this library (read back from the library itself)."""
+        return ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(self.dll, "iron_model_msl"))).decode()
 
-def build_library(src, folder: Path | None = None) -> Path:
-    """Compile the MSL of ``src`` (a ``KernelSource``) with the model into a shared library; returns its path
-    (cached on disk). The folder beside it keeps ``kernel.metal`` -- the exact bytes compiled."""
-    from ..codegen.msl_model import INCLUDE_DIR
 
+def build_library(src) -> Path:
+    """Compile the MSL of ``src`` (a ``KernelSource``) with the model into a shared library, through the common binary
+    cache; returns the path of this process's private copy, ready for ``ctypes.CDLL``."""
     clang = find_clangxx()
     if clang is None:
         raise LaunchError(f"backend 'msl-cpu' is not available: {probe()}")
-    tramp = trampoline(src)
-    key = cache_key("msl-cpu", src.source, tramp, _headers_digest(), FLAGS, _clang_version(clang))
-    use_cache = os.environ.get("IRON_CACHE", "1") != "0" and folder is None
-    root = folder or (cache_dir() / "msl-cpu" if use_cache else Path(tempfile.mkdtemp(prefix="iron-msl-cpu-")))
-    out = root / key[:32]
-    lib = out / "kernel.so"
-    if lib.exists():
-        return lib
-    with _LOCK:
-        root.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    unit = translation_unit(src)
+    key = cache_key("msl-cpu", src.source, unit, _headers_digest(), FLAGS, _clang_version(clang))
+    data = cached_binary("msl-cpu", key, lambda: compile_library(clang, src, unit), checked=True)
+    return _private_copy(data, key)
+
+
+def compile_library(clang: str, src, unit: str) -> bytes:
+    """clang's shared library for the translation unit ``unit`` of ``src``, built in a folder of its own (so that
+    processes and threads building the same kernel never share a file)."""
+    from ..codegen.msl_model import INCLUDE_DIR
+
+    with tempfile.TemporaryDirectory(prefix="iron-msl-cpu-build-") as tmp:
+        work = Path(tmp)
         (work / "kernel.metal").write_text(src.source)
-        (work / "launch.cpp").write_text('#include "metal_driver.h"\n#include "kernel.metal"\n\n' + tramp)
+        (work / "launch.cpp").write_text(unit)
         cmd = [clang, *FLAGS, "-I", str(INCLUDE_DIR), "-o", str(work / "kernel.so"), str(work / "launch.cpp")]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -171,11 +187,21 @@ def build_library(src, folder: Path | None = None) -> Path:
                                f"Metal:\n{proc.stderr.strip()}",
                                hint="this is a bug in Iron's MSL emitter or the model; `iron inspect --backend "
                                     "metal` shows the source")
-        try:
-            os.replace(work, out)
-        except OSError:  # another process got there first
-            pass
-    return lib
+        return (work / "kernel.so").read_bytes()
+
+
+def _private_copy(data: bytes, key: str) -> Path:
+    """``data`` in a new file of this process's private folder. A new file each time: dlopen hands out the library
+    already loaded from a path, and rewriting a file that is mapped would change code that is running."""
+    global _private
+    with _LOCK:
+        if _private is None:
+            _private = Path(tempfile.mkdtemp(prefix="iron-msl-cpu-"))
+            atexit.register(shutil.rmtree, _private, True)
+        fd, name = tempfile.mkstemp(dir=_private, prefix=f"{key[:16]}-", suffix=".so")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return Path(name)
 
 
 class MslCpuBackend(Backend):

@@ -43,6 +43,7 @@ from .dialect import (
     wrapping_int_helpers,
 )
 from .expr import UNARY, Expr
+from .msl_matrix import LANE_SNIPPETS, MslMatrix, matrix_snippets
 from .printer import KernelSource, emit_source
 
 #: thread-index op -> (parameter name, Metal attribute); the parameter is declared only when the body reads it
@@ -226,6 +227,7 @@ def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     table.update(_simd_snippets(bf16_ctype))
     if bf16_ctype == "ushort":
         table["bf16_bits"] = _BF16_BITS
+    table.update(matrix_snippets(bf16_ctype))  # last: the bf16 fragment helpers call bf16_bits
     return table
 
 
@@ -319,7 +321,8 @@ class MslDialect(CDialect):
 
     def attribute_params(self, features: Features) -> list[tuple[str, str, str]]:
         used = set(features.thread_ops) if features is not None else set()
-        if features is not None and any(s.startswith("iron_simd_shuffle_xor:") for s in features.snippets):
+        if features is not None and any(s.startswith("iron_simd_shuffle_xor:") or s in LANE_SNIPPETS
+                                        for s in features.snippets):
             used.add("simd_lane")
         return [("uint3" if code in _AXIS_OPS and self.dims > 1 else "uint", name, attribute)
                 for code, (name, attribute) in THREAD_PARAMS.items() if code in used]
@@ -340,6 +343,8 @@ class MslDialect(CDialect):
     #: (``setThreadgroupMemoryLength:atIndex:``): one spelling for the runtime, ``iron build`` hosts and the CPU model
     #: of Metal (whose driver gives each threadgroup its own storage)
     shared_as_params: ClassVar[bool] = True
+    #: matrix fragments as 8 x 8 simdgroup_matrix operations (msl_matrix.py)
+    matrix: ClassVar[object | None] = MslMatrix()
     vector_types: ClassVar[dict[int, str]] = {16: "uint4", 8: "uint2", 4: "uint", 2: "ushort"}
 
     def vector_pointer(self, vtype: str, space: str, const: bool) -> str:

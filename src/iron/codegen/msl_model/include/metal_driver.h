@@ -17,6 +17,8 @@
 //     they do not wait for each other.
 //   - A threadgroup_barrier must be reached by every thread of the group (Iron's rule); a barrier that some threads
 //     skipped (they finished) is reported as an error, like the interpreter does.
+//   - SIMD-group matrix operations (simdgroup_load/store/multiply_accumulate) are collectives too, of all 32 lanes
+//     of a SIMD-group: metal_matrix_driver.h.
 #ifndef IRON_METAL_DRIVER_H
 #define IRON_METAL_DRIVER_H
 
@@ -307,6 +309,8 @@ IRON_DRIVER_SIMD(ushort)
 #undef IRON_DRIVER_SIMD
 
 }  // namespace metal
+
+#include "metal_matrix_driver.h"  // simdgroup_matrix's collective
 
 // -- the launch ---------------------------------------------------------------------------------------------------
 namespace iron_model {

@@ -13,7 +13,9 @@
 //   - vector types are clang ext_vector_type vectors (swizzles .x/.xy/... work as in Metal);
 //   - math functions forward to clang builtins; atomics are real (GCC __atomic builtins on the wrapped value);
 //   - threadgroup_barrier, simd_* and simd_active_threads_mask are declared only: what they do depends on which
-//     threads run together, which is the business of an execution driver.
+//     threads run together, which is the business of an execution driver;
+//   - simdgroup_matrix<T, 8, 8> and its functions are in metal_simdgroup_matrix.h (included below): the storage and
+//     conversions are here, the SIMD-group collective they end in (iron_model_simdgroup_matrix) is the driver's.
 //
 // For a later CPU driver (issue 6, point 3): define IRON_MSL_MODEL_DRIVER before including this header and provide
 // definitions of the declared collectives (threadgroup_barrier, simd_*) over the driver's own thread context; the
@@ -97,6 +99,7 @@ IRON_MODEL_VECTORS(uint)
 IRON_MODEL_VECTORS(half)
 IRON_MODEL_VECTORS(ushort)
 IRON_MODEL_VECTORS(short)
+IRON_MODEL_VECTORS(ulong)
 #undef IRON_MODEL_VECTORS
 
 // as_type<T>(x): reinterpret the bits (sizes must match, as Metal requires)
@@ -241,5 +244,7 @@ T atomic_fetch_max_explicit(volatile _atomic<T>* object, typename iron_model_sam
 }
 
 }  // namespace metal
+
+#include "metal_simdgroup_matrix.h"
 
 #endif  // IRON_METAL_MODEL_H

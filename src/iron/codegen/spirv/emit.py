@@ -31,6 +31,7 @@ from .module import SpirvBuffer, SpirvKernel, SpirvPush
 from .precise import PreciseMath
 from .simd import _WORKGROUP_SCOPE, ThreadOps
 from .values import ValueOps
+from .words import WordOps
 
 SPEC_IDS = (0, 1, 2)
 # AcquireRelease | UniformMemory | WorkgroupMemory: CUDA's __syncthreads also orders global memory within the group
@@ -42,10 +43,10 @@ IEEE_SPECIALS = True
 _EXACT_FLOAT_OPS = frozenset({"OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFNegate"})
 
 
-class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, LanesOps, ControlFlow, ThreadOps):
+class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps, ControlFlow, ThreadOps):
     """IR kernel -> ``SpirvKernel``: the module, its entry point and the statement dispatch; the mixins emit values
-    (values.py, precise.py, mathops.py), memory (memory.py), the lanes module (lanes.py), control flow (control.py)
-    and threads, SIMD groups and atomics (simd.py)."""
+    (values.py, precise.py, mathops.py), memory (memory.py), 16-byte vector copies (words.py), the lanes module
+    (lanes.py), control flow (control.py) and threads, SIMD groups and atomics (simd.py)."""
 
     def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                  float64: bool = False, denorm_preserve: bool = False, lanes=None, *, ieee_specials: bool = True,
@@ -54,7 +55,8 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, LanesOps, ControlF
         self.lanes = lanes  # a LanePlan: emit the lanes module (see emit_spirv)
         self.pid0: int | None = None  # in the lanes module: program_id(0) of the element being emitted
         self.lane_regs: dict[int, int] | None = None  # lane buffer uid -> the Function variable of its element
-        self.views: dict[int, int] = {}  # lane buffer uid -> its 16-byte view (the lanes module)
+        self.views: dict[int, int] = {}  # buffer uid -> its 16-byte view (lane buffers, vector copies: words.py)
+        self.param_info: dict[int, tuple[int, bool, str]] = {}  # buffer uid -> (binding, read-only, name)
         self.b = SpirvModuleBuilder()
         self.atomic_float_add = atomic_float_add
         self.uniform_control_flow = uniform_control_flow
@@ -74,6 +76,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, LanesOps, ControlF
         self.shared_bytes = 0
         self.blocks: dict[int, int] = {}  # storage element type -> its buffer block struct
         self.cas_buffers = self._cas_targets()
+        self.packed = self._packed_shared()  # shared arrays declared as uvec4 words
 
     # -- plumbing --------------------------------------------------------------------------------------------------
 
@@ -204,6 +207,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, LanesOps, ControlF
                 b.decorate(var, "Binding", binding)
                 b.name(var, p.name)
                 self.mem[p.value.uid] = _Memory(var, "StorageBuffer", elem_type, kind, elem)
+                self.param_info[p.value.uid] = (binding, p.readonly, p.name)
                 if self.lanes is not None and self.k.params.index(p) in self.lanes.lanes:
                     self.views[p.value.uid] = self._vector_view(binding, p.readonly, p.name)
                 buffers.append(SpirvBuffer(p.name, binding, elem, p.readonly))

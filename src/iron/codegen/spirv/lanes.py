@@ -84,47 +84,19 @@ class LanesOps:
     def _load_words(self, uid: int, pid: int, w: int) -> list[int]:
         """The ``w`` register values of an invocation's elements of a lane buffer, loaded as 16-byte words."""
         b, m = self.b, self.mem[uid]
-        u32, f32 = b.type_int(32, False), b.type_float(32)
-        per_word = 4 // m.elem.itemsize  # elements in each 32-bit component
-        chunks = w // (4 * per_word)
+        chunks = w * self._storage_size(m) // 16
+        uvec4 = b.type_vector(b.type_int(32, False), 4)
         values = []
         for c in range(chunks):
-            word4 = self.inst("OpLoad", b.type_vector(u32, 4), self._view_pointer(uid, pid, c, chunks))
-            for j in range(4):
-                word = self.inst("OpCompositeExtract", u32, word4, j)
-                if per_word == 1:
-                    values.append(self.inst("OpBitcast", self.reg_type(m.elem), word))
-                elif m.kind == "f16":
-                    pair = self.inst("OpBitcast", b.type_vector(m.elem_type, 2), word)
-                    values += [self.inst("OpFConvert", f32, self.inst("OpCompositeExtract", m.elem_type, pair, h))
-                               for h in (0, 1)]
-                else:  # bf16: the upper 16 bits of an f32
-                    low = self.inst("OpShiftLeftLogical", u32, word, b.const_uint(16))
-                    high = self.inst("OpBitwiseAnd", u32, word, b.const_uint(0xFFFF0000))
-                    values += [self.inst("OpBitcast", f32, low), self.inst("OpBitcast", f32, high)]
+            word4 = self.inst("OpLoad", uvec4, self._view_pointer(uid, pid, c, chunks))
+            values += self._decode_words(m, word4)
         return values
 
     def _store_words(self, uid: int, pid: int, values: list[int]) -> None:
         """Store an invocation's register values of a lane buffer as 16-byte words."""
-        b, m = self.b, self.mem[uid]
-        u32 = b.type_int(32, False)
-        per_word = 4 // m.elem.itemsize
-        chunks = len(values) // (4 * per_word)
+        m = self.mem[uid]
+        chunks = len(values) * self._storage_size(m) // 16
+        per = len(values) // chunks
         for c in range(chunks):
-            words = []
-            for j in range(4):
-                part = values[(4 * c + j) * per_word:(4 * c + j + 1) * per_word]
-                if per_word == 1:
-                    words.append(self.inst("OpBitcast", u32, part[0]))
-                elif m.kind == "f16":
-                    halves = [self.inst("OpFConvert", m.elem_type, v) for v in part]  # exact: already f16 values
-                    pair = self.inst("OpCompositeConstruct", b.type_vector(m.elem_type, 2), *halves)
-                    words.append(self.inst("OpBitcast", u32, pair))
-                else:  # bf16: the upper 16 bits of each f32 (already a bf16 value)
-                    low = self.inst("OpShiftRightLogical", u32, self.inst("OpBitcast", u32, part[0]),
-                                    b.const_uint(16))
-                    high = self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, part[1]),
-                                     b.const_uint(0xFFFF0000))
-                    words.append(self.inst("OpBitwiseOr", u32, low, high))
-            word4 = self.inst("OpCompositeConstruct", b.type_vector(u32, 4), *words)
+            word4 = self._encode_words(m, values[c * per:(c + 1) * per])
             self.stmt("OpStore", self._view_pointer(uid, pid, c, chunks), word4)

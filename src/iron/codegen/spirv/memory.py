@@ -12,12 +12,15 @@ from ...ir.core import Op
 
 
 class _Memory:
-    """How one buffer (parameter or shared array) is stored: ``kind`` is "plain", "f16", "bf16" or "bits"."""
+    """How one buffer (parameter or shared array) is stored: ``kind`` is "plain", "f16", "bf16" or "bits" (u32 words
+    holding the register's bits); ``packed``: a shared array declared ``uvec4[]``, element i in component i % 4 of
+    word i / 4 (words.py)."""
 
-    __slots__ = ("var", "storage", "elem_type", "kind", "elem")
+    __slots__ = ("var", "storage", "elem_type", "kind", "elem", "packed")
 
-    def __init__(self, var: int, storage: str, elem_type: int, kind: str, elem: t.ScalarType):
+    def __init__(self, var: int, storage: str, elem_type: int, kind: str, elem: t.ScalarType, packed: bool = False):
         self.var, self.storage, self.elem_type, self.kind, self.elem = var, storage, elem_type, kind, elem
+        self.packed = packed
 
 
 class MemoryOps:
@@ -55,12 +58,19 @@ class MemoryOps:
     def _shared(self, op: Op) -> None:
         b = self.b
         elem, size = op.attrs["elem"], op.attrs["size"]
-        kind, elem_type = self._storage_elem(elem, op.result.uid in self.cas_buffers, "shared")
-        var = b.global_variable("Workgroup", b.type_array(elem_type, size))
+        if op.result.uid in self.packed:  # moved by 16-byte vector copies: an array of uvec4 words (words.py)
+            u32 = b.type_int(32, False)
+            count = -(-size // 4)
+            var = b.global_variable("Workgroup", b.type_array(b.type_vector(u32, 4), count))
+            self.shared_bytes += 16 * count
+            self.mem[op.result.uid] = _Memory(var, "Workgroup", u32, "bits", elem, packed=True)
+        else:
+            kind, elem_type = self._storage_elem(elem, op.result.uid in self.cas_buffers, "shared")
+            var = b.global_variable("Workgroup", b.type_array(elem_type, size))
+            self.shared_bytes += 4 * size
+            self.mem[op.result.uid] = _Memory(var, "Workgroup", elem_type, kind, elem)
         if op.result.name:
             b.name(var, op.result.name)
-        self.shared_bytes += 4 * size
-        self.mem[op.result.uid] = _Memory(var, "Workgroup", elem_type, kind, elem)
 
     def _local(self, op: Op) -> None:
         """A per-thread array: a Function variable of registers (f16/bf16 elements held as exact f32 values)."""
@@ -74,30 +84,30 @@ class MemoryOps:
             b.name(var, op.result.name)
         self.mem[op.result.uid] = _Memory(var, "Function", elem_type, "plain", elem)
 
-    def _vcopy(self, op: Op) -> None:
-        """n elements, one by one: drivers merge adjacent loads (a 16-byte view of the buffer is the next step)."""
-        dst, di, src, si = op.operands
-        d0, s0 = self.value(di), self.value(si)
-        for k in range(op.attrs["n"]):
-            dk = d0 if k == 0 else self.inst("OpIAdd", self.reg_type(di.type), d0, self.const(k, di.type))
-            sk = s0 if k == 0 else self.inst("OpIAdd", self.reg_type(si.type), s0, self.const(k, si.type))
-            self._store_at(dst.uid, dk, self._load_at(src.uid, sk))
-
-    def _pointer(self, buf_uid: int, idx: int) -> tuple[_Memory, int]:
-        m = self.mem[buf_uid]
-        ptr_t = self.b.type_pointer(m.storage, m.elem_type)
-        chain = (self.b.const_int(0), idx) if m.storage == "StorageBuffer" else (idx,)
+    def _pointer(self, buf_uid: int, idx: int, signed: bool = True) -> tuple[_Memory, int]:
+        """Pointer to element ``idx`` (an i32 register, or u32 where ``signed`` is False)."""
+        b, m = self.b, self.mem[buf_uid]
+        ptr_t = b.type_pointer(m.storage, m.elem_type)
+        if m.packed:  # component idx % 4 of word idx / 4
+            ity = b.type_int(32, signed)
+            shift = "OpShiftRightArithmetic" if signed else "OpShiftRightLogical"
+            chain = (self.inst(shift, ity, idx, b.const_uint(2)),
+                     self.inst("OpBitwiseAnd", ity, idx, self.const_of(ity, 3)))
+        elif m.storage == "StorageBuffer":
+            chain = (b.const_int(0), idx)
+        else:
+            chain = (idx,)
         return m, self.inst("OpAccessChain", ptr_t, m.var, *chain)
 
     def _load(self, op: Op) -> int:
         buf = op.operands[0]
         if self.lane_regs is not None and buf.uid in self.lane_regs:  # the lanes module: this element's register
             return self.inst("OpLoad", self.reg_type(buf.type.elem), self.lane_regs[buf.uid])
-        return self._load_at(buf.uid, self.value(op.operands[1]))
+        return self._load_at(buf.uid, self.value(op.operands[1]), op.operands[1].type.is_signed)
 
-    def _load_at(self, buf_uid: int, idx: int) -> int:
+    def _load_at(self, buf_uid: int, idx: int, signed: bool = True) -> int:
         b = self.b
-        m, ptr = self._pointer(buf_uid, idx)
+        m, ptr = self._pointer(buf_uid, idx, signed)
         raw = self.inst("OpLoad", m.elem_type, ptr)
         f32, u32 = b.type_float(32), b.type_int(32, False)
         if m.kind == "f16":
@@ -106,7 +116,7 @@ class MemoryOps:
             wide = self.inst("OpUConvert", u32, raw)
             return self.inst("OpBitcast", f32, self.inst("OpShiftLeftLogical", u32, wide, b.const_uint(16)))
         if m.kind == "bits":
-            return self.inst("OpBitcast", f32, raw)
+            return self._from_u32(raw, self.reg_type(m.elem))
         return raw
 
     def _to_storage(self, m: _Memory, v: int) -> int:
@@ -118,7 +128,7 @@ class MemoryOps:
             high = self.inst("OpShiftRightLogical", u32, self.inst("OpBitcast", u32, v), b.const_uint(16))
             return self.inst("OpUConvert", m.elem_type, high)
         if m.kind == "bits":
-            return self.inst("OpBitcast", m.elem_type, v)
+            return self._to_u32(v, self.reg_type(m.elem))
         return v
 
     def _store(self, op: Op) -> None:
@@ -126,8 +136,8 @@ class MemoryOps:
         if self.lane_regs is not None and buf.uid in self.lane_regs:
             self.stmt("OpStore", self.lane_regs[buf.uid], self.value(op.operands[2]))
             return
-        self._store_at(buf.uid, self.value(op.operands[1]), self.value(op.operands[2]))
+        self._store_at(buf.uid, self.value(op.operands[1]), self.value(op.operands[2]), op.operands[1].type.is_signed)
 
-    def _store_at(self, buf_uid: int, idx: int, value: int) -> None:
-        m, ptr = self._pointer(buf_uid, idx)
+    def _store_at(self, buf_uid: int, idx: int, value: int, signed: bool = True) -> None:
+        m, ptr = self._pointer(buf_uid, idx, signed)
         self.stmt("OpStore", ptr, self._to_storage(m, value))

@@ -94,7 +94,7 @@ class ThreadOps:
 
     def _atomic(self, op: Op) -> int:
         b = self.b
-        m, ptr = self._pointer(op.operands[0].uid, self.value(op.operands[1]))
+        m, ptr = self._pointer(op.operands[0].uid, self.value(op.operands[1]), op.operands[1].type.is_signed)
         elem = m.elem
         val = self.value(op.operands[2])
         scope = b.const_uint(_DEVICE_SCOPE if m.storage == "StorageBuffer" else _WORKGROUP_SCOPE)

@@ -17,10 +17,13 @@ from ..ir import types as t
 from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.rewrite import clone_kernel
+from .warpgroup import expand_warpgroup_mma
 
 
 def lower_fragments(kernel: Kernel, width: int) -> Kernel:
-    """``kernel`` itself when it has no fragment ops, else a lowered copy for SIMD groups of ``width`` lanes."""
+    """``kernel`` itself when it has no fragment ops, else a lowered copy for SIMD groups of ``width`` lanes
+    (warpgroup_mma calls are first expanded into fragment ops: ``codegen/warpgroup.py``)."""
+    kernel = expand_warpgroup_mma(kernel)
     if not any(op.opcode in O.MATRIX for op in kernel.walk()):
         return kernel
     if width < 1 or width & (width - 1) or width > 256:

@@ -11,7 +11,8 @@ from ..ir.core import Value
 from .refs import Ref
 from .typing_rules import Const
 
-MATRIX_BUILTINS = frozenset({"mma_shape", "frag_a", "frag_b", "frag_acc", "mma", "frag_store"})
+MATRIX_BUILTINS = frozenset({"mma_shape", "frag_a", "frag_b", "frag_acc", "mma", "frag_store", "warpgroup_mma",
+                             "warpgroup_wait"})
 _INPUT_DTYPES = ", ".join(t.MMA_SHAPE)
 
 
@@ -29,6 +30,15 @@ def lower_matrix(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Any:
         return cg.b.op("frag_zero", [], t.FragType("acc", m * mt, n * nt, t.f32)).result
     if name == "mma":
         return _mma(cg, [cg.expr(a) for a in arg_nodes], arg_nodes, node)
+    if name == "warpgroup_mma":
+        return _warpgroup_mma(cg, arg_nodes, node)
+    if name == "warpgroup_wait":
+        pending = cg.expr(arg_nodes[0])
+        if not (isinstance(pending, Const) and type(pending.value) is int and pending.value >= 0):
+            raise cg.error(f"warpgroup_wait's count must be a compile-time int >= 0, got {cg.describe(pending)}",
+                           arg_nodes[0])
+        cg.b.op("wg_wait", [], None, {"pending": pending.value})
+        return None
     return _store(cg, arg_nodes, node)
 
 
@@ -104,3 +114,26 @@ def _store(cg, arg_nodes: list[ast.AST], node: ast.AST) -> None:
     cg.b.loc = cg.frame.src.loc(node)
     cg.b.op("frag_store", [buf, index, ld, acc, *bounds], None)
     return None
+
+
+def _warpgroup_mma(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """warpgroup_mma(a, ai, b, bi, ldb, trans_b, acc): both tiles in shared arrays of one f16/bf16 dtype."""
+    a, b = (cg.expr(arg_nodes[i]) for i in (0, 2))
+    for v, n, what in ((a, arg_nodes[0], "A"), (b, arg_nodes[2], "B")):
+        if not (isinstance(v, Value) and isinstance(v.type, t.BufferType) and v.type.space == "shared"
+                and v.type.elem.name in t.MMA_SHAPE):
+            raise cg.error(f"warpgroup_mma reads its {what} tile from a shared array of {_INPUT_DTYPES}, got "
+                           f"{cg.describe(v)}", n, "stage the tile with async_copy or vstore into shared(dtype, n)")
+    if a.type.elem != b.type.elem:
+        raise cg.error(f"warpgroup_mma of {a.type.elem} A with {b.type.elem} B", node, "use one dtype for both")
+    flag = cg.expr(arg_nodes[5])
+    if not (isinstance(flag, Const) and isinstance(flag.value, bool)):
+        raise cg.error("trans_b must be a compile-time bool (True/False or a constexpr)", arg_nodes[5])
+    acc = cg.expr(arg_nodes[6])
+    if not (isinstance(acc, Value) and isinstance(acc.type, t.FragType) and acc.type.role == "acc"
+            and acc.type.rows == 16 and acc.type.cols <= 256):
+        raise cg.error(f"warpgroup_mma accumulates into a frag_acc(1, nt) with nt <= 16 (16 rows per SIMD group), "
+                       f"got {cg.describe(acc)}", arg_nodes[6])
+    ai, bi, ldb = (cg.index(arg_nodes[i]) for i in (1, 3, 4))
+    cg.b.loc = cg.frame.src.loc(node)
+    return cg.b.op("wg_mma", [a, ai, b, bi, ldb, acc], acc.type, {"trans_b": flag.value}).result

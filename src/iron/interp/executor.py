@@ -20,7 +20,7 @@ from ..errors import ExecutionError, LaunchError
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Block, Kernel, Op, Value
-from . import matrix, memory
+from . import matrix, memory, warpgroup
 from .semantics import const_array, pure_fn
 from .threads import (
     EMPTY,
@@ -96,6 +96,7 @@ class _Executor:
         self.loops: list[_Loop] = []
         self.cond: np.ndarray | None = None  # the last `condition` value, read by `while`
         self.copies = memory.AsyncCopies()  # async_copy groups in flight
+        self.wg = warpgroup.WarpgroupState()  # warpgroup_mma calls in flight
         self._bind(args)
         self.body = self._block(kernel.body)
 
@@ -285,10 +286,13 @@ def _matrix(ex: _Executor, op: Op) -> Step:
             return mask
 
         return zero
+    if code in O.WARPGROUP:
+        return _warpgroup(ex, op)
     if code == "mma":
         out = ex._slot(op.result)
 
         def mma(mask: Mask) -> Mask:
+            ex.wg.check_ready(slots, "mma", mask, geom.n)
             matrix.whole_groups(geom, "mma", mask)
             a, b, c = (env[s] for s in slots)
             env[out] = matrix.mma(a, b, c)  # every thread, as pure ops are: inactive lanes are never read
@@ -307,11 +311,31 @@ def _matrix(ex: _Executor, op: Op) -> Step:
     elem = op.operands[0].type.elem
 
     def frag_store(mask: Mask) -> Mask:
+        ex.wg.check_ready(slots[3:4], "frag_store", mask, geom.n)
         valid = (env[slots[4]], env[slots[5]])
         matrix.frag_store(target, geom, env[slots[1]], env[slots[2]], env[slots[3]], elem, valid, mask)
         return mask
 
     return frag_store
+
+
+def _warpgroup(ex: _Executor, op: Op) -> Step:
+    """warpgroup_mma / warpgroup_wait (``interp/warpgroup.py``)."""
+    env, geom, state = ex.env, ex.geom, ex.wg
+    if op.opcode == "wg_wait":
+        pending = op.attrs["pending"]
+        return lambda mask: (state.wait(pending, geom, mask), mask)[1]
+    a, b = (ex.targets[op.operands[i].uid] for i in (0, 2))
+    ai, bi, ldb, acc = (ex._slot(op.operands[i]) for i in (1, 3, 4, 5))
+    out, trans_b, line = ex._slot(op.result), op.attrs.get("trans_b", False), str(op.loc or ex.kernel.loc)
+
+    def wg_mma(mask: Mask) -> Mask:
+        env[out], call = warpgroup.wg_mma(state, geom, a, env[ai], b, env[bi], env[ldb], env[acc], trans_b, mask,
+                                          line)
+        state.tag(out, (call,))
+        return mask
+
+    return wg_mma
 
 
 def blend(mask: Mask, new: np.ndarray, old: np.ndarray) -> np.ndarray:
@@ -420,6 +444,7 @@ def _var(ex: _Executor, op: Op) -> Step:
 
         def get(mask: Mask) -> Mask:
             env[out] = env[slot]
+            ex.wg.tag(out, ex.wg.slot_calls.get(slot, ()))
             return mask
 
         return get
@@ -427,6 +452,7 @@ def _var(ex: _Executor, op: Op) -> Step:
 
     def set_(mask: Mask) -> Mask:
         env[slot] = blend(mask, env[val], env[slot])
+        ex.wg.tag(slot, ex.wg.slot_calls.get(val, ()) + (ex.wg.slot_calls.get(slot, ()) if mask is not None else ()))
         return mask
 
     return set_

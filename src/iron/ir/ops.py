@@ -119,6 +119,12 @@ _TABLE: list[OpInfo] = [
     OpInfo("frag_store", "matrix", 6, pure=False, has_result=False, writes=(0,),
            doc="frag_store(buf, index, ld, acc, rows, cols): element (r, c) with r < rows and c < cols to "
                "buf[index + r*ld + c], rounded to buf's dtype"),
+    OpInfo("wg_mma", "matrix", 6, pure=False, reads=(0, 2),
+           doc="wg_mma(a, a_index, b, b_index, ldb, acc) -> acc (attrs trans_b): the 4 SIMD groups of a warpgroup "
+               "start acc += A[16w:16w+16, :] @ B, A 64x64 at a[a_index + 64r + k], B 64xN at b[b_index + ldb*k + n] "
+               "(trans_b: b[b_index + 64n + k]); complete by a later wg_wait"),
+    OpInfo("wg_wait", "matrix", 0, pure=False, has_result=False,
+           doc="wait until at most attrs.pending of this warpgroup's wg_mma calls are in flight"),
     OpInfo("barrier", "sync", 0, pure=False, has_result=False, doc="group barrier + shared-memory fence"),
     *_ops("simd", "simd_sum simd_max simd_min", 1, "reduction over the active lanes of the SIMD group", pure=False),
     *_ops("simd", "simd_shuffle simd_shuffle_xor simd_broadcast", 2, "(value, lane)", pure=False),
@@ -160,7 +166,9 @@ COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 FLOAT_MATH = frozenset(_MATH)
 MATH_PREDICATES = frozenset(n for n, row in _MATH.items() if row[1] == "bool")
 THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups"}
-MATRIX = {"frag_load", "frag_zero", "mma", "frag_store"}
+MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}
+#: the warpgroup ops (codegen/warpgroup.py expands them into fragment ops where the target has no wgmma)
+WARPGROUP = {"wg_mma", "wg_wait"}
 SIMD_REDUCE = {"simd_sum", "simd_max", "simd_min"}
 SIMD_EXCHANGE = {"simd_shuffle", "simd_shuffle_xor", "simd_broadcast"}
 ATOMICS = {"atomic_add", "atomic_max"}
@@ -283,6 +291,18 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "Write the R x C accumulator: element (r, n) with r < rows and n < cols (the edge of a matrix) to "
        "t[i + r*ld + n], rounded to t's dtype; the whole SIMD group calls it with the same arguments.", (4, 6),
        pure=False),
+    _b("warpgroup_mma", "warpgroup_mma(a, ai, b, bi, ldb, trans_b, acc) -> fragment",
+       "The 4 SIMD groups 4j..4j+3 of a group (a warpgroup) together start acc += A[16w:16w+16, :] @ B in SIMD "
+       "group 4j+w: A is 64 x 64 at a[ai + 64*r + k], B is 64 x N (N = acc's columns, up to 256) at "
+       "b[bi + ldb*k + n] (trans_b: b[bi + 64*n + k]); a and b are shared arrays of f16/bf16, acc a frag_acc(1, nt); "
+       "every argument the same across the warpgroup. Alignment: ai a multiple of 512; trans_b: ldb == 64 and bi a "
+       "multiple of 512; else ldb a multiple of 64, bi % 64 == 0, (bi // ldb) % 64 == 0 and bi % ldb + N <= ldb. "
+       "The result and the tiles it reads are in use until a warpgroup_wait completes the call. wgmma on NVIDIA "
+       "sm_90 (Hopper); matrix fragments elsewhere.", (7, 7), pure=False, op="wg_mma"),
+    _b("warpgroup_wait", "warpgroup_wait(pending)",
+       "Wait until at most `pending` (compile-time) of this warpgroup's warpgroup_mma calls are in flight: only then "
+       "may their accumulators be read (frag_store, mma) or the shared memory they read be written.", (1, 1),
+       pure=False, op="wg_wait"),
     _b("barrier", "barrier()",
        "Every thread of the group waits; shared-memory writes before it are visible after it. Must be reached by "
        "all threads of the group (uniform control flow); the interpreter reports a divergent barrier.", (0, 0),

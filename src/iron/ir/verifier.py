@@ -149,7 +149,7 @@ class _Verifier:
 
 #: ops whose operand/result rules are memory and tile-level ones (``_check_memory``)
 _MEMORY_RULES = frozenset({"load", "store", "atomic_add", "atomic_max", "shared", "local", "async_copy", "async_wait",
-                           "vcopy", "frag_load", "frag_zero", "mma", "frag_store"})
+                           "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"})
 
 
 def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C901 - one flat table of rules
@@ -195,6 +195,14 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
         need(all(isinstance(x, t.FragType) for x in xs) and (a.role, b_.role, c.role) == ("a", "b", "acc")
              and r == c and a.elem == b_.elem and (a.rows, a.cols, b_.cols) == (c.rows, b_.rows, c.cols),
              "mma(a MxK, b KxN, acc MxN) -> acc")
+    elif code == "wg_mma":
+        a, _, b_, _, _, c = xs
+        need(isinstance(a, t.BufferType) and isinstance(b_, t.BufferType) and a.space == b_.space == "shared"
+             and a.elem == b_.elem and a.elem.name in t.MMA_SHAPE and isinstance(c, t.FragType) and c.role == "acc"
+             and c.rows == 16 and r == c and all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 3, 4)),
+             "wg_mma(shared a, ai, shared b, bi, ldb, acc 16xN) -> acc")
+    elif code == "wg_wait":
+        need(isinstance(attrs.get("pending"), int), "wg_wait needs attrs.pending")
     elif code == "frag_store":
         need(isinstance(xs[0], t.BufferType) and isinstance(xs[3], t.FragType) and xs[3].role == "acc"
              and all(isinstance(x, t.ScalarType) and x.is_int for x in (xs[1], xs[2], xs[4], xs[5])),

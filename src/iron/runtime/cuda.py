@@ -156,7 +156,7 @@ class CudaBackend(Backend):
         if src is None:
             from ..codegen import emit_cuda
 
-            src = variant.artifacts["cuda-src"] = emit_cuda(variant.kernel)
+            src = variant.artifacts["cuda-src"] = emit_cuda(variant.kernel, arch=self.arch)
         return src
 
     def source(self, variant) -> str:
@@ -168,6 +168,8 @@ class CudaBackend(Backend):
 
         src = self.emitted(variant)
         arch = target or self.arch
+        if src.arch is not None and arch == self.arch:  # wgmma source: the device's architecture-specific target
+            arch = src.arch
         options = nvrtc.default_options()
         key = cache_key(self.name, src.source, arch, options, nvrtc.nvrtc_version())
         return cached_binary("cuda", key, lambda: nvrtc.compile_cuda(src, arch=arch, options=options))

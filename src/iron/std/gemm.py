@@ -10,9 +10,14 @@ and K is a multiple of 8 (zeros past the edges otherwise), then every SIMD group
 Tiles move with ``async_copy`` (cp.async on NVIDIA), STAGES deep: tile k + STAGES - 1 is in flight while tile k is
 multiplied; fragments load from shared memory with ``ldmatrix``. Not yet: Hopper's wgmma and the bulk tensor copy
 engine, swizzled shared memory (rows are padded instead), a persistent grid.
+
+``gemm_wg`` is the same pipeline on ``warpgroup_mma`` (wgmma on NVIDIA sm_90, 64-wide K slabs in 128-byte-swizzled
+shared memory; fragments elsewhere): what ``launch`` runs on an H200 with IRON_WGMMA=1 (see ``uses_wgmma``).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -40,6 +45,8 @@ from ..lang import (
     shared,
     simd_group,
     static_range,
+    warpgroup_mma,
+    warpgroup_wait,
 )
 from ..runtime import get_backend
 
@@ -130,6 +137,50 @@ def load_tiles(A, B, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE,
         stage(B, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
 
 
+@kernel
+def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM: constexpr, BN: constexpr,
+            STAGES: constexpr, TRANS_B: constexpr):
+    """C = A @ B (or A @ B^T) with warpgroup_mma: BM // 64 warpgroups, each 64 rows x BN of C, K slabs of 64
+    staged STAGES deep by async_copy. With STAGES >= 3 one warpgroup_mma stays in flight (LAG): the stage refilled
+    at step kt is the one of step kt - 2, which the warpgroup_wait(1) of step kt - 1 completed; with 2 stages each
+    call is waited for at once. Launch (ceil(N / BN) * G, ceil(M / BM)) threads in groups of (G, 1),
+    G = BM // 64 * 4 * simd_size()."""
+    A_TILE = BM * 64
+    B_TILE = 64 * BN
+    LDB = 64 if TRANS_B else BN
+    LAG = 1 if STAGES >= 3 else 0
+    AHEAD = STAGES - 1 - LAG  # tiles in flight ahead of the one multiplied
+    sa = shared(H, STAGES * A_TILE)
+    sb = shared(H, STAGES * B_TILE)
+    tid = local_id(0)
+    nthreads = group_size(0)
+    wg = simd_group() // 4
+    m0 = group_id(1) * BM
+    n0 = group_id(0) * BN
+    ktiles = (K + 63) // 64
+    for s in static_range(AHEAD):
+        if s < ktiles:
+            load_tiles(A, B, sa, sb, s, s * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B, tid,
+                       nthreads)
+        async_commit()
+    acc = frag_acc(1, BN // 16)
+    for kt in range(ktiles):
+        async_wait(AHEAD - 1)
+        barrier()
+        nxt = kt + AHEAD
+        if nxt < ktiles:
+            load_tiles(A, B, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64,
+                       TRANS_B, tid, nthreads)
+        async_commit()
+        cur = kt % STAGES
+        acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
+        warpgroup_wait(LAG)
+    warpgroup_wait(0)
+    r0 = m0 + wg * 64 + (simd_group() % 4) * 16
+    if r0 < M:
+        frag_store(C, r0 * N + n0, N, acc, M - r0, N - n0)
+
+
 #: per backend, the configurations autotuning chooses among, (BM, BN, BK, WM, WN, STAGES), the first the default
 #: (IRON_AUTOTUNE=0). NVIDIA: 8 warps of 64 x 32 (MT=4, NT=2) on a 128 x 128 tile, three stages in flight (57 KiB of
 #: shared memory), and wider or deeper neighbours. Targets that run the scalar fallback get one small tile (a lane
@@ -144,21 +195,43 @@ BM, BN, BK, WM, WN, STAGES = 64, 64, 32, 2, 2, 2
 TRANS_B = False
 
 
+#: gemm_wg on NVIDIA sm_90 (wgmma), (BM, BN, STAGES): two warpgroups of 64 x 256 four stages deep (192 KiB of
+#: shared memory) first, the best of the prototype (bench/results/2026-12-01-h200-wgmma-proto.json)
+HOPPER = [(128, 256, 4), (128, 128, 4), (128, 256, 3)]
+_WG_FIELDS = ("BM", "BN", "STAGES")
+
+
+def uses_wgmma(name: str) -> bool:
+    """Whether the std GEMM runs gemm_wg (wgmma) on backend ``name``: CUDA on an sm_90 device, while IRON_WGMMA=1
+    (off by default until the path is checked on the H200: docs/dsl.md, "warpgroup_mma")."""
+    return name == "cuda" and os.environ.get("IRON_WGMMA") == "1" and getattr(get_backend(name), "arch", "") == "sm_90"
+
+
 def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, backend: str | None = None) -> None:
     """C = A @ B (or A @ B^T) for 2-D row-major arrays of one dtype."""
     m, k = a.shape
     n = b.shape[0] if trans_b else b.shape[1]
     name = backend or get_backend(None).name
     width = get_backend(name).simd_width()
+    wg = uses_wgmma(name)
 
     def run(cfg: dict) -> None:
+        if wg:
+            g = cfg["BM"] // 64 * 4 * width
+            grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]))
+            gemm_wg[grid, (g, 1)](a, b, c, m, n, k, *(cfg[f] for f in _WG_FIELDS), trans_b, backend=backend)
+            return
         g = cfg["WM"] * cfg["WN"] * width
         grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]))
         gemm[grid, (g, 1)](a, b, c, m, n, k, *(cfg[f] for f in _FIELDS), trans_b, backend=backend)
 
-    configs = [dict(zip(_FIELDS, values)) for values in CONFIGS.get(name, SMALL)]
+    if wg:
+        configs = [dict(zip(_WG_FIELDS, values)) for values in HOPPER]
+    else:
+        configs = [dict(zip(_FIELDS, values)) for values in CONFIGS.get(name, SMALL)]
     dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
-    run(tune(f"std/gemm{'_nt' if trans_b else ''}", configs, run, backend=name, dtype=dtype, key=(m, n, k)))
+    label = f"std/gemm{'_wg' if wg else ''}{'_nt' if trans_b else ''}"
+    run(tune(label, configs, run, backend=name, dtype=dtype, key=(m, n, k)))
 
 
 def _setup(gen: InputGen, trans_b: bool) -> dict[str, np.ndarray]:

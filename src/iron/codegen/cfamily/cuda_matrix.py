@@ -196,6 +196,10 @@ def matrix_snippets() -> dict[str, Snippet]:
 class CudaMatrix:
     """How the C-family printer spells fragment types and ops on NVIDIA (``CDialect.matrix``)."""
 
+    #: warpgroup_mma runs as wgmma (only ``cuda_wgmma.Sm90Matrix``); fragment variables start zeroed
+    wgmma = False
+    var_init = "{}"
+
     def ctype(self, ty: t.FragType) -> tuple[str, tuple[str, ...]]:
         if ty.role == "a":
             return f"iron_frag_a<{ty.rows // 16}>", ("frag_types",)

@@ -30,6 +30,7 @@ from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from ..lower_fragments import lower_fragments
+from ..warpgroup import expand_warpgroup_mma, has_warpgroup, plan_wgmma, swizzle_shared
 from . import expr as E
 from .calls import DialectCalls
 from .convergence import convergent_simd_ops
@@ -83,6 +84,8 @@ class KernelSource:
     threadgroup: tuple[tuple[str, int], ...] = ()
     #: parameters the hardware fills in after the kernel's own (Metal attributes): (ctype, name, attribute)
     attributes: tuple[tuple[str, str, str], ...] = ()
+    #: the compile target the source requires, where it needs more than the device's plain one (wgmma: "sm_90a")
+    arch: str | None = None
 
     def __str__(self) -> str:
         return self.source
@@ -94,6 +97,9 @@ def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, v
     ``vectorize``: also emit the vectorised entry point when the kernel qualifies and the dialect has one. Matrix
     fragments go through the scalar fallback (``codegen/lower_fragments.py``) where the dialect has no spelling.
     """
+    if has_warpgroup(kernel):  # wgmma where the dialect has it and the kernel qualifies, else fragment ops
+        layouts = plan_wgmma(kernel) if getattr(dialect.matrix, "wgmma", False) else None
+        kernel = swizzle_shared(kernel, layouts) if layouts else expand_warpgroup_mma(kernel)
     if dialect.matrix is None and dialect.simd_width:
         kernel = lower_fragments(kernel, dialect.simd_width)
     return _Printer(kernel, dialect, line_comments).run(vectorize)
@@ -124,10 +130,12 @@ class _Printer(TilePrinting, DialectCalls):
         total = 0
         for op in kernel.walk():
             if op.opcode == "shared":
-                total = -(-total // 16) * 16
+                align = getattr(dialect, "shared_align", 16)
+                total = -(-total // align) * align
                 self.shared_offsets[op.result.uid] = total
                 total += op.attrs["elem"].itemsize * op.attrs["size"]
-        self.dynamic_shared = total if total > dialect.max_static_shared else 0
+        self.dynamic_shared = total + getattr(dialect, "dynamic_shared_pad", 0) if total > dialect.max_static_shared \
+            else 0
         # SIMD ops that every live lane reaches together get the entry ballot as their lane mask
         self.convergent = convergent_simd_ops(kernel) if dialect.simd_masks is not None else set()
 
@@ -298,7 +306,8 @@ class _Printer(TilePrinting, DialectCalls):
             elem = op.result.type.elem
             name = self.names.bind(op.result.uid, op.result.name)
             self.vars[op.result.uid] = name
-            init = "{}" if isinstance(elem, t.FragType) else f" = {self._literal(0, elem)}"
+            init = getattr(self.d.matrix, "var_init", "{}") if isinstance(elem, t.FragType) else \
+                f" = {self._literal(0, elem)}"
             out.append(f"{pad}{self._ctype(elem)} {name}{init};")
         elif code == "shared":
             self._shared(op, out, pad)

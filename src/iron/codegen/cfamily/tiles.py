@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir.core import Op
+from ...ir.rewrite import const_value
 from .expr import Expr
 
 #: statements of the tile-level constructs (``_tile_stmt``)
-TILE_STATEMENTS = frozenset({"vcopy", "async_copy", "async_commit", "async_wait", "frag_store"})
+TILE_STATEMENTS = frozenset({"vcopy", "async_copy", "async_commit", "async_wait", "frag_store", "wg_wait"})
 
 
 class TilePrinting:
@@ -24,6 +25,10 @@ class TilePrinting:
         m, code, xs = self._matrix(op), op.opcode, op.operands
         if code == "frag_zero":
             e, needs = m.zero(op.result.type)
+        elif code == "wg_mma":
+            a, ai, b, bi, ldb, acc = xs
+            e, needs = m.wg_mma(a.type.elem, self.buffers[a.uid], self.expr(ai), self.buffers[b.uid], self.expr(bi),
+                                const_value(ldb), op.attrs.get("trans_b", False), self.expr(acc), acc.type.cols // 16)
         elif code == "frag_load":
             e, needs = m.load(op.result.type, self.buffers[xs[0].uid], xs[0].type.space, self.expr(xs[1]),
                               self.expr(xs[2]), op.attrs.get("trans", False))
@@ -45,6 +50,8 @@ class TilePrinting:
             nbytes = op.attrs["n"] * dst.type.elem.itemsize
             spelled = self.d.async_copy(f"{self.buffers[dst.uid]}[{self.expr(di)}]",
                                         f"{self.buffers[src.uid]}[{self.expr(si)}]", nbytes)
+        elif code == "wg_wait":
+            spelled = self._matrix(op).wg_wait(op.attrs["pending"])
         elif code in ("async_commit", "async_wait"):
             spelled = self.d.async_sync(code, op.attrs.get("pending"))
             if spelled is None:

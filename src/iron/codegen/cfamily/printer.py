@@ -38,7 +38,7 @@ from .dialect import CDialect, CParam, Features, LaneBuffer, VectorParts
 from .expr import Expr
 from .names import NameTable, sanitize
 from .plan import plan_kernel
-from .tiles import TILE_STATEMENTS, TilePrinting
+from .tiles import TILE_STATEMENTS, TilePrinting, shared_layout
 from .vectorize import LanePlan, plan_lanes
 
 INDENT = "    "
@@ -124,18 +124,7 @@ class _Printer(TilePrinting, DialectCalls):
         self.buffers: dict[int, str] = {}  # buffer value uid -> identifier (parameters and shared arrays)
         self.last_line: int | None = None
         self.shared_bytes = 0
-        # all shared arrays of the kernel, 16-byte aligned, in program order: if they exceed the static limit they
-        # live at these offsets in one dynamic buffer instead
-        self.shared_offsets: dict[int, int] = {}
-        total = 0
-        for op in kernel.walk():
-            if op.opcode == "shared":
-                align = getattr(dialect, "shared_align", 16)
-                total = -(-total // align) * align
-                self.shared_offsets[op.result.uid] = total
-                total += op.attrs["elem"].itemsize * op.attrs["size"]
-        self.dynamic_shared = total + getattr(dialect, "dynamic_shared_pad", 0) if total > dialect.max_static_shared \
-            else 0
+        self.shared_offsets, self.dynamic_shared = shared_layout(kernel, dialect)
         # SIMD ops that every live lane reaches together get the entry ballot as their lane mask
         self.convergent = convergent_simd_ops(kernel) if dialect.simd_masks is not None else set()
 

@@ -6,12 +6,28 @@ a mixin of the C-family printer (``printer._Printer``), which provides ``expr``,
 from __future__ import annotations
 
 from ...errors import CompileError
-from ...ir.core import Op
+from ...ir.core import Kernel, Op
 from ...ir.rewrite import const_value
 from .expr import Expr
 
 #: statements of the tile-level constructs (``_tile_stmt``)
 TILE_STATEMENTS = frozenset({"vcopy", "async_copy", "async_commit", "async_wait", "frag_store", "wg_wait"})
+
+
+def shared_layout(kernel: Kernel, dialect) -> tuple[dict[int, int], int]:
+    """Every shared array's byte offset, in program order, aligned to the dialect's ``shared_align`` (16; 1024 for
+    wgmma's swizzled tiles), and the dynamic buffer's size: the arrays live at these offsets in one dynamic buffer
+    when they exceed the dialect's static limit (0: static arrays)."""
+    offsets: dict[int, int] = {}
+    total = 0
+    align = getattr(dialect, "shared_align", 16)
+    for op in kernel.walk():
+        if op.opcode == "shared":
+            total = -(-total // align) * align
+            offsets[op.result.uid] = total
+            total += op.attrs["elem"].itemsize * op.attrs["size"]
+    dynamic = total + getattr(dialect, "dynamic_shared_pad", 0) if total > dialect.max_static_shared else 0
+    return offsets, dynamic
 
 
 class TilePrinting:

@@ -15,8 +15,9 @@
 #     3. iron bench -v on CUDA (every std kernel beside torch; registers, occupancy, %BW, %FLOP) -> iron_bench_cuda.json,
 #        one worker per GPU where there are several
 #   scripts/gpu_check.sh tile
-#     5. issue 14: the tile-level tests (register arrays, vector accesses, matrix fragments, the new math) on CUDA and
-#        hip-on-cuda, then scripts/gpu_tile_bench.py: std GEMM beside cuBLAS and Triton, its SASS -> gpu_tile.json
+#     5. issue 14: the tile-level tests (register arrays, vector accesses, matrix fragments, warpgroup_mma (wgmma on
+#        the H200), the new math) on CUDA and hip-on-cuda, then scripts/gpu_tile_bench.py: std GEMM (mma.sync and,
+#        with IRON_WGMMA=1, gemm_wg) beside cuBLAS and Triton, SASS (HMMA, HGMMA) -> gpu_tile.json
 #   scripts/gpu_check.sh gemm
 #     7. issue 14: bench/experiments/wgmma_proto.py (hand-written wgmma GEMM: descriptors checked, timed beside
 #        cuBLAS) -> wgmma_proto.json; the std GEMM's mma.sync configurations timed one by one
@@ -42,7 +43,8 @@ PY=${PY:-python3}
 for PART in "$@"; do
 if [ "$PART" = cuda ] || [ "$PART" = tests ]; then
   IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
-    tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py tests/codegen \
+    tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
+    tests/frontend/test_warpgroup.py tests/codegen \
     tests/std tests/codegen_hip/test_hip_on_nvidia_gpu.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -n 40
   IRON_TEST_BACKENDS=hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_hip_on_cuda.txt" | tail -n 20
@@ -62,7 +64,8 @@ if [ "$PART" = launch ]; then
   timeout 120 $PY scripts/gpu_bench.py --launch-only "$OUT/gpu_launch.json" 2>&1 | tail -n 60
 fi
 if [ "$PART" = tile ]; then
-  TILE_TESTS="tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py"
+  TILE_TESTS="tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
+    tests/frontend/test_warpgroup.py"
   IRON_TEST_BACKENDS=cuda,hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider $TILE_TESTS tests/std \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_tile_cuda.txt" | tail -n 25
   timeout 240 $PY scripts/gpu_tile_bench.py "$OUT/gpu_tile.json" 2>&1 | tee "$OUT/gpu_tile.txt" | tail -n 20

@@ -63,6 +63,15 @@ def row(dtype: str, m: int, n: int, k: int, trans_b: bool, peer) -> dict:
         torch.matmul(x, y.T if trans_b else y, out=outs[i])
 
     out = {"dtype": dtype, "shape": [m, n, k], "trans_b": trans_b, "iron_rel_err": err}
+    os.environ["IRON_WGMMA"] = "1"  # the wgmma path (gemm_wg), checked the same way
+    outs[0].fill_(float("nan"))
+    G.launch(a, b, outs[0], trans_b, "cuda")
+    torch.cuda.synchronize()
+    out["iron_wg_rel_err"] = float((outs[0].float() - ref).norm() / ref.norm())
+    s = event_seconds(run_iron, 10, 3)
+    out["iron_wg_ms"], out["iron_wg_tflops"] = s * 1e3, tflops(m, n, k, s)
+    out["iron_wg_config"] = dict(__import__("iron.frontend.autotune", fromlist=["LAST"]).LAST)
+    os.environ["IRON_WGMMA"] = "0"
     for name, fn in (("iron", run_iron), ("torch", run_torch)):
         s = event_seconds(fn, 10, 3)
         out[f"{name}_ms"] = s * 1e3
@@ -86,18 +95,26 @@ def row(dtype: str, m: int, n: int, k: int, trans_b: bool, peer) -> dict:
 
 
 def sass() -> dict:
-    """HMMA count, registers and spills of the bf16 GEMM variant the bench launches (NVRTC sm_90, cuobjdump)."""
+    """HMMA/HGMMA counts, registers and spills of the bf16 GEMM variants the bench launches: gemm (mma.sync, NVRTC
+    sm_90) and gemm_wg (wgmma, sm_90a), through cuobjdump."""
     variant = G.gemm.variant(iron.bf16, (*G.CONFIGS["cuda"][0], False))
-    source = emit_cuda(variant.kernel)
-    info = {"resources": nvrtc.resource_report(source, "sm_90")}
+    info = _sass_of(emit_cuda(variant.kernel), "sm_90")
+    info["gemm_wg"] = _sass_of(emit_cuda(G.gemm_wg.variant(iron.bf16, (*G.HOPPER[0], False)).kernel, arch="sm_90"),
+                               "sm_90a")
+    return info
+
+
+def _sass_of(source, arch: str) -> dict:
+    info = {"arch": arch, "resources": nvrtc.resource_report(source, arch)}
     tool = shutil.which("cuobjdump")
     if tool:
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "gemm.cubin")
             with open(path, "wb") as f:
-                f.write(nvrtc.compile_cuda(source, "sm_90"))
+                f.write(nvrtc.compile_cuda(source, arch))
             text = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True).stdout
-        info["hmma"] = text.count("HMMA")
+        info["hgmma"] = text.count("HGMMA")
+        info["hmma"] = text.count("HMMA") - info["hgmma"]
         info["lds"] = text.count("LDS")
         info["ldg_128"] = text.count("LDG.E.128")
         info["ldgsts"] = text.count("LDGSTS")
@@ -114,27 +131,30 @@ def sweep(size: int, configs) -> list[dict]:
     out = torch.empty(size, size, dtype=torch.bfloat16, device="cuda")
     ref = sets[0][0].float() @ sets[0][1].float()
     for cfg in configs:
-        bm, bn, bk, wm, wn, st = cfg
-        g = wm * wn * 32
-        grid = (-(-size // bn) * g, -(-size // bm))
-        state = {"i": 0}
-
-        def run(i=None):
-            i = state["i"] = state["i"] ^ 1 if i is None else i
-            G.gemm[grid, (g, 1)](sets[i][0], sets[i][1], out, size, size, size, bm, bn, bk, wm, wn, st, False,
-                                 backend="cuda")
-        try:
-            out.fill_(float("nan"))
-            run(0)
-            torch.cuda.synchronize()
-            err = float((out.float() - ref).norm() / ref.norm())
-            s = event_seconds(run, 5, 2)
-            rows.append({"config": cfg, "size": size, "rel_err": err, "ms": s * 1e3,
-                         "tflops": tflops(size, size, size, s)})
-        except Exception as e:
-            rows.append({"config": cfg, "size": size, "error": f"{type(e).__name__}: {e}"[:300]})
+        rows.append(_time_config(cfg, size, sets, out, ref))
         print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def _time_config(cfg, size: int, sets, out, ref) -> dict:
+    bm, bn, bk, wm, wn, st = cfg
+    g = wm * wn * 32
+    grid = (-(-size // bn) * g, -(-size // bm))
+    state = {"i": 0}
+
+    def run(i=None):
+        i = state["i"] = state["i"] ^ 1 if i is None else i
+        G.gemm[grid, (g, 1)](sets[i][0], sets[i][1], out, size, size, size, bm, bn, bk, wm, wn, st, False,
+                             backend="cuda")
+    try:
+        out.fill_(float("nan"))
+        run(0)
+        torch.cuda.synchronize()
+        err = float((out.float() - ref).norm() / ref.norm())
+        s = event_seconds(run, 5, 2)
+        return {"config": cfg, "size": size, "rel_err": err, "ms": s * 1e3, "tflops": tflops(size, size, size, s)}
+    except Exception as e:
+        return {"config": cfg, "size": size, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
 def main() -> None:

@@ -144,7 +144,7 @@ def _time_config(cfg, size: int, sets, out, ref) -> dict:
 
     def run(i=None):
         i = state["i"] = state["i"] ^ 1 if i is None else i
-        G.gemm[grid, (g, 1)](sets[i][0], sets[i][1], out, size, size, size, bm, bn, bk, wm, wn, st, False,
+        G.gemm[grid, (g, 1)](sets[i][0], sets[i][1], out, size, size, size, 0, 0, 0, bm, bn, bk, wm, wn, st, False,
                              backend="cuda")
     try:
         out.fill_(float("nan"))

@@ -61,7 +61,7 @@ def test_gemm_wg(backend, dtype, shape, trans, stages, rng):
     g = 4 * get_backend(backend).simd_width()
     grid = (-(-n // 64) * g, -(-m // 64))
     try:  # two stages of 64 x 64 tiles: 32 KiB, Metal's limit; lavapipe stores 16-bit shared elements in 32 bits
-        G.gemm_wg[grid, (g, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, 64, 64, stages, trans,
+        G.gemm_wg[grid, (g, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, 0, 0, 0, 64, 64, stages, trans,
                                 backend=backend)
     except (iron.LaunchError, iron.CompileError) as e:  # refused before running, located (tested elsewhere)
         if "bytes of shared memory" not in str(e):
@@ -195,3 +195,14 @@ def test_nvrtc_compiles_wgmma_for_sm_90a_without_serialising(cfg, dtype):
     src = _wg_source(cfg, dtype)
     _, log = compile_cuda_log(src, "sm_90a", [*default_options(), PTXAS_VERBOSE])
     assert "C751" not in log and "serialized" not in log, log
+
+
+def test_batched_gemm_wg(rng):
+    """Grid axis 2 is the batch: each product's matrices SA, SB, SC elements apart."""
+    bt, m, n, k = 3, 70, 64, 72
+    a = as_dtype(rng.standard_normal((bt, m, k)), "bf16")
+    b = as_dtype(rng.standard_normal((bt, k, n)), "bf16")
+    c = np.full((bt, m, n), np.nan, a.dtype)
+    G.gemm_wg[(128, 2, bt), (128, 1, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, m * k, k * n, m * n,
+                                         64, 64, 2, False, backend="cpu")
+    assert_close(c, f64(a) @ f64(b), "bf16", n_ops=k + 1, scale=np.abs(f64(a)) @ np.abs(f64(b)), what="batched")

@@ -56,8 +56,9 @@ H = DTypeVar("H", (f16, bf16))
 
 
 @func
-def stage(src, dst, base, r0, c0, rows, cols, ld, R, CC, tid, nthreads):
-    """Start copying the R x CC tile at (r0, c0) of the row-major rows x cols matrix ``src`` into ``dst[base:]``
+def stage(src, src0, dst, base, r0, c0, rows, cols, ld, R, CC, tid, nthreads):
+    """Start copying the R x CC tile at (r0, c0) of the row-major rows x cols matrix at ``src[src0:]`` into
+    ``dst[base:]``
     (row stride ld), by the whole group: asynchronous 16-byte copies where a vector lies inside and is aligned,
     element copies (zeros outside the matrix) else."""
     per_row = CC // VEC
@@ -67,22 +68,24 @@ def stage(src, dst, base, r0, c0, rows, cols, ld, R, CC, tid, nthreads):
         gr = r0 + r
         gc = c0 + c
         d = base + r * ld + c
-        if gr < rows and gc + VEC <= cols and cols % VEC == 0:
-            async_copy(dst, d, src, gr * cols + gc, VEC)
+        if gr < rows and gc + VEC <= cols and cols % VEC == 0 and src0 % VEC == 0:
+            async_copy(dst, d, src, src0 + gr * cols + gc, VEC)
         else:
             for e in static_range(VEC):
                 if gr < rows and gc + e < cols:
-                    dst[d + e] = src[gr * cols + gc + e]
+                    dst[d + e] = src[src0 + gr * cols + gc + e]
                 else:
                     dst[d + e] = 0.0
 
 
 @kernel
-def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM: constexpr, BN: constexpr,
-         BK: constexpr, WM: constexpr, WN: constexpr, STAGES: constexpr, TRANS_B: constexpr):
+def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: int, SB: int, SC: int,
+         BM: constexpr, BN: constexpr, BK: constexpr, WM: constexpr, WN: constexpr, STAGES: constexpr,
+         TRANS_B: constexpr):
     """C[M, N] = A[M, K] @ B[K, N] (TRANS_B: B is stored N x K and C = A @ B^T); row-major. Launch a grid of
     (ceil(N / BN) * G, ceil(M / BM)) threads in groups of (G, 1), G = WM * WN * simd_size(). STAGES >= 2 tiles
-    of A and B are in flight (async_copy) while one is multiplied."""
+    of A and B are in flight (async_copy) while one is multiplied. Batched: grid axis 2 indexes the batch, whose
+    matrices start SA, SB, SC elements apart (0 for one product)."""
     MT = BM // WM // 16
     NT = BN // WN // 16
     LDA = BK + VEC  # padded rows: consecutive rows start in different banks
@@ -98,11 +101,12 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM: c
     wn = warp % WN
     m0 = group_id(1) * BM
     n0 = group_id(0) * BN
+    a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
     ktiles = (K + BK - 1) // BK
     for s in static_range(STAGES - 1):  # the prologue: the first STAGES - 1 tiles in flight
         if s < ktiles:
-            load_tiles(A, B, sa, sb, s, s * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B,
-                       tid, nthreads)
+            load_tiles(A, a0, B, b0, sa, sb, s, s * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK,
+                       TRANS_B, tid, nthreads)
         async_commit()
     acc = frag_acc(MT, NT)
     for kt in range(ktiles):
@@ -110,8 +114,8 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM: c
         barrier()  # ... and every thread's; the buffer of tile kt - 1 is free again
         nxt = kt + STAGES - 1
         if nxt < ktiles:
-            load_tiles(A, B, sa, sb, nxt % STAGES, nxt * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK,
-                       TRANS_B, tid, nthreads)
+            load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM,
+                       BN, BK, TRANS_B, tid, nthreads)
         async_commit()
         cur = kt % STAGES
         for kk in static_range(BK // 16):
@@ -122,29 +126,30 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM: c
                 b = frag_b(sb, cur * B_TILE + (kk * 16) * LDB + wn * NT * 16, LDB, False, NT)
             acc = mma(a, b, acc)
     r0 = m0 + wm * MT * 16
-    c0 = n0 + wn * NT * 16
-    if r0 < M and c0 < N:
-        frag_store(C, r0 * N + c0, N, acc, M - r0, N - c0)
+    col = n0 + wn * NT * 16
+    if r0 < M and col < N:
+        frag_store(C, c0 + r0 * N + col, N, acc, M - r0, N - col)
 
 
 @func
-def load_tiles(A, B, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B, tid, nthreads):
-    """Issue the copies of the A and B tiles at k0 into stage buffer ``buf``."""
-    stage(A, sa, buf * A_TILE, m0, k0, M, K, LDA, BM, BK, tid, nthreads)
+def load_tiles(A, a0, B, b0, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B, tid,
+               nthreads):
+    """Issue the copies of the A and B tiles at k0 (of the matrices at A[a0:], B[b0:]) into stage buffer ``buf``."""
+    stage(A, a0, sa, buf * A_TILE, m0, k0, M, K, LDA, BM, BK, tid, nthreads)
     if TRANS_B:
-        stage(B, sb, buf * B_TILE, n0, k0, N, K, LDB, BN, BK, tid, nthreads)
+        stage(B, b0, sb, buf * B_TILE, n0, k0, N, K, LDB, BN, BK, tid, nthreads)
     else:
-        stage(B, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
+        stage(B, b0, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
 
 
 @kernel
-def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM: constexpr, BN: constexpr,
-            STAGES: constexpr, TRANS_B: constexpr):
+def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: int, SB: int, SC: int,
+            BM: constexpr, BN: constexpr, STAGES: constexpr, TRANS_B: constexpr):
     """C = A @ B (or A @ B^T) with warpgroup_mma: BM // 64 warpgroups, each 64 rows x BN of C, K slabs of 64
     staged STAGES deep by async_copy. With STAGES >= 3 one warpgroup_mma stays in flight (LAG): the stage refilled
     at step kt is the one of step kt - 2, which the warpgroup_wait(1) of step kt - 1 completed; with 2 stages each
     call is waited for at once. Launch (ceil(N / BN) * G, ceil(M / BM)) threads in groups of (G, 1),
-    G = BM // 64 * 4 * simd_size()."""
+    G = BM // 64 * 4 * simd_size(); grid axis 2 is the batch (strides SA, SB, SC), as in gemm."""
     A_TILE = BM * 64
     B_TILE = 64 * BN
     LDB = 64 if TRANS_B else BN
@@ -157,11 +162,12 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM
     wg = simd_group() // 4
     m0 = group_id(1) * BM
     n0 = group_id(0) * BN
+    a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
     ktiles = (K + 63) // 64
     for s in static_range(AHEAD):
         if s < ktiles:
-            load_tiles(A, B, sa, sb, s, s * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B, tid,
-                       nthreads)
+            load_tiles(A, a0, B, b0, sa, sb, s, s * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B,
+                       tid, nthreads)
         async_commit()
     acc = frag_acc(1, BN // 16)
     for kt in range(ktiles):
@@ -169,8 +175,8 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM
         barrier()
         nxt = kt + AHEAD
         if nxt < ktiles:
-            load_tiles(A, B, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64,
-                       TRANS_B, tid, nthreads)
+            load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM,
+                       BN, 64, TRANS_B, tid, nthreads)
         async_commit()
         cur = kt % STAGES
         acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
@@ -178,7 +184,7 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, BM
     warpgroup_wait(0)
     r0 = m0 + wg * 64 + (simd_group() % 4) * 16
     if r0 < M:
-        frag_store(C, r0 * N + n0, N, acc, M - r0, N - n0)
+        frag_store(C, c0 + r0 * N + n0, N, acc, M - r0, N - n0)
 
 
 #: per backend, the configurations autotuning chooses among, (BM, BN, BK, WM, WN, STAGES), the first the default
@@ -208,9 +214,13 @@ def uses_wgmma(name: str) -> bool:
 
 
 def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, backend: str | None = None) -> None:
-    """C = A @ B (or A @ B^T) for 2-D row-major arrays of one dtype."""
-    m, k = a.shape
-    n = b.shape[0] if trans_b else b.shape[1]
+    """C = A @ B (or A @ B^T) for row-major arrays of one dtype: 2-D, or 3-D with a leading batch dimension (one
+    product per batch, in one launch)."""
+    batch = a.shape[0] if len(a.shape) == 3 else 1
+    m, k = a.shape[-2:]
+    n = b.shape[-2] if trans_b else b.shape[-1]
+    strides = (m * k, n * k, m * n) if batch > 1 else (0, 0, 0)
+    flat = [x.reshape(-1) for x in (a, b, c)]
     name = backend or get_backend(None).name
     width = get_backend(name).simd_width()
     wg = uses_wgmma(name)
@@ -218,12 +228,13 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     def run(cfg: dict) -> None:
         if wg:
             g = cfg["BM"] // 64 * 4 * width
-            grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]))
-            gemm_wg[grid, (g, 1)](a, b, c, m, n, k, *(cfg[f] for f in _WG_FIELDS), trans_b, backend=backend)
+            grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]), batch)
+            gemm_wg[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg[f] for f in _WG_FIELDS), trans_b,
+                                     backend=backend)
             return
         g = cfg["WM"] * cfg["WN"] * width
-        grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]))
-        gemm[grid, (g, 1)](a, b, c, m, n, k, *(cfg[f] for f in _FIELDS), trans_b, backend=backend)
+        grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]), batch)
+        gemm[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg[f] for f in _FIELDS), trans_b, backend=backend)
 
     if wg:
         configs = [dict(zip(_WG_FIELDS, values)) for values in HOPPER]
@@ -231,44 +242,59 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
         configs = [dict(zip(_FIELDS, values)) for values in CONFIGS.get(name, SMALL)]
     dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
     label = f"std/gemm{'_wg' if wg else ''}{'_nt' if trans_b else ''}"
-    run(tune(label, configs, run, backend=name, dtype=dtype, key=(m, n, k)))
+    run(tune(label, configs, run, backend=name, dtype=dtype, key=(batch * m, n, k)))
 
 
 def _setup(gen: InputGen, trans_b: bool) -> dict[str, np.ndarray]:
-    m, n, k = gen.shape
-    return {"a": gen.random(shape=(m, k)), "b": gen.random(shape=(n, k) if trans_b else (k, n)),
-            "c": gen.poisoned(shape=(m, n))}
+    *batch, m, n, k = gen.shape
+    batch = tuple(batch)
+    return {"a": gen.random(shape=(*batch, m, k)), "b": gen.random(shape=(*batch, n, k) if trans_b else (*batch, k, n)),
+            "c": gen.poisoned(shape=(*batch, m, n))}
 
 
 def _oracle(d, trans_b: bool) -> np.ndarray:
     b = d["b"].astype(np.float64)
-    return d["a"].astype(np.float64) @ (b.T if trans_b else b)
+    return d["a"].astype(np.float64) @ (np.swapaxes(b, -1, -2) if trans_b else b)
 
 
-class _Transposed:
-    """``gemm`` registered a second time, for A @ B^T (the registry keeps one entry per object)."""
+class _Registered:
+    """``gemm`` registered again under another name (the registry keeps one entry per object)."""
 
-    def __init__(self, k):
+    def __init__(self, k, what: str):
         self.fn = k.fn
         self.kernel = k
+        self.what = what
 
     def __repr__(self) -> str:
-        return "<iron kernel gemm (A @ B^T)>"
+        return f"<iron kernel gemm ({self.what})>"
 
 
-def _register(trans_b: bool) -> None:
-    name = f"std/gemm/gemm{'_nt' if trans_b else ''}"
-    target = _Transposed(gemm) if trans_b else gemm
+def _register(trans_b: bool, batched: bool = False) -> None:
+    name = f"std/gemm/gemm{'_nt' if trans_b else ''}{'_batched' if batched else ''}"
+    target = _Registered(gemm, ("A @ B^T" if trans_b else "A @ B") + (", batched" if batched else "")) \
+        if trans_b or batched else gemm
+    shapes, device_shapes = [(64, 48, 40), (96, 64, 64)], [(4096, 4096, 4096), (8192, 8192, 8192)]
+    if batched:  # (batch, M, N, K)
+        shapes, device_shapes = [(3, 40, 24, 48), (2, 64, 72, 64)], [(16, 2048, 2048, 2048), (64, 1024, 1024, 512)]
+
+    def moved(shape, itemsize):
+        *bt, m, n, k = shape
+        return int(np.prod(bt, dtype=np.int64)) * (m * k + k * n + m * n) * itemsize
+
+    def flops(shape):
+        *bt, m, n, k = shape
+        return int(np.prod(bt, dtype=np.int64)) * 2 * m * n * k
+
     bench(name, setup=lambda g: _setup(g, trans_b), launch=lambda d, be: launch(d["a"], d["b"], d["c"], trans_b, be),
           output="c", references={"numpy": ("matmul", {"trans_b": trans_b, "out": "c"}),
-                                  "torch": ("matmul", {"trans_b": trans_b}), "triton": ("gemm", {"trans_b": trans_b})},
-          bytes_moved=lambda shape, itemsize: (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1])
-          * itemsize, flops=lambda shape: 2 * shape[0] * shape[1] * shape[2],
-          shapes=[(64, 48, 40), (96, 64, 64)], device_shapes=[(4096, 4096, 4096), (8192, 8192, 8192)],
-          dtypes=("f16", "bf16"), oracle=lambda d: _oracle(d, trans_b))(target)
+                                  "torch": ("matmul", {"trans_b": trans_b}),
+                                  **({} if batched else {"triton": ("gemm", {"trans_b": trans_b})})},
+          bytes_moved=moved, flops=flops, shapes=shapes, device_shapes=device_shapes, dtypes=("f16", "bf16"),
+          oracle=lambda d: _oracle(d, trans_b))(target)
     test_kernel(name, tolerance={"f32": (1e-4, 1e-4), "f16": (1e-2, 1e-2), "bf16": (5e-2, 2e-2)}, domain="signed")(
         target)
 
 
 _register(False)
 _register(True)
+_register(False, batched=True)

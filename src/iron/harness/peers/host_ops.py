@@ -10,4 +10,4 @@ import numpy as np
 def matmul(d: dict[str, Any], *, trans_b: bool = False, a: str = "a", b: str = "b", out: str = "out") -> np.ndarray:
     lhs = d[a].astype(np.float32)
     rhs = d[b].astype(np.float32)
-    return (lhs @ (rhs.T if trans_b else rhs)).astype(d[out].dtype)
+    return (lhs @ (np.swapaxes(rhs, -1, -2) if trans_b else rhs)).astype(d[out].dtype)  # 3-D: a batch

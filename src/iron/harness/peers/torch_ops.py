@@ -22,14 +22,15 @@ def rms_norm(d: dict[str, Any], *, eps: float = 1e-6, x: str = "x", w: str = "w"
 def matmul(d: dict[str, Any], *, trans_b: bool = False, a: str = "a", b: str = "b") -> Any:
     """C = A @ B (or A @ B^T with ``trans_b``: ``b`` is (N, K)); cuBLAS through torch. f32 inputs use no TF32
     unless the process allowed it (torch's default is full f32). An output dtype other than the inputs' (bf16 in,
-    f32 out) is cuBLAS's f32 accumulator returned without the rounding to bf16 where this torch can say so."""
+    f32 out) is cuBLAS's f32 accumulator returned without the rounding to bf16 where this torch can say so. 3-D
+    operands are a batch of products."""
     import torch
 
-    lhs, rhs, out = d[a], d[b].t() if trans_b else d[b], d["ref_out"]
+    lhs, rhs, out = d[a], d[b].transpose(-1, -2) if trans_b else d[b], d["ref_out"]
     if out.dtype == lhs.dtype:
         torch.matmul(lhs, rhs, out=out)
         return None
     try:  # torch >= 2.9: a bf16/f16 product with an f32 result, accumulated and stored in f32 by cuBLAS
-        return torch.mm(lhs, rhs, out_dtype=out.dtype)
+        return (torch.mm if lhs.dim() == 2 else torch.bmm)(lhs, rhs, out_dtype=out.dtype)
     except TypeError:
         return torch.matmul(lhs, rhs).to(out.dtype)

@@ -106,6 +106,32 @@ def _nvrtc_random(kernel) -> None:
     assert cubin[:4] == b"\x7fELF" and set(warnings) <= NVRTC_BENIGN_ON_RAW_IR, log
 
 
+def _sm90a_emit(variant):
+    """The source the cuda backend makes on an H200 (arch sm_90): wgmma for kernels whose warpgroup_mma qualifies."""
+    from iron.codegen import emit_cuda
+
+    return emit_cuda(variant.kernel, arch="sm_90")
+
+
+def _sm90a_build(sources: dict[str, Any]) -> dict[str, Any]:
+    from iron.codegen.nvrtc import PTXAS_VERBOSE, compile_cuda_log, default_options
+
+    wgmma = {case: src for case, src in sources.items() if src.arch == "sm_90a"}  # the rest is the sm_90 row's
+    built = _pool_map(lambda src: compile_cuda_log(src, arch="sm_90a", options=[*default_options(), PTXAS_VERBOSE]),
+                      wgmma)
+    return {case: built.get(case) for case in sources}
+
+
+def _sm90a_check(case: str, variant, src, result) -> None:
+    if result is None:
+        assert "wgmma" not in src.source
+        return
+    cubin, log = result
+    assert cubin[:4] == b"\x7fELF" and "wgmma.mma_async" in src.source
+    # ptxas's C7515/C7518: the wgmmas would run one at a time
+    assert "serialized" not in log and "warning" not in log.lower(), f"{variant.kernel.name}:\n{log}"
+
+
 # -- hipRTC: the runtime's own compile path, gfx90a (CDNA2, wavefront 64) and gfx1030 (RDNA2, wavefront 32) -----------
 
 
@@ -260,6 +286,7 @@ COMPILE_ROWS: dict[str, CompileRow] = {
     for row in (
         CompileRow("nvrtc-sm_90", _nvrtc_unavailable, _nvrtc_emit, _nvrtc_build, _nvrtc_check,
                    random_examples=15, check_random=_nvrtc_random),
+        CompileRow("nvrtc-sm_90a", _nvrtc_unavailable, _sm90a_emit, _sm90a_build, _sm90a_check),
         _hiprtc_row("gfx90a"),
         _hiprtc_row("gfx1030"),
         CompileRow("spirv-val", _spirv_val_unavailable, _spirv_emit, _spirv_build, _spirv_check,

@@ -45,6 +45,8 @@ def variant_reports(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, 
     out = []
     for dtype in dtypes:
         source = k.source("cuda", dtype=dtype, **constexprs)
+        if arch == "sm_90" and "wgmma.mma_async" in source:  # warpgroup_mma as wgmma: the sm_90a target
+            arch = "sm_90a"
         label = ", ".join([*([f"T={dtype}"] if dtype is not None else []),
                            *(f"{n}={v}" for n, v in constexprs.items())])
         out.append((label, nvrtc.resource_report(source, arch, name=k.__name__)))

@@ -44,7 +44,7 @@ def inline_call(cg, func, node: ast.Call) -> Any:
                        "kernels are inlined; rewrite the recursion as a loop")
     if len(cg.call_stack) > 32:
         raise cg.error("@iron.func calls nested more than 32 deep", node)
-    src = function_source(fn)
+    src = func.src if func.src is not None else function_source(fn)  # read at decoration (refs.IronFunc)
     fdef = src.node
     for sub in ast.walk(fdef):
         if isinstance(sub, (ast.For, ast.While)):

@@ -8,6 +8,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import CompileError
+from .source import FunctionSource, function_source
+
 
 @dataclass
 class Ref:
@@ -17,11 +20,19 @@ class Ref:
 
 
 class IronFunc:
-    """A helper callable from kernels (``@iron.func``); every call site inlines its body."""
+    """A helper callable from kernels (``@iron.func``); every call site inlines its body.
+
+    The source is read and parsed here, at decoration, like a kernel's: read at first use, an edit of the file in
+    between would inline whatever then sits at the helper's old lines (issue 15, bug B2). Where it cannot be read
+    (an interactive prompt) the located error is raised at the first call from a kernel."""
 
     def __init__(self, fn):
         self.fn = fn
         functools.update_wrapper(self, fn)
+        try:
+            self.src: FunctionSource | None = function_source(fn)
+        except CompileError:
+            self.src = None
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import kernel
+from ..frontend.autotune import tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -37,6 +38,8 @@ from ..lang import (
     static_range,
     vload,
 )
+from ..runtime import get_backend
+from .softmax import dtype_label
 
 #: the default variant (``iron build``, the compile tests): valid for every dtype
 BLOCK = 256
@@ -111,13 +114,28 @@ def plan_gemv(nrows: int, ncols: int, itemsize: int) -> tuple[int, int, int, int
     return block, vec, rows, UNROLL
 
 
+#: (BLOCK, ROWS, UNROLL) that autotuning times on a GPU backend beside plan_gemv's choice (the first); elsewhere
+#: plan_gemv's alone. More rows per group share each x vector; more unrolling puts more loads in flight.
+GEMV_TUNING = {"cuda": [(128, 4, 2), (256, 8, 1), (128, 8, 2), (64, 8, 4), (256, 2, 4), (128, 2, 4)]}
+
+
 def launch_gemv(a: Any, x: Any, y: Any, backend: str | None = None) -> tuple[int, int, int, int]:
     """y = a @ x for a C-contiguous (nrows, ncols) matrix; returns the constexprs it ran."""
     nrows, ncols = a.shape
     block, vec, rows, unroll = plan_gemv(nrows, ncols, a.dtype.itemsize)
-    groups = -(-nrows // rows)
-    gemv[groups * block, block](a, x, y, nrows, ncols, block, vec, rows, unroll, backend=backend)
-    return block, vec, rows, unroll
+    be = backend or get_backend(None).name
+    configs = [{"BLOCK": block, "ROWS": rows, "UNROLL": unroll}]
+    configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in GEMV_TUNING.get(be, [])
+                if (b, r, u) != (block, rows, unroll) and (vec == 1 or b * vec * u <= max(ncols, vec))]
+
+    def run(cfg: dict) -> None:
+        groups = -(-nrows // cfg["ROWS"])
+        gemv[groups * cfg["BLOCK"], cfg["BLOCK"]](a, x, y, nrows, ncols, cfg["BLOCK"], vec, cfg["ROWS"],
+                                                  cfg["UNROLL"], backend=backend)
+
+    cfg = tune("std/gemv", configs, run, backend=be, dtype=dtype_label(a), key=(nrows, ncols))
+    run(cfg)
+    return cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"]
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

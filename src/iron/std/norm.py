@@ -40,7 +40,7 @@ from ..lang import (
     vstore,
 )
 from .reduce import group_sum
-from .softmax import BLOCK, PER, VEC, RowPlan, chunk_span, group_total, load_vectors, plan_rows, scratch_f32
+from .softmax import BLOCK, PER, VEC, RowPlan, chunk_span, group_total, load_vectors, scratch_f32, tuned_rows
 
 __all__ = ["BLOCK", "EPS", "PER", "VEC", "launch_rms_norm", "rms_norm", "rms_norm_rows"]
 
@@ -140,17 +140,19 @@ def rms_norm(x: Tensor[T], w: Tensor[T], out: Tensor[T], ncols: int, eps: float,
 
 def launch_rms_norm(x: Any, w: Any, out: Any, eps: float = EPS, backend: str | None = None) -> RowPlan:
     """out = rms_norm(x) * w over the rows of a C-contiguous (rows, ncols) matrix; returns the plan it ran."""
+    return tuned_rows("std/rms_norm", x, backend, lambda p: _launch_plan(x, w, out, eps, p, backend))
+
+
+def _launch_plan(x: Any, w: Any, out: Any, eps: float, p: RowPlan, backend: str | None) -> None:
     rows, ncols = x.shape
-    p = plan_rows(rows, ncols, x.dtype.itemsize)
     if p.chunks == 1:
         rms_norm_rows[rows * p.block, p.block](x, w, out, ncols, eps, p.block, p.vec, p.per, backend=backend)
-        return p
+        return
     sums = scratch_f32(x, rows * p.chunks)
     grid = rows * p.chunks * p.block
     rms_norm_chunk_sums[grid, p.block](x, sums, ncols, p.chunks, p.block, p.vec, p.per, backend=backend)
     rms_norm_chunk_apply[grid, p.block](x, w, sums, out, ncols, eps, p.chunks, p.block, p.vec, p.per,
                                         backend=backend)
-    return p
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
+from ..frontend.autotune import tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -56,6 +57,7 @@ from ..lang import (
     vload,
     vstore,
 )
+from ..runtime import get_backend
 
 #: threads per group of the strided baseline; the register kernels' default variant (``iron build``, golden tests)
 BLOCK = 256
@@ -95,16 +97,43 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-def plan_rows(rows: int, ncols: int, itemsize: int) -> RowPlan:
-    """The variant for a (rows, ncols) matrix of ``itemsize``-byte elements (bucketed to powers of two)."""
+def plan_rows(rows: int, ncols: int, itemsize: int, ept: int = ELEMS_PER_THREAD) -> RowPlan:
+    """The variant for a (rows, ncols) matrix of ``itemsize``-byte elements (bucketed to powers of two), aiming at
+    ``ept`` elements per thread (the more, the more 16-byte loads each thread has in flight)."""
     wide = 16 // itemsize
     vec = wide if ncols % wide == 0 else 1
-    split_chunk = SPLIT_BLOCK * ELEMS_PER_THREAD
-    if ncols > REGISTER_ROW_MAX or (rows < FEW_ROWS and ncols >= 2 * split_chunk):
-        per = max(1, ELEMS_PER_THREAD // vec)
+    split_chunk = SPLIT_BLOCK * ept
+    if ncols > MAX_BLOCK * ept or (rows < FEW_ROWS and ncols >= 2 * split_chunk):
+        per = max(1, ept // vec)
         return RowPlan(SPLIT_BLOCK, vec, per, -(-ncols // (SPLIT_BLOCK * per * vec)))
-    block = min(max(_pow2(-(-ncols // ELEMS_PER_THREAD)), MIN_BLOCK), MAX_BLOCK)
+    block = min(max(_pow2(-(-ncols // ept)), MIN_BLOCK), MAX_BLOCK)
     return RowPlan(block, vec, _pow2(-(-ncols // (block * vec))), 1)
+
+
+#: elements per thread that autotuning times per (device, kernel, dtype, shape bucket) on a GPU backend; elsewhere
+#: the first (ELEMS_PER_THREAD). Triton's softmax and rms_norm hold 32 bf16 per thread at 8192 columns.
+ROW_TUNING = {"cuda": (ELEMS_PER_THREAD, 32, 8)}
+
+
+def dtype_label(x: Any) -> str:
+    """``x``'s dtype as Iron names it (NumPy, torch or CuPy arrays): the autotuner's key."""
+    return str(getattr(x, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16") \
+        .replace("float32", "f32")
+
+
+def tuned_rows(name: str, x: Any, backend: str | None, launch_plan) -> RowPlan:
+    """Launch a row kernel with the plan autotuning picks (``launch_plan(plan)`` launches one); returns the plan."""
+    rows, ncols = x.shape
+    be = backend or get_backend(None).name
+    configs = [{"EPT": e} for e in ROW_TUNING.get(be, (ELEMS_PER_THREAD,))]
+
+    def run(cfg: dict) -> None:
+        launch_plan(plan_rows(rows, ncols, x.dtype.itemsize, cfg["EPT"]))
+
+    cfg = tune(name, configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols))
+    plan = plan_rows(rows, ncols, x.dtype.itemsize, cfg["EPT"])
+    launch_plan(plan)
+    return plan
 
 
 def scratch_f32(like: Any, n: int) -> Any:
@@ -298,16 +327,18 @@ def softmax(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr):
 
 def launch_softmax(x: Any, out: Any, backend: str | None = None) -> RowPlan:
     """out = softmax(x, axis=1) for a C-contiguous (rows, ncols) matrix; returns the plan it ran."""
+    return tuned_rows("std/softmax", x, backend, lambda p: _launch_plan(x, out, p, backend))
+
+
+def _launch_plan(x: Any, out: Any, p: RowPlan, backend: str | None) -> None:
     rows, ncols = x.shape
-    p = plan_rows(rows, ncols, x.dtype.itemsize)
     if p.chunks == 1:
         softmax_rows[rows * p.block, p.block](x, out, ncols, p.block, p.vec, p.per, backend=backend)
-        return p
+        return
     stats = scratch_f32(x, 2 * rows * p.chunks)
     grid = rows * p.chunks * p.block
     softmax_chunk_stats[grid, p.block](x, stats, ncols, p.chunks, p.block, p.vec, p.per, backend=backend)
     softmax_chunk_apply[grid, p.block](x, stats, out, ncols, p.chunks, p.block, p.vec, p.per, backend=backend)
-    return p
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

@@ -15,6 +15,11 @@ library), so this is a subclass of the CUDA dialect that overrides what differs:
 - **float -> int casts** are spelled out (NaN -> 0, saturate at the range): HIP's ``__float2int_rz`` is a plain C
   cast, undefined outside the range, where Iron defines the result.
 - **shared memory**: AMD gives a workgroup 64 KiB of LDS, statically declared or dynamic.
+- **matrix fragments** follow the wavefront too: wave64 (gfx9xx) spells them with MFMA (``hip_matrix.HipMatrix``;
+  the instruction is guarded by the processor macros of CDNA2+, so the one wave64 source still fits every gfx9
+  processor), the NVIDIA run with CUDA's ``mma.sync`` (``cuda_matrix.CudaMatrix``: the compatibility header makes
+  the source CUDA), and wave32 RDNA -- gfx10xx has no matrix instructions; RDNA3's WMMA is not used yet -- keeps
+  the scalar fallback (``codegen/lower_fragments.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import ClassVar
 
 from ...ir.core import Kernel
 from .cuda import _REDUCE, _REDUCE_DOC, CudaDialect, shuffle_wrappers
+from .cuda_matrix import CudaMatrix
 from .dialect import CDialect, SimdMasks, Snippet, Template
+from .hip_matrix import HipMatrix, mfma_snippets
 from .printer import KernelSource, emit_source
 
 _F16 = Snippet("""\
@@ -162,11 +169,12 @@ __device__ __forceinline__ unsigned long long iron_lanes_mask() {{
 class HipDialect(CudaDialect):
     """HIP C++ for a wavefront of ``wavefront`` lanes (64: gfx9xx CDNA; 32: gfx10xx+ RDNA, and NVIDIA).
 
-    ``nvidia``: the source is for the NVIDIA run (through ``HIP_COMPAT_HEADER`` and NVRTC), which changes only the
-    shared-memory limits (48 KiB static, as CUDA; AMD's LDS is 64 KiB either way).
+    ``nvidia``: the source is for the NVIDIA run (through ``HIP_COMPAT_HEADER`` and NVRTC), which changes the
+    shared-memory limits (48 KiB static, as CUDA; AMD's LDS is 64 KiB either way) and spells matrix fragments as
+    CUDA does. Fragments: MFMA at wavefront 64, the scalar fallback at 32 (see the module docstring).
     """
 
-    #: MFMA (gfx90a) is the next step; until then the scalar fallback (codegen/lower_fragments.py)
+    #: matrix fragments: set per instance (MFMA on wave64, mma.sync on NVIDIA); None: the scalar fallback
     matrix: ClassVar[object | None] = None
 
     # AMD has no cp.async: async_copy is an ordinary copy and commit/wait print nothing (CDialect's)
@@ -203,6 +211,11 @@ class HipDialect(CudaDialect):
         snippets = {"wave_shfl": wave.pop("wave_shfl"), **CudaDialect.snippets}
         snippets.update({"f16": _F16, "bf16": _BF16, "f32_to_int": _F32_TO_INT})
         snippets.update(wave)
+        if nvidia and wavefront == 32:
+            self.matrix = CudaMatrix()  # its snippets are CUDA's, which this table already holds
+        elif wavefront == 64 and not nvidia:
+            self.matrix = HipMatrix()
+            snippets.update(mfma_snippets())
         self.snippets = snippets
         self.conversions = {
             **CudaDialect.conversions,

@@ -124,6 +124,15 @@ def test_cuda_default_configuration_keeps_its_registers(trans_b, vec):
     assert res["shared_bytes"] == 4 * 2 * G.BK * ((G.BM + G.PAD) + (G.BN + (G.PAD if trans_b else 0)))
 
 
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
+@pytest.mark.parametrize("trans_b", [False, True], ids=["AB", "ABt"])
+def test_cuda_default_configuration_fits_two_groups_per_sm(trans_b):
+    """The design's occupancy (module docstring): two 256-thread groups per SM need <= 128 registers a thread. A
+    codegen change that breaks this halves the resident warps: measure on the GPU before relaxing it."""
+    res = resource_report(_cuda_source(trans_b, 4), "sm_90")["gemm_f32"]
+    assert res["registers"] <= 128, res
+
+
 def test_kernel_is_f32_only():
     assert not G.gemm_f32.generic
     assert G.gemm_f32.variant(None, (*G.SMALL[0], False, 4)).kernel is not None

@@ -5,31 +5,35 @@ of C; each thread owns a TM x TN block of it in an f32 ``local_array`` (64 accum
 ``static_range`` indices so it stays in registers. Per step of BK along K the group stages A's BM x BK tile in shared
 memory *transposed* (k-major, ``sa[k * LDA + m]``) and B's BK x BN tile k-major too (``sb[k * LDB + n]``), so that for
 each k a thread reads its TM values of A and TN values of B as TM / 4 + TN / 4 16-byte ``vload``s and does TM * TN
-outer-product ``fma``s (explicit: NVRTC runs with ``--fmad=false``). A thread's rows are TM / 4 runs of 4 rows, BM / 4
-/ (TM / 4) apart (its columns likewise), so each 16-byte read and each 16-byte store of C is contiguous across
+outer-product ``fma``s (explicit: NVRTC runs with ``--fmad=false``). A thread's rows are TM / 4 runs of 4 rows,
+BM / (TM / 4) apart (its columns likewise), so each 16-byte read and each 16-byte store of C is contiguous across
 threads. 32 consecutive threads form a 4 x 8 block of the thread grid: per k a warp reads 64 distinct bytes of A and
 128 of B per ``vload`` (one shared-memory wavefront each, broadcasts to the rest), and its C stores are 128-byte rows.
 
 Pipeline: two shared buffers, one barrier per BK step. While buffer ``kt % 2`` is multiplied, tile kt + 1 is on its
-way: B (when stored K x N) by 16-byte ``async_copy`` (cp.async) straight into the other buffer; A (and B stored
-N x K) by 16-byte global loads into registers, issued before the multiply and written transposed into the other
-buffer after it (shared tiles are padded by 4 floats a row, LDA = BM + 4, so those transposed stores from a warp hit
-distinct banks for BK = 8). Edges: a 16-byte access is used where it lies inside the matrix and the row length and
-batch stride are multiples of 4 (alignment); element loads with zeros past the edges otherwise, and a masked store.
+way: B (when stored K x N) by ``async_copy`` (cp.async) straight into the other buffer; A (and B stored N x K) by
+global loads into registers, issued before the multiply and written transposed into the other buffer after it
+(shared rows padded by 4 floats, LDA = BM + 4, so a warp's transposed stores hit distinct banks for BK = 8).
 
-Numbers for the CUDA default (128 x 128 x 8, 8 x 8 per thread, 256 threads; not measured here, no GPU). Per thread
-per k: 64 FFMA for 4 LDS.128, so the inner loop is >= 90% FFMA issue slots (Hopper issues one warp instruction per
-SMSP per clock and FP32 is one warp-FFMA per SMSP per clock: FFMA issue share is the ceiling). Shared memory: 4
-wavefronts per warp per k against 64 warp-FFMAs, 25% of its bandwidth at peak FFMA rate. Global/L2: the group reads
-(BM + BN) * 4 bytes per k for 2 * BM * BN flops, 32 flop/byte: 4096^3 moves 4.4 GB through L2 (~1.5 TB/s at 45 TF/s,
-far below L2 bandwidth); DRAM sees ~200 MB. Registers: 64 accumulators + 16 operands + 4-8 staged values + addresses,
-about 128, so two groups (16 warps) per SM, 17 KiB of shared memory each. Expected 45-55 TF/s at 4096^3 on an H200
-(67 TF/s peak at boost clock; torch/cuBLAS 51), limited by FFMA issue share and clock under power load. Autotuning
-also tries BK = 16 (half the barriers), a 128 x 256 tile of 8 x 16 per thread (128 FFMA per 6 LDS.128; ~200
-registers, one group per SM) and smaller tiles for small or skinny shapes. Batched 4096^3 work of small matrices
-fills the GPU through grid axis 2.
+Edges: ``VEC`` (a constexpr, 4 when K and N are multiples of 4, else 1) picks 16-byte global accesses, where a
+vector is wholly inside or outside the matrix (one predicate, zeros outside), or element accesses. Keeping the
+element fallback out of the 16-byte variant matters: with both in one kernel ptxas used 145 registers instead of
+128, one 256-thread group per SM instead of two (Iron has no ``__launch_bounds__`` to ask for fewer).
 
-Index arithmetic is 32-bit: one matrix and batch * stride must stay below 2^31 elements.
+Expected on the H200 (not measured here: no GPU). Read from the sm_90 SASS of the default (128 x 128 x 8, 8 x 8 per
+thread, 256 threads; NVRTC 13.5): 128 registers (124 for A @ B^T), no spills, 16.6 KiB of shared memory, so two
+groups (16 warps) per SM; the main loop is 512 FFMA + 32 LDS.128 + ~70 other instructions per BK step, 84% FFMA
+issue slots (BK = 16: 88%). Hopper issues one warp instruction per SMSP per clock and does one warp-FFMA per SMSP per
+clock, so the FFMA share bounds the speed: 0.84 x 67 TF/s (peak at boost clock) = 56 TF/s; barrier waits and the
+clock under power load take it to an expected 45-52 TF/s at 4096^3 (torch/cuBLAS: 51). Not the limit: shared memory
+(4 wavefronts per warp per k for 64 warp-FFMAs, 25% of its bandwidth), L2 (the group reads (BM + BN) * 4 bytes per
+k for 2 * BM * BN flops, 32 flop/byte: 4.4 GB through L2 at 4096^3, ~1.5 TB/s at 45 TF/s) and DRAM (~0.3 GB).
+Autotuning also tries BK = 16 (half the barriers; 151 registers for A @ B^T), 8 x 16 per thread on 128 x 256 (128
+FFMA per 6 LDS.128, but 213-255 registers: one group per SM) and smaller tiles for shapes with few 128 x 128 tiles.
+If 4096^3 lands below 45 TF/s, compare the configurations (``iron bench -v``) and the SASS (``cuobjdump -sass``):
+the next steps are a kt loop unrolled by two (buffer offsets become immediates) and 8 x 16 tiles at <= 128 registers.
+
+Index arithmetic is 32-bit: each matrix, and batch x stride, must stay below 2^31 elements.
 """
 
 from __future__ import annotations

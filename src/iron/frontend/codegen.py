@@ -24,6 +24,7 @@ from . import exprs
 from .refs import Ref
 from .source import FunctionSource
 from .typing_rules import Const, assignable, const_fits, literal_type
+from .variables import WidenVar, float_into_int_var, is_float, new_var
 
 #: statement kinds the DSL does not support, with a hint each
 UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
@@ -54,14 +55,20 @@ class Frame:
     vars: dict[str, Value] = field(default_factory=dict)
     defined_vars: set[str] = field(default_factory=set)
     ended: dict[str, int] = field(default_factory=dict)  # SSA names whose block ended -> line of that block
-    pending_returns: list = field(default_factory=list)  # helpers: (block, value, node) per `return`
+    pending_returns: list = field(default_factory=list)  # helpers: (block, value, node, exit) per `return`
     is_helper: bool = False
+    site: tuple = ()  # the inlined call sites that led here (the kernel: ()); with a name, keys a widened variable
+    starts: dict[str, tuple] = field(default_factory=dict)  # var -> (line, loop depth, int start, declared type)
+    returned: Value | None = None  # helpers with a `return` inside a loop: the flag that says it has returned
 
 
 class FunctionCodegen(exprs.ExprMixin):
     """Lowers one kernel variant. ``build()`` returns the IR kernel (before passes)."""
 
-    def __init__(self, name: str, src: FunctionSource, globals_: dict[str, Any], native_half: bool, dtype):
+    def __init__(self, name: str, src: FunctionSource, globals_: dict[str, Any], native_half: bool, dtype,
+                 widened: dict[tuple, t.ScalarType] | None = None):
+        self._init_args = (name, src, globals_, native_half, dtype)
+        self.widened = widened or {}  # (frame site, name) -> the float type a loop-carried int start widened to
         self.name = name
         self.native_half = native_half
         self.dtype = dtype  # what T means in this variant (or None)
@@ -113,7 +120,18 @@ class FunctionCodegen(exprs.ExprMixin):
 
     def build(self, params: list[tuple[str, str, Any]]) -> Kernel:
         """``params``: (name, kind, payload) with kind "buffer" (payload elem type), "scalar" (type) or
-        "constexpr" (payload the Python value)."""
+        "constexpr" (payload the Python value).
+
+        ``acc = 0`` followed, in a loop, by ``acc += 0.5`` widens ``acc`` to f32 as Triton unifies a loop-carried
+        variable's type: the whole kernel is lowered again with ``acc`` a float from its start (once per such
+        variable)."""
+        while True:
+            try:
+                return self._lower_kernel(params)
+            except WidenVar as w:
+                self.__init__(*self._init_args, widened={**self.widened, w.key: w.type})
+
+    def _lower_kernel(self, params: list[tuple[str, str, Any]]) -> Kernel:
         from ..ir.core import Param
 
         fdef = self.frame.src.node
@@ -207,11 +225,10 @@ class FunctionCodegen(exprs.ExprMixin):
                                  "give the buffer/shared array/dtype its own name")
             var = fr.vars.get(name)
             if var is None:
-                ty = declared or self.value_type(value)
-                ty = self.var_type(ty)
-                var = self.hoist(lambda b: b.var(ty, name))
-                fr.vars[name] = var
+                var = new_var(self, name, value, node, declared)
             elem = var.type.elem
+            if elem.is_int and is_float(value):
+                float_into_int_var(self, name, value, node)
             v = self.convert(value, elem, node, what=f"'{name}'")
             self.b.set(var, v)
             fr.defined_vars.add(name)
@@ -326,7 +343,7 @@ class FunctionCodegen(exprs.ExprMixin):
             raise self.error(f"unsupported syntax: {what}", node, hint)
         try:
             method(node)
-        except CompileError:
+        except (CompileError, WidenVar):
             raise
         except Exception as e:  # a bug in Iron: still point at the user's line, keep internals out of the way
             err = self.error(f"internal compiler error: {type(e).__name__}: {e}", self.node,
@@ -548,6 +565,12 @@ class FunctionCodegen(exprs.ExprMixin):
         from .helpers import helper_return
 
         helper_return(self, node)
+
+    def stmt_ReturnGuard(self, node: ast.stmt) -> None:
+        """Code a ``return`` inside a helper's loop may skip (helpers.ReturnGuard)."""
+        from .helpers import lower_return_guard
+
+        lower_return_guard(self, node)
 
     # -- expressions: see exprs.ExprMixin -------------------------------------------------------------------------
 

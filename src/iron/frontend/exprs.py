@@ -10,6 +10,7 @@ from typing import Any
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
+from .pymath import is_pure_math, lower_math_call, math_function_name
 from .refs import IronFunc, KernelMarker, Ref
 from .typing_rules import Const, literal_type, promote, promote_with_literal
 
@@ -337,7 +338,7 @@ class ExprMixin:
                     continue
                 if fn in (py_builtins.min, py_builtins.max, py_builtins.abs, py_builtins.int, py_builtins.float):
                     continue
-                if isinstance(fn, t.ScalarType):
+                if isinstance(fn, t.ScalarType) or is_pure_math(fn):
                     continue
                 return False
         return True
@@ -395,6 +396,9 @@ class ExprMixin:
         if obj in (py_builtins.min, py_builtins.max, py_builtins.abs, py_builtins.int, py_builtins.float,
                    py_builtins.bool, py_builtins.range):
             return lower_python_builtin(self, obj, node)
+        math_name = math_function_name(obj)
+        if math_name is not None:
+            return lower_math_call(self, math_name, node)
         name = getattr(obj, "__name__", repr(obj))
         raise self.error(f"cannot call '{name}' in a kernel", node,
                          "kernels call iron builtins and @iron.func helpers; mark this function with @iron.func")

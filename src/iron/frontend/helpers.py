@@ -3,6 +3,11 @@
 A helper's body is lowered in its own name scope (it sees its parameters, its locals and its module's globals, not
 the caller's locals). ``return`` statements are first moved to tail position (``if c: return a`` followed by more
 code becomes ``if c: return a else: <more code>``), so a return never needs a jump: the value goes to a result slot.
+
+A ``return`` inside a loop sets the result slot and a "returned" flag, then breaks out of its loop; after each loop
+that may return, ``if returned: break`` leaves the enclosing loop too, and at the helper's top level the code after
+such a loop runs under ``if not returned``. A ``static_range`` loop (unrolled: no ``break``) runs each later iteration
+under ``if not returned`` instead.
 """
 
 from __future__ import annotations
@@ -15,14 +20,35 @@ from ..ir import types as t
 from .source import function_source
 from .typing_rules import Const
 
+#: the name of a helper's "returned" flag in its frame (not a Python identifier a user can write by accident)
+RETURNED = "__iron_returned__"
+
+
+class ReturnGuard(ast.stmt):
+    """Synthetic statement around code that a ``return`` in a loop may skip: ``kind`` "loop_body" (a loop's body)
+    or "after_loop" (what follows a loop that may return). Lowered by ``lower_return_guard``."""
+
+    _fields = ("body",)
+
+    def __init__(self, kind: str, body: list[ast.stmt], where: ast.AST):
+        super().__init__(body=body)
+        self.kind = kind
+        ast.copy_location(self, where)
+
 
 def _contains_return(stmts: list[ast.stmt]) -> bool:
     return any(isinstance(n, ast.Return) for s in stmts for n in ast.walk(s))
 
 
+def _returns_in_loops(body: list[ast.stmt]) -> bool:
+    return any(isinstance(loop, (ast.For, ast.While)) and _contains_return(loop.body)
+               for s in body for loop in ast.walk(s))
+
+
 def to_tail_form(body: list[ast.stmt], cont: list[ast.stmt] | None = None) -> list[ast.stmt]:
     """Rewrite ``body`` followed by ``cont`` so that every ``return`` is the last statement on its path: the
-    statements after an ``if`` that returns on some path move into each of its branches (continuation passing)."""
+    statements after an ``if`` that returns on some path move into each of its branches (continuation passing); a
+    loop that returns gets its body and what follows it wrapped in ``ReturnGuard``s. Never mutates the input."""
     stmts = body + (cont or [])
     for i, stmt in enumerate(stmts):
         if isinstance(stmt, ast.Return):
@@ -33,7 +59,26 @@ def to_tail_form(body: list[ast.stmt], cont: list[ast.stmt] | None = None) -> li
             new.body = to_tail_form(stmt.body, rest)
             new.orelse = to_tail_form(stmt.orelse, rest)
             return stmts[:i] + [new]
+        if isinstance(stmt, (ast.For, ast.While)) and _contains_return(stmt.body):
+            loop = copy.copy(stmt)
+            loop.body = [ReturnGuard("loop_body", to_tail_form(stmt.body), stmt)]
+            return stmts[:i] + [loop, ReturnGuard("after_loop", to_tail_form(stmts[i + 1:]), stmt)]
     return stmts
+
+
+def lower_return_guard(cg, node: ReturnGuard) -> None:
+    """In a loop that can ``break`` (range, while), a return has already left it: after an inner loop, leave this
+    one too (``if returned: break``), and run the rest as is. In a static_range loop (no break) or at the helper's
+    top level, run the guarded code only while the helper has not returned."""
+    in_breakable_loop = bool(cg.loop_depth) and cg.loop_depth[-1] != "static"
+    flag = ast.copy_location(ast.Name(RETURNED, ast.Load()), node)
+    if in_breakable_loop:
+        if node.kind == "after_loop":
+            cg.stmt(ast.copy_location(ast.If(flag, [ast.copy_location(ast.Break(), node)], []), node))
+        cg.stmts(node.body)
+    elif node.body:
+        not_returned = ast.copy_location(ast.UnaryOp(ast.Not(), flag), node)
+        cg.stmt(ast.copy_location(ast.If(not_returned, node.body, []), node))
 
 
 def inline_call(cg, func, node: ast.Call) -> Any:
@@ -46,12 +91,6 @@ def inline_call(cg, func, node: ast.Call) -> Any:
         raise cg.error("@iron.func calls nested more than 32 deep", node)
     src = func.src if func.src is not None else function_source(fn)  # read at decoration (refs.IronFunc)
     fdef = src.node
-    for sub in ast.walk(fdef):
-        if isinstance(sub, (ast.For, ast.While)):
-            for inner in ast.walk(sub):
-                if isinstance(inner, ast.Return):
-                    raise cg.error(f"`return` inside a loop of @iron.func '{fn.__name__}' is not supported",
-                                   node, f"see {src.file}:{inner.lineno}; set a result variable and `break`")
     args = [cg.expr(a) for a in node.args]
     kwargs = {k.arg: cg.expr(k.value) for k in node.keywords}
     cg.node = node
@@ -79,6 +118,13 @@ def inline_call(cg, func, node: ast.Call) -> Any:
 
     saved = (cg.frame, cg.loop_depth, cg.terminated, cg.b.loc)
     frame = cg._new_frame(src, {**fn.__globals__, "__iron_fn__": fn}, is_helper=True)
+    frame.site = cg.frame.site + ((node.lineno, node.col_offset),)
+    if _returns_in_loops(fdef.body):
+        cg.b.loc = cg.frame.src.loc(node)
+        frame.returned = cg.hoist(lambda b: b.var(t.bool_, "returned"))
+        cg.b.set(frame.returned, cg.b.const(False, t.bool_))  # every call starts afresh (a call in a loop)
+        frame.vars[RETURNED] = frame.returned
+        frame.defined_vars.add(RETURNED)
     cg.frame, cg.loop_depth, cg.terminated = frame, [], False
     cg.call_stack.append(fn)
     try:
@@ -104,32 +150,40 @@ def inline_call(cg, func, node: ast.Call) -> Any:
 
 def helper_return(cg, node: ast.Return) -> None:
     """A ``return`` in tail position of an inlined helper: remember the value and where it was computed; the result
-    slot is created once every return is known, so its type is the join of all of them (literals stay weak)."""
-    if node.value is not None:
-        cg.frame.pending_returns.append((cg.b.block, cg.expr(node.value), node))
-    cg.terminated = True
+    slot is created once every return is known, so its type is the join of all of them (literals stay weak). In a
+    loop the return also sets the "returned" flag and, where the loop can break, leaves it (emitted with the slot's
+    write, after the value)."""
+    exit = None
+    if cg.loop_depth:
+        exit = "static" if cg.loop_depth[-1] == "static" else "break"
+    value = cg.expr(node.value) if node.value is not None else None
+    if value is not None or exit is not None:
+        cg.frame.pending_returns.append((cg.b.block, value, node, exit))
+    if exit != "static":
+        cg.terminated = True  # a static_range iteration goes on to its end, which to_tail_form left empty
 
 
 def _merge_returns(cg, pending: list, fdef: ast.AST) -> Any:
-    if not pending:
-        return None
-    ty = None
-    for _, value, node in pending:
-        cg.check_number(value, node)
-        vt = cg.value_type(value)
-        if ty is None:
-            ty = vt
-        else:
-            ty = cg.common_type(_Typed(ty), value)
-    if all(isinstance(v, Const) for _, v, _ in pending):
-        ty = t.f32 if any(isinstance(v.value, float) for _, v, _ in pending) else ty
-    ty = cg.var_type(ty)
-    slot = cg.hoist(lambda b: b.var(ty, "ret"))
-    for block, value, node in pending:
+    valued = [(value, node) for _, value, node, _ in pending if value is not None]
+    slot = ty = None
+    if valued:
+        for value, node in valued:
+            cg.check_number(value, node)
+            ty = cg.value_type(value) if ty is None else cg.common_type(_Typed(ty), value)
+        if all(isinstance(v, Const) for v, _ in valued):
+            ty = t.f32 if any(isinstance(v.value, float) for v, _ in valued) else ty
+        ty = cg.var_type(ty)
+        slot = cg.hoist(lambda b: b.var(ty, "ret"))
+    for block, value, node, exit in pending:
         with cg.b.at(block):
             cg.b.loc = cg.frame.src.loc(node)
-            cg.b.set(slot, cg.convert(value, ty, node, "the return value"))
-    return cg.b.get(slot, "ret")
+            if value is not None:
+                cg.b.set(slot, cg.convert(value, ty, node, "the return value"))
+            if exit is not None:
+                cg.b.set(cg.frame.returned, cg.b.const(True, t.bool_))
+            if exit == "break":
+                cg.b.op("break")
+    return cg.b.get(slot, "ret") if slot is not None else None
 
 
 class _Typed:
@@ -139,4 +193,4 @@ class _Typed:
         self.type = type
 
 
-__all__ = ["helper_return", "inline_call", "to_tail_form", "t"]
+__all__ = ["ReturnGuard", "helper_return", "inline_call", "lower_return_guard", "to_tail_form", "t"]

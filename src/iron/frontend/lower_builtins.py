@@ -1,5 +1,5 @@
 """Typing and lowering of builtin calls (the table in ``iron.lang.builtins``) and of the Python builtins a kernel
-may use (``min``, ``max``, ``abs``, ``int``, ``float``, ``bool``)."""
+may use (``min``, ``max``, ``abs``, ``int``, ``float``, ``bool``; ``float("inf")`` is a constant)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
     args = [cg.expr(a) for a in arg_nodes]
     cg.node = node
     cg.b.loc = cg.frame.src.loc(node)
-    return _lower_values(cg, name, args, arg_nodes, node)
+    return lower_values(cg, name, args, arg_nodes, node)
 
 
 def _arguments(cg, name: str, node: ast.Call) -> list[ast.AST]:
@@ -80,7 +80,7 @@ def _arguments(cg, name: str, node: ast.Call) -> list[ast.AST]:
     return arg_nodes
 
 
-def _lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:
+def lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:
     """The builtins whose arguments are ordinary values (evaluated already)."""
     if name in O.THREAD_AXIS:
         axis = args[0] if args else Const(0)
@@ -334,10 +334,15 @@ def lower_python_builtin(cg, fn: Any, node: ast.Call) -> Any:
     if len(node.args) != 1:
         raise cg.error(f"{fn.__name__}(x) takes exactly one argument in a kernel", node)
     ty = {py_builtins.int: t.i32, py_builtins.float: t.f32, py_builtins.bool: t.bool_}[fn]
+    parsed = float_of_string(cg, node.args[0]) if fn is py_builtins.float else None
+    if parsed is not None:
+        return parsed
     value = cg.expr(node.args[0])
     if ty.is_bool:
         return cg.truth(value, node.args[0])
     if isinstance(value, Const):
+        if ty.is_int and isinstance(value.value, float) and not math.isfinite(value.value):
+            raise cg.error(f"int({value.value!r}) is undefined", node, "an infinity or NaN has no integer value")
         return Const(int(value.value) if ty.is_int else float(value.value))
     return cast_to(cg, value, ty, node)
 
@@ -376,3 +381,14 @@ def lower_async(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> None:
     cg.b.op("async_copy", [dst, j, src, i], None, {"n": n.value})
     return None
 
+
+def float_of_string(cg, arg: ast.AST) -> Const | None:
+    """``float("inf")``, ``float("-inf")``, ``float("nan")`` (any string literal ``float`` accepts): a constant;
+    None when ``arg`` is not a string literal."""
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        return None
+    try:
+        return Const(float(arg.value))
+    except ValueError:
+        raise cg.error(f"float({arg.value!r}) is not a number", arg,
+                       'write float("inf"), float("-inf"), float("nan") or a numeric literal') from None

@@ -270,7 +270,11 @@ class HipBackend(Backend):
                 "verified": "no: the launch path has not run on an AMD GPU in this project's CI"}
 
     def simd_width(self) -> int:
-        """The wavefront size of the target launches compile for (64 on CDNA, 32 on RDNA)."""
+        """The wavefront size of the target launches compile for (64 on CDNA, 32 on RDNA). With an AMD GPU present
+        the device is opened first: a launcher that sizes its groups before its first launch (std/gemm) must get
+        the device's width, not the default target's."""
+        if self._device is None and probe() is None:
+            self._device = self._open()
         return _wavefront(self.target)
 
     # -- compile --------------------------------------------------------------------------------------------------

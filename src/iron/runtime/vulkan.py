@@ -108,7 +108,8 @@ class VulkanBackend(Backend):
 
     def emitted(self, variant, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                 float64: bool = False, denorm_preserve: bool = False, lanes: bool = False, ieee_specials: bool = True,
-                rounding_rte: bool = False, simd_width: int = 32):
+                rounding_rte: bool = False, simd_width: int = 32, coopmat: frozenset[str] = frozenset(),
+                coopmat_emulation: bool = False):
         """The variant's SpirvKernel (emitted once per device-dependent mode, cached in ``variant.artifacts``).
         ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
         ``shaderBufferFloat32AtomicAdd``; ``uniform_control_flow`` declares SubgroupUniformControlFlowKHR where the
@@ -116,9 +117,10 @@ class VulkanBackend(Backend):
         ``denorm_preserve`` declares DenormPreserve for f32 where the device can keep subnormals; ``lanes``
         asks for the lanes module (None when the kernel has none); ``ieee_specials``/``rounding_rte`` declare the
         float-controls modes the device supports; ``simd_width`` is the device's subgroup size (the fallback of
-        matrix fragments is cut for it); compile/source show the portable form."""
+        matrix fragments is cut for it); ``coopmat`` the fragment dtypes the device multiplies as cooperative
+        matrices (``coopmat_emulation``: emulated, for tests); compile/source show the portable form."""
         key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes, ieee_specials,
-               rounding_rte, simd_width)
+               rounding_rte, simd_width, coopmat, coopmat_emulation)
         if key in variant.artifacts:
             return variant.artifacts[key]
         try:
@@ -129,20 +131,27 @@ class VulkanBackend(Backend):
         spk = None if lanes and plan is None else emit_spirv(
             variant.kernel, atomic_float_add=atomic_float_add, uniform_control_flow=uniform_control_flow,
             float64=float64, denorm_preserve=denorm_preserve, lanes=plan, ieee_specials=ieee_specials,
-            rounding_rte=rounding_rte, simd_width=simd_width)
+            rounding_rte=rounding_rte, simd_width=simd_width, coopmat=coopmat, coopmat_emulation=coopmat_emulation)
         variant.artifacts[key] = spk
         return spk
 
     def _device_module(self, variant, grid: tuple[int, int, int] | None = None):
         """The module a launch on ``grid`` runs: the lanes module for a 1-D grid where the kernel has one (and
-        ``IRON_VULKAN_VECTORIZE`` is not 0), else the plain one."""
+        ``IRON_VULKAN_VECTORIZE`` is not 0), else the plain one; matrix fragments as cooperative matrices where the
+        device has them (``IRON_VULKAN_COOPMAT``: 0 the scalar fallback, ``emulate`` their lowering with the
+        matrices emulated, on any device)."""
         import os
 
-        has = self.context().has
+        from .vulkan_device import coopmat_mode
+
+        ctx = self.context()
+        has = ctx.has
+        mode = coopmat_mode()
+        coopmat = {"auto": ctx.coopmat, "emulate": frozenset({"f16", "bf16"})}.get(mode, frozenset())
         modes = dict(atomic_float_add=has["atomic_float_add"], float64=has["float64"],
                      uniform_control_flow=has["subgroup_uniform_control_flow"], denorm_preserve=has["denorm_preserve"],
                      ieee_specials=has["ieee_specials"], rounding_rte=has["rounding_rte"],
-                     simd_width=self.context().subgroup_size)
+                     simd_width=ctx.subgroup_size, coopmat=coopmat, coopmat_emulation=mode == "emulate")
         if grid is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_VULKAN_VECTORIZE", "1") != "0":
             spk = self.emitted(variant, lanes=True, **modes)
             if spk is not None:

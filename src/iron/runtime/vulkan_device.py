@@ -25,7 +25,8 @@ from .vulkan_select import choose_device, create_instance, list_devices, load_vu
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
             "atomic_float_add", "subgroup_uniform_control_flow", "float64", "denorm_preserve", "ieee_specials",
-            "rounding_rte")
+            "rounding_rte", "int16", "spirv_1_6", "vulkan_memory_model", "vulkan_memory_model_device_scope",
+            "cooperative_matrix", "cooperative_matrix_bf16")
 _ALIGN = 256
 
 
@@ -57,6 +58,16 @@ class _LaunchArgs:
     host: dict[str, np.ndarray]
     bufs: dict[str, Buffer]
     stages: dict[str, Buffer]
+
+
+def coopmat_mode() -> str:
+    """``IRON_VULKAN_COOPMAT``: "auto" (unset or 1: cooperative matrices where the device has them), "off" (0: the
+    scalar fallback of matrix fragments) or "emulate" (their lowering with the matrices emulated in plain SPIR-V, on
+    any device: tests)."""
+    import os
+
+    value = os.environ.get("IRON_VULKAN_COOPMAT", "1").strip().lower()
+    return {"0": "off", "emulate": "emulate"}.get(value, "auto")
 
 
 class VulkanContext:
@@ -109,6 +120,13 @@ class VulkanContext:
             **self.float_controls,
         }
         self._enable = vp.features_to_enable(api, feats)
+        # cooperative matrices (codegen/spirv/coopmat.py) for the fragment dtypes the device multiplies at 16 x 16 x
+        # 16; IRON_VULKAN_COOPMAT=0 keeps the scalar fallback (and leaves the extension off the device)
+        configs = vp.coopmat_configs(vk, ffi, self.instance, self.phys) if feats.coop is not None else []
+        self.coopmat_configs = configs
+        self.coopmat = vp.coopmat_dtypes(configs, feats, api) if coopmat_mode() == "auto" else frozenset()
+        self.has["cooperative_matrix"] = bool(self.coopmat)
+        self.has["cooperative_matrix_bf16"] = "bf16" in self.coopmat
         self.memory_types, self.heaps = vp.memory_layout(vk, pd)
         dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
         # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there
@@ -139,6 +157,9 @@ class VulkanContext:
             head = ffi.new("VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR*",
                            {"sType": getattr(vk, UCF_STYPE), "pNext": head, "shaderSubgroupUniformControlFlow": 1})
             chain.append(head)
+        head, coop_structs, coop_exts = vp.coopmat_chain(vk, ffi, head, self.coopmat)
+        chain += coop_structs
+        exts += coop_exts
         if "VK_KHR_portability_subset" in self.extensions:  # required by the spec when offered (MoltenVK)
             exts.append("VK_KHR_portability_subset")
         f2 = ffi.new("VkPhysicalDeviceFeatures2*",
@@ -228,6 +249,7 @@ class VulkanContext:
                                 1),
             "unified_memory": self.unified, "timestamps": self.query_pool is not None,
             "features": sorted(k for k, v in self.has.items() if v),
+            "cooperative_matrix": sorted(self.coopmat),
         }
 
     # -- buffers --------------------------------------------------------------------------------------------------
@@ -299,8 +321,11 @@ class VulkanContext:
             raise LaunchError(f"{spk.entry} was emitted for subgroups of {width} lanes (matrix fragments' "
                               f"fallback); {self.phys.name} runs {self.subgroup_size}")
         lim = self.limits
-        if spk.shared_bytes > lim.maxComputeSharedMemorySize:
-            raise LaunchError(f"{spk.entry} needs {spk.shared_bytes} bytes of shared memory; {self.phys.name} gives "
+        # plus the scratch tiles of cooperative matrices, one per SIMD group
+        simd_groups = -(-math.prod(group) // self.subgroup_size)
+        shared = spk.shared_bytes + simd_groups * getattr(spk, "scratch_bytes_per_simd_group", 0)
+        if shared > lim.maxComputeSharedMemorySize:
+            raise LaunchError(f"{spk.entry} needs {shared} bytes of shared memory; {self.phys.name} gives "
                               f"a group at most {lim.maxComputeSharedMemorySize}")
         if math.prod(group) > lim.maxComputeWorkGroupInvocations or any(
                 g > lim.maxComputeWorkGroupSize[i] for i, g in enumerate(group)):

@@ -1,6 +1,7 @@
 """What a Vulkan physical device offers Iron (``VulkanContext._query_properties``): its properties (limits, subgroup
 size, driver, float controls), the features Iron's SPIR-V modules may rely on (``has``), the optional features the
-logical device is created with (``enable``) and its memory types.
+logical device is created with (``enable``), its cooperative-matrix configurations (``coopmat_dtypes``) and its
+memory types.
 
 The property and feature structs are cffi memory: the ``pNext`` chains are built here, queried once, and the structs
 kept alive by whoever reads them (``VulkanContext._props_keep`` for the properties, ``FeatureChain`` for the features).
@@ -15,6 +16,15 @@ API_1_2 = 1 << 22 | 2 << 12
 API_1_3 = 1 << 22 | 3 << 12
 UCF = "VK_KHR_shader_subgroup_uniform_control_flow"
 UCF_STYPE = "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_UNIFORM_CONTROL_FLOW_FEATURES_KHR"
+COOPMAT = "VK_KHR_cooperative_matrix"
+BF16 = "VK_KHR_shader_bfloat16"
+#: VK_KHR_shader_bfloat16 (Vulkan headers 1.4.311) is newer than the ``vulkan`` package's: its feature struct's sType
+#: and VK_COMPONENT_TYPE_BFLOAT16_KHR, both 1000141000 in the registry's vk.xml
+BF16_STYPE = 1000141000
+BF16_COMPONENT = 1000141000
+#: the fragment shape every target offers (ir.types.MMA_SHAPE) and the component types Iron asks for
+_MMA = (16, 16, 16)
+_F16, _F32, _SUBGROUP = 0, 1, 3  # VK_COMPONENT_TYPE_FLOAT16/FLOAT32_KHR, VK_SCOPE_SUBGROUP_KHR
 
 
 def read_properties(vk, ffi, phys) -> tuple[Any, Any, Any, Any]:
@@ -64,6 +74,8 @@ class FeatureChain:
     f13: Any
     fat: Any | None
     ucf: Any | None
+    coop: Any | None = None  # VkPhysicalDeviceCooperativeMatrixFeaturesKHR
+    bf16: Any | None = None  # VkPhysicalDeviceShaderBfloat16FeaturesKHR, as raw words (``_Bf16Features``)
 
 
 def read_features(vk, ffi, phys, extensions: set[str]) -> FeatureChain:
@@ -88,13 +100,45 @@ def read_features(vk, ffi, phys, extensions: set[str]) -> FeatureChain:
         ucf = ffi.new("VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR*",
                       {"sType": getattr(vk, UCF_STYPE), "pNext": head})
         head = ucf
+    coop = bf16 = None
+    if COOPMAT in extensions and api13:
+        coop = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
+                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, "pNext": head})
+        head = coop
+        if BF16 in extensions:
+            bf16 = _Bf16Features(ffi, head)
+            head = bf16.pointer
     f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                                  "pNext": head})
     if phys.api >= API_1_2:  # the Vulkan11/12 feature structs may only be chained on a 1.2+ device
         vk.vkGetPhysicalDeviceFeatures2(phys.handle, f2)
     else:
         f2.features = vk.vkGetPhysicalDeviceFeatures(phys.handle)
-    return FeatureChain(f2, f11, f12, f13, fat, ucf)
+    return FeatureChain(f2, f11, f12, f13, fat, ucf, coop, bf16)
+
+
+class _Bf16Features:
+    """VkPhysicalDeviceShaderBfloat16FeaturesKHR {sType, pNext, shaderBFloat16Type, shaderBFloat16DotProduct,
+    shaderBFloat16CooperativeMatrix} in raw cffi memory (the ``vulkan`` package does not define it), laid out as C
+    does: the three VkBool32 follow VkBaseOutStructure."""
+
+    FIELDS = ("shaderBFloat16Type", "shaderBFloat16DotProduct", "shaderBFloat16CooperativeMatrix")
+
+    def __init__(self, ffi, pnext, values: dict[str, int] | None = None):
+        head = ffi.sizeof("VkBaseOutStructure")
+        self.memory = ffi.new("char[]", head + 4 * len(self.FIELDS))
+        base = ffi.cast("VkBaseOutStructure*", self.memory)
+        base.sType = BF16_STYPE
+        base.pNext = ffi.cast("VkBaseOutStructure*", pnext)
+        self.bools = ffi.cast("uint32_t*", self.memory + head)
+        for k, v in (values or {}).items():
+            self.bools[self.FIELDS.index(k)] = v
+        self.pointer = ffi.cast("void*", self.memory)
+
+    def __getattr__(self, name: str) -> int:
+        if name in _Bf16Features.FIELDS:
+            return int(self.bools[_Bf16Features.FIELDS.index(name)])
+        raise AttributeError(name)
 
 
 def supported(vk, api: int, ops: int, feats: FeatureChain) -> dict[str, bool]:
@@ -116,7 +160,65 @@ def supported(vk, api: int, ops: int, feats: FeatureChain) -> dict[str, bool]:
         "subgroup_uniform_control_flow": ucf is not None and api12 and bool(ucf.shaderSubgroupUniformControlFlow),
         # sin, cos and float % in double precision (codegen/spirv/precise.py)
         "float64": bool(feats.f2.features.shaderFloat64),
+        "int16": bool(feats.f2.features.shaderInt16),
+        # modules with cooperative matrices: SPIR-V 1.6 under the Vulkan memory model (codegen/spirv/coopmat.py)
+        "spirv_1_6": api13,
+        "vulkan_memory_model": api12 and bool(f12.vulkanMemoryModel),
+        "vulkan_memory_model_device_scope": api12 and bool(f12.vulkanMemoryModelDeviceScope),
     }
+
+
+def coopmat_configs(vk, ffi, instance, phys) -> list[tuple[int, ...]]:
+    """The device's cooperative-matrix configurations, (M, N, K, A, B, C, Result, saturating, scope) each
+    (``vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR``, called through its pointer so that every entry carries
+    its sType, as the spec asks)."""
+    raw = vk.lib.vkGetInstanceProcAddr(instance, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    if raw == ffi.NULL:
+        return []
+    fn = ffi.cast("PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", raw)
+    count = ffi.new("uint32_t*")
+    if fn(phys.handle, count, ffi.NULL) != 0 or not count[0]:
+        return []
+    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+    for i in range(count[0]):
+        props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+    if fn(phys.handle, count, props) not in (0, 5):  # VK_SUCCESS, VK_INCOMPLETE
+        return []
+    return [(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.saturatingAccumulation, p.scope)
+            for p in (props[i] for i in range(count[0]))]
+
+
+def coopmat_dtypes(configs: list[tuple[int, ...]], feats: FeatureChain, api: int) -> frozenset[str]:
+    """The fragment input dtypes ("f16", "bf16") Iron's modules may multiply as cooperative matrices here: a
+    subgroup-scope 16 x 16 x 16 configuration with them as A and B and f32 as C and result, the feature, SPIR-V 1.6
+    and the Vulkan memory model (which the extension requires); bf16 also needs VK_KHR_shader_bfloat16's bfloat16
+    type and cooperative matrices."""
+    if feats.coop is None or not feats.coop.cooperativeMatrix or api < API_1_3 or not feats.f12.vulkanMemoryModel:
+        return frozenset()
+    have = {(a, b) for (m, n, k, a, b, c, r, sat, scope) in configs
+            if (m, n, k) == _MMA and c == r == _F32 and not sat and scope == _SUBGROUP}
+    out = set()
+    if (_F16, _F16) in have:
+        out.add("f16")
+    bf16 = feats.bf16
+    if (BF16_COMPONENT, BF16_COMPONENT) in have and bf16 is not None and bf16.shaderBFloat16Type \
+            and bf16.shaderBFloat16CooperativeMatrix:
+        out.add("bf16")
+    return frozenset(out)
+
+
+def coopmat_chain(vk, ffi, head, dtypes: frozenset[str]) -> tuple[Any, list[Any], list[str]]:
+    """The feature structs and extensions a device that multiplies ``dtypes`` as cooperative matrices is created
+    with (none for an empty set): ``(new head of the pNext chain, structs to keep alive, extension names)``."""
+    if not dtypes:
+        return head, [], []
+    coop = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
+                   {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, "pNext": head,
+                    "cooperativeMatrix": 1})
+    if "bf16" not in dtypes:
+        return coop, [coop], [COOPMAT]
+    bf16 = _Bf16Features(ffi, coop, {"shaderBFloat16Type": 1, "shaderBFloat16CooperativeMatrix": 1})
+    return bf16.pointer, [coop, bf16], [COOPMAT, BF16]
 
 
 def features_to_enable(api: int, feats: FeatureChain) -> dict[str, dict[str, int]]:

@@ -18,7 +18,9 @@ from pathlib import Path
 from ...ir.core import Kernel
 from ..cfamily.vectorize import plan_lanes
 from ..lower_fragments import lower_fragments
+from ..warpgroup import expand_warpgroup_mma
 from .builder import SpirvModuleBuilder
+from .coopmat import uses_cooperative_matrices
 from .emit import SpirvEmitter
 from .module import FEATURES, SpirvBuffer, SpirvKernel, SpirvPush
 
@@ -35,7 +37,8 @@ def lanes_plan(kernel: Kernel):
 
 def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                float64: bool = False, denorm_preserve: bool = False, lanes=None, ieee_specials: bool = True,
-               rounding_rte: bool = False, simd_width: int = 32) -> SpirvKernel:
+               rounding_rte: bool = False, simd_width: int = 32, coopmat: frozenset[str] = frozenset(),
+               vulkan_memory_model: bool = False, coopmat_emulation: bool = False) -> SpirvKernel:
     """The SPIR-V module of ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``).
 
     ``atomic_float_add=False``: f32 ``atomic_add`` becomes a compare-and-swap loop instead of ``OpAtomicFAddEXT``
@@ -49,16 +52,30 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     float width the module uses (devices with ``shaderRoundingModeRTEFloat16/32/64``). ``simd_width``: the subgroup
     size the module will run at, for the scalar fallback of matrix fragments (``codegen/lower_fragments.py``); a
     module that uses fragments records it (``SpirvKernel.simd_width``) and runs only on a device of that size.
+    ``coopmat``: the fragment input dtypes ("f16", "bf16") the device multiplies as cooperative matrices
+    (``VK_KHR_cooperative_matrix``, 16 x 16 x 16 at subgroup scope, f32 accumulators): a kernel whose fragments all
+    have such inputs gets them (coopmat.py: SPIR-V 1.6, the Vulkan memory model), any other the fallback.
+    ``vulkan_memory_model=True``: SPIR-V 1.6 under the Vulkan memory model without cooperative matrices (what a
+    cooperative-matrix module relies on, testable on devices without them). ``coopmat_emulation=True``: the
+    cooperative-matrix lowering with the matrices emulated in plain SPIR-V (coopmat_emulation.py; tests on devices
+    without them). ``SpirvKernel.fragments`` says which spelling a module's fragments got.
     ``lanes`` (a ``lanes_plan``): the *lanes module* instead, in which invocation t runs the kernel for the
     ``lanes.width`` elements ``width * t ...`` of axis 0 (launch ceil(n0 / width) invocations with the same push
     constants): the lane buffers' elements are all loaded before the first element's body and stored after the last,
     so that each invocation has ``width`` independent loads in flight (one 4-byte load per invocation cannot fill a
     big GPU's memory pipeline). Raises ``CompileError`` for ops the backend lacks.
     """
-    lowered = lower_fragments(kernel, simd_width)
+    kernel = expand_warpgroup_mma(kernel)  # warpgroup_mma as fragment ops (codegen/warpgroup.py)
+    cooperative = lanes is None and uses_cooperative_matrices(kernel, coopmat)
+    lowered = kernel if cooperative else lower_fragments(kernel, simd_width)
     spk = SpirvEmitter(lowered, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes,
-                       ieee_specials=ieee_specials, rounding_rte=rounding_rte).run()
-    return dataclasses.replace(spk, simd_width=simd_width) if lowered is not kernel else spk
+                       ieee_specials=ieee_specials, rounding_rte=rounding_rte, coopmat=cooperative,
+                       simd_width=simd_width, vulkan_memory_model=vulkan_memory_model,
+                       coopmat_emulation=coopmat_emulation).run()
+    if cooperative:
+        return dataclasses.replace(spk, simd_width=simd_width,
+                                   fragments="emulated" if coopmat_emulation else "cooperative")
+    return dataclasses.replace(spk, simd_width=simd_width, fragments="scalar") if lowered is not kernel else spk
 
 
 def disassemble(words: bytes | SpirvKernel) -> str:
@@ -92,11 +109,12 @@ def _plain_listing(data: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def validate(words: bytes | SpirvKernel, target_env: str = "vulkan1.2") -> str | None:
-    """``spirv-val``'s complaint about a module, or None when it accepts it. Raises FileNotFoundError without it."""
+def validate(words: bytes | SpirvKernel, target_env: str = "vulkan1.2", tool: str | None = None) -> str | None:
+    """``spirv-val``'s complaint about a module, or None when it accepts it (``tool``: that spirv-val, else the one on
+    PATH). Raises FileNotFoundError without one."""
     if isinstance(words, SpirvKernel):
         words = words.words
-    tool = shutil.which("spirv-val")
+    tool = tool or shutil.which("spirv-val")
     if tool is None:
         raise FileNotFoundError("spirv-val is not on PATH (Debian: apt install spirv-tools)")
     with tempfile.TemporaryDirectory() as d:

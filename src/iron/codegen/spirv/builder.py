@@ -28,9 +28,10 @@ def encode_string(text: str) -> list[int]:
 class SpirvModuleBuilder:
     """Collects instructions per module section (spec 2.4 "Logical Layout of a Module") and writes the binary."""
 
-    def __init__(self, version: tuple[int, int] = (1, 3)):
+    def __init__(self, version: tuple[int, int] = (1, 3), memory_model: str = "GLSL450"):
         self.g = grammar()
         self.version = version
+        self.memory_model = memory_model  # "Vulkan": the Vulkan memory model (cooperative matrices require it)
         self._bound = 1
         self.capabilities: set[str] = set()
         self.extensions: set[str] = set()
@@ -43,6 +44,7 @@ class SpirvModuleBuilder:
         self._functions: list[list[int]] = []
         self._types: dict[tuple, int] = {}
         self._constants: dict[tuple, int] = {}
+        self.global_variables: list[int] = []  # from SPIR-V 1.4 on, the entry point's interface lists them all
 
     # -- ids and raw instructions --------------------------------------------------------------------------------
 
@@ -123,8 +125,11 @@ class SpirvModuleBuilder:
     def type_int(self, width: int, signed: bool) -> int:
         return self._type(("int", width, signed), "OpTypeInt", width, int(signed))
 
-    def type_float(self, width: int) -> int:
-        return self._type(("float", width), "OpTypeFloat", width)
+    def type_float(self, width: int, encoding: str | None = None) -> int:
+        """A float type; ``encoding`` "BFloat16KHR" (SPV_KHR_bfloat16) for bfloat16."""
+        if encoding is None:
+            return self._type(("float", width), "OpTypeFloat", width)
+        return self._type(("float", width, encoding), "OpTypeFloat", width, self.enum("FPEncoding", encoding))
 
     def type_vector(self, elem: int, count: int) -> int:
         return self._type(("vector", elem, count), "OpTypeVector", elem, count)
@@ -138,6 +143,17 @@ class SpirvModuleBuilder:
         if fresh and stride is not None:
             self.decorate(tid, "ArrayStride", stride)
         return tid
+
+    def type_array_of(self, elem: int, length_id: int) -> int:
+        """An array whose length is the constant (or specialization constant) ``length_id``."""
+        return self._type(("array_of", elem, length_id), "OpTypeArray", elem, length_id)
+
+    def type_cooperative_matrix(self, component: int, rows: int, cols: int, use: str) -> int:
+        """A subgroup-scope ``rows`` x ``cols`` cooperative matrix (SPV_KHR_cooperative_matrix) of ``use``
+        "MatrixAKHR", "MatrixBKHR" or "MatrixAccumulatorKHR"."""
+        operands = (self.const_uint(self.enum("Scope", "Subgroup")), self.const_uint(rows), self.const_uint(cols),
+                    self.const_uint(self.enum("CooperativeMatrixUse", use)))
+        return self._type(("coopmat", component, *operands), "OpTypeCooperativeMatrixKHR", component, *operands)
 
     def type_runtime_array(self, elem: int, stride: int) -> int:
         key = ("runtime_array", elem, stride)
@@ -205,6 +221,12 @@ class SpirvModuleBuilder:
         self.decorate(cid, "SpecId", spec_id)
         return cid
 
+    def spec_op(self, type_id: int, opname: str, *operands: int) -> int:
+        """``OpSpecConstantOp``: ``opname`` applied to (specialization) constants when the pipeline is built."""
+        cid = self.new_id()
+        self._globals.append(self.instruction("OpSpecConstantOp", type_id, cid, self.g.op(opname), *operands))
+        return cid
+
     def spec_composite(self, type_id: int, *parts: int) -> int:
         cid = self.new_id()
         self._globals.append(self.instruction("OpSpecConstantComposite", type_id, cid, *parts))
@@ -214,6 +236,7 @@ class SpirvModuleBuilder:
         vid = self.new_id()
         ptr = self.type_pointer(storage, pointee)
         self._globals.append(self.instruction("OpVariable", ptr, vid, self.enum("StorageClass", storage)))
+        self.global_variables.append(vid)
         return vid
 
     # -- the binary ------------------------------------------------------------------------------------------------
@@ -228,7 +251,7 @@ class SpirvModuleBuilder:
         for name, iid in sorted(self._ext_imports.items(), key=lambda kv: kv[1]):
             words += self.instruction("OpExtInstImport", iid, name)
         words += self.instruction("OpMemoryModel", self.enum("AddressingModel", "Logical"),
-                                  self.enum("MemoryModel", "GLSL450"))
+                                  self.enum("MemoryModel", self.memory_model))
         for section in (self._entry_points, self._exec_modes, self._debug, self._annotations, self._globals,
                         self._functions):
             for inst in section:

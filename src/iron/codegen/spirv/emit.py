@@ -9,7 +9,9 @@ Layout of the module (one entry point, GLCompute, SPIR-V 1.3 for Vulkan 1.1+):
 - Iron scalars, then the exact grid sizes ``iron_n0..2`` are one push-constant block of 4-byte fields;
 - the group size is the WorkgroupSize built-in made of three spec constants (SpecId 0, 1, 2), so one module serves
   every group size the launcher picks (VkSpecializationInfo);
-- shared arrays are Workgroup arrays; half arrays hold f32 there (exact, and no 16-bit workgroup storage needed).
+- shared arrays are Workgroup arrays; half arrays hold f32 there (exact, and no 16-bit workgroup storage needed),
+  except those cooperative matrices load from, which hold the halves' 16 bits (coopmat.py).
+- with cooperative matrices (``coopmat``) the module is SPIR-V 1.6 under the Vulkan memory model (coopmat.py).
 
 ``simd_lane``/``simd_group`` are the SubgroupLocalInvocationId/SubgroupId built-ins, the numbering
 OpGroupNonUniformShuffle uses. Iron defines them on the linear local id; Vulkan only promises that mapping for 1-D
@@ -24,6 +26,8 @@ from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from .builder import SpirvModuleBuilder
 from .control import ControlFlow
+from .coopmat import SCRATCH_WORDS, CoopMatrixOps
+from .coopmat_emulation import CoopMatrixEmulation
 from .lanes import LanesOps
 from .mathops import MathOps
 from .memory import MemoryOps, _Memory
@@ -36,6 +40,9 @@ from .words import WordOps
 SPEC_IDS = (0, 1, 2)
 # AcquireRelease | UniformMemory | WorkgroupMemory: CUDA's __syncthreads also orders global memory within the group
 _BARRIER_SEMANTICS = 0x8 | 0x40 | 0x100
+# MakeAvailable | MakeVisible: under the Vulkan memory model a barrier's release and acquire do not make writes
+# available and visible without them
+_MEMORY_MODEL_SEMANTICS = 0x2000 | 0x4000
 #: declare SignedZeroInfNanPreserve (always; False only for experiments measuring what the mode costs a driver:
 #: bench/experiments/vulkan_vs_cuda.py)
 IEEE_SPECIALS = True
@@ -43,21 +50,33 @@ IEEE_SPECIALS = True
 _EXACT_FLOAT_OPS = frozenset({"OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFNegate"})
 
 
-class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps, ControlFlow, ThreadOps):
+class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps, CoopMatrixOps, CoopMatrixEmulation,
+                   ControlFlow, ThreadOps):
     """IR kernel -> ``SpirvKernel``: the module, its entry point and the statement dispatch; the mixins emit values
     (values.py, precise.py, mathops.py), memory (memory.py), 16-byte vector copies (words.py), the lanes module
-    (lanes.py), control flow (control.py) and threads, SIMD groups and atomics (simd.py)."""
+    (lanes.py), cooperative matrices (coopmat.py), control flow (control.py) and threads, SIMD groups and atomics
+    (simd.py)."""
 
     def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                  float64: bool = False, denorm_preserve: bool = False, lanes=None, *, ieee_specials: bool = True,
-                 rounding_rte: bool = False):
+                 rounding_rte: bool = False, coopmat: bool = False, simd_width: int = 32,
+                 vulkan_memory_model: bool = False, coopmat_emulation: bool = False):
         self.k = kernel
+        # matrix fragments as cooperative matrices, and the SPIR-V 1.6 and Vulkan memory model (vmm) they require;
+        # ``emulate``: the matrices in plain SPIR-V (coopmat_emulation.py), for devices without them
+        self.coopmat = coopmat
+        self.emulate = coopmat and coopmat_emulation
+        self.vmm = coopmat or vulkan_memory_model
+        self.simd_width = simd_width
+        self.frags: dict[int, list[int]] = {}  # fragment value uid -> its tiles (coopmat.py)
+        self.frag_vars: dict[int, list[int]] = {}  # fragment variable uid -> a Function variable per tile
+        self.scratch: int | None = None  # the per-SIMD-group scratch tiles (coopmat.py)
         self.lanes = lanes  # a LanePlan: emit the lanes module (see emit_spirv)
         self.pid0: int | None = None  # in the lanes module: program_id(0) of the element being emitted
         self.lane_regs: dict[int, int] | None = None  # lane buffer uid -> the Function variable of its element
         self.views: dict[int, int] = {}  # buffer uid -> its 16-byte view (lane buffers, vector copies: words.py)
         self.param_info: dict[int, tuple[int, bool, str]] = {}  # buffer uid -> (binding, read-only, name)
-        self.b = SpirvModuleBuilder()
+        self.b = SpirvModuleBuilder((1, 6), "Vulkan") if self.vmm else SpirvModuleBuilder()
         self.atomic_float_add = atomic_float_add
         self.uniform_control_flow = uniform_control_flow
         self.float64 = float64  # sin, cos and float % in double precision (precise.py)
@@ -76,7 +95,10 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
         self.shared_bytes = 0
         self.blocks: dict[int, int] = {}  # storage element type -> its buffer block struct
         self.cas_buffers = self._cas_targets()
-        self.packed = self._packed_shared()  # shared arrays declared as uvec4 words
+        # shared arrays cooperative matrices load from keep 16-bit halves (the matrices read the memory's bits)
+        self.shared16 = {op.operands[0].uid for op in kernel.walk()
+                         if coopmat and op.opcode == "frag_load" and op.operands[0].type.space == "shared"}
+        self.packed = self._packed_shared() - self.shared16  # shared arrays declared as uvec4 words
 
     # -- plumbing --------------------------------------------------------------------------------------------------
 
@@ -130,6 +152,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
         self.capability("Shader")
         u32 = b.type_int(32, False)
         sizes = [b.spec_constant(u32, 1, i) for i in SPEC_IDS]
+        self.group_dims = sizes
         self.group_size = b.spec_composite(b.type_vector(u32, 3), *sizes)
         b.decorate(self.group_size, "BuiltIn", b.enum("BuiltIn", "WorkgroupSize"))
         buffers, push = self._params()
@@ -149,7 +172,16 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
         b.extend_function(self.fvars + self.body)
         b.code("OpFunctionEnd")
         interface = [self.interface[k] for k in sorted(self.interface)]
+        if b.version >= (1, 4):  # from SPIR-V 1.4 on the interface lists every global variable the entry point uses
+            interface += [v for v in b.global_variables if v not in interface]
         b.entry_point("GLCompute", fn, self.k.name, interface)
+        if self.vmm:
+            self.capability("VulkanMemoryModel")
+            self.features |= {"vulkan_memory_model", "spirv_1_6"}
+        if self.coopmat and not self.emulate:
+            self.capability("CooperativeMatrixKHR")
+            b.extension("SPV_KHR_cooperative_matrix")
+            self.features.add("cooperative_matrix")
         b.execution_mode(fn, "LocalSize", 1, 1, 1)  # overridden by the WorkgroupSize built-in
         # keep IEEE signed zeros, infinities and NaNs through f32 arithmetic (x + 0.0 must give +0.0 for x = -0.0),
         # as the interpreter and CUDA do; without it drivers may fold such identities (lavapipe does). Vulkan 1.2
@@ -188,7 +220,8 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
         push_fields = tuple(SpirvPush(name, 4 * i, st) for i, (name, st) in enumerate(push))
         return SpirvKernel(words=words, entry=self.k.name, buffers=tuple(buffers), push=push_fields,
                            push_size=4 * len(push), local_size_spec_ids=SPEC_IDS, shared_bytes=self.shared_bytes,
-                           features=frozenset(self.features), lanes=self.lanes.width if self.lanes else 1)
+                           features=frozenset(self.features), lanes=self.lanes.width if self.lanes else 1,
+                           scratch_bytes_per_simd_group=4 * SCRATCH_WORDS if self.scratch is not None else 0)
 
     def _params(self):
         b = self.b
@@ -265,6 +298,8 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
         code = op.opcode
         if code == "const":
             return
+        if self.coopmat and self._fragment_op(op):  # matrix ops and fragment variables (coopmat.py)
+            return
         if code == "if":
             return self._if(op)
         if code == "for":
@@ -280,7 +315,8 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
             self.terminated = True
         elif code == "barrier":
             s = self.b.const_uint(_WORKGROUP_SCOPE)
-            self.stmt("OpControlBarrier", s, s, self.b.const_uint(_BARRIER_SEMANTICS))
+            semantics = _BARRIER_SEMANTICS | (_MEMORY_MODEL_SEMANTICS if self.vmm else 0)
+            self.stmt("OpControlBarrier", s, s, self.b.const_uint(semantics))
         elif code == "var":
             vid = self.b.new_id()
             ptr = self.b.type_pointer("Function", self.reg_type(op.result.type.elem))

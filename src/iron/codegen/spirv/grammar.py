@@ -39,6 +39,22 @@ def _grammar_dir() -> Path:
                             "(Debian: apt install spirv-headers) or set IRON_SPIRV_GRAMMAR_DIR")
 
 
+#: what the emitter uses that is newer than the grammar Iron ships (``tables.json``, from Debian 12's spirv-headers
+#: 1.3.239): SPV_KHR_cooperative_matrix and SPV_KHR_bfloat16, as spirv.core.grammar.json of SPIRV-Headers 1.4.335
+#: numbers them (tests/codegen_spirv/test_coopmat.py checks them against any newer grammar it finds). Merged in only
+#: where the grammar read lacks the name.
+NEWER = {
+    "opcodes": {"OpTypeCooperativeMatrixKHR": 4456, "OpCooperativeMatrixLoadKHR": 4457,
+                "OpCooperativeMatrixStoreKHR": 4458, "OpCooperativeMatrixMulAddKHR": 4459,
+                "OpCooperativeMatrixLengthKHR": 4460},
+    "enums": {"Capability": {"CooperativeMatrixKHR": 6022, "BFloat16TypeKHR": 5116,
+                             "BFloat16CooperativeMatrixKHR": 5118},
+              "FPEncoding": {"BFloat16KHR": 0},
+              "CooperativeMatrixUse": {"MatrixAKHR": 0, "MatrixBKHR": 1, "MatrixAccumulatorKHR": 2},
+              "CooperativeMatrixLayout": {"RowMajorKHR": 0, "ColumnMajorKHR": 1}},
+}
+
+
 def _value(v: int | str) -> int:
     return int(v, 0) if isinstance(v, str) else int(v)
 
@@ -68,6 +84,10 @@ def system_grammar() -> Grammar:
 
 
 def _build(version, opcodes: dict[str, int], enums: dict[str, dict[str, int | str]], glsl: dict[str, int]) -> Grammar:
+    opcodes = {**NEWER["opcodes"], **opcodes}
+    enums = {kind: dict(values) for kind, values in enums.items()}
+    for kind, values in NEWER["enums"].items():
+        enums[kind] = {**values, **enums.get(kind, {})}
     return Grammar(
         version=tuple(version),
         opcodes=dict(opcodes),

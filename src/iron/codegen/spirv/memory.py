@@ -38,6 +38,14 @@ class MemoryOps:
             self.capability("StorageBuffer16BitAccess")
             self.features.add("storage16")
             return "bf16", b.type_int(16, False)
+        if elem.is_half and space == "shared16":  # a shared array cooperative matrices load from (coopmat.py)
+            if elem == t.f16:
+                self.capability("Float16")
+                self.features.add("float16")
+                return "f16", b.type_float(16)
+            self.capability("Int16")
+            self.features.add("int16")
+            return "bf16", b.type_int(16, False)
         return "plain", self.reg_type(elem)
 
     def _buffer_block(self, elem_type: int, stride: int, readonly: bool) -> int:
@@ -65,9 +73,10 @@ class MemoryOps:
             self.shared_bytes += 16 * count
             self.mem[op.result.uid] = _Memory(var, "Workgroup", u32, "bits", elem, packed=True)
         else:
-            kind, elem_type = self._storage_elem(elem, op.result.uid in self.cas_buffers, "shared")
+            space = "shared16" if op.result.uid in self.shared16 else "shared"
+            kind, elem_type = self._storage_elem(elem, op.result.uid in self.cas_buffers, space)
             var = b.global_variable("Workgroup", b.type_array(elem_type, size))
-            self.shared_bytes += 4 * size
+            self.shared_bytes += (2 if kind in ("f16", "bf16") else 4) * size
             self.mem[op.result.uid] = _Memory(var, "Workgroup", elem_type, kind, elem)
         if op.result.name:
             b.name(var, op.result.name)
@@ -108,7 +117,7 @@ class MemoryOps:
     def _load_at(self, buf_uid: int, idx: int, signed: bool = True) -> int:
         b = self.b
         m, ptr = self._pointer(buf_uid, idx, signed)
-        raw = self.inst("OpLoad", m.elem_type, ptr)
+        raw = self.inst("OpLoad", m.elem_type, ptr, *self._mem_access(m.storage))
         f32, u32 = b.type_float(32), b.type_int(32, False)
         if m.kind == "f16":
             return self.inst("OpFConvert", f32, raw)
@@ -140,4 +149,10 @@ class MemoryOps:
 
     def _store_at(self, buf_uid: int, idx: int, value: int, signed: bool = True) -> None:
         m, ptr = self._pointer(buf_uid, idx, signed)
-        self.stmt("OpStore", ptr, self._to_storage(m, value))
+        self.stmt("OpStore", ptr, self._to_storage(m, value), *self._mem_access(m.storage))
+
+    def _mem_access(self, storage: str) -> tuple[int, ...]:
+        """Memory operands of a load or store: under the Vulkan memory model (modules with cooperative matrices)
+        accesses of buffers and shared memory are NonPrivatePointer, so that barriers order them between
+        invocations (private accesses are only ordered within one)."""
+        return (0x20,) if self.vmm and storage in ("StorageBuffer", "Workgroup") else ()

@@ -9,7 +9,8 @@ from ...ir.types import ScalarType
 #: device feature names ``SpirvKernel.features`` may hold
 FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle",
                       "atomic_float_add", "subgroup_uniform_control_flow", "float64",
-                      "denorm_preserve", "rounding_rte"})
+                      "denorm_preserve", "rounding_rte", "int16", "cooperative_matrix", "cooperative_matrix_bf16",
+                      "vulkan_memory_model", "vulkan_memory_model_device_scope", "spirv_1_6"})
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,8 @@ class SpirvKernel:
     features: frozenset[str]  # device features the module needs (see FEATURES)
     lanes: int = 1  # elements of axis 0 per invocation: 1, or the width of a lanes module (``lanes_plan``)
     simd_width: int = 0  # the subgroup size the module's code assumes (matrix fragments' fallback); 0: any
+    #: shared memory a group needs beyond ``shared_bytes``, per SIMD group (the scratch tiles of cooperative matrices)
+    scratch_bytes_per_simd_group: int = 0
+    #: how matrix fragments are spelled: "cooperative" (SPV_KHR_cooperative_matrix), "emulated" (the same lowering in
+    #: plain SPIR-V, for tests), "scalar" (the fallback, codegen/lower_fragments.py); "" without fragments
+    fragments: str = ""

@@ -98,6 +98,9 @@ class ThreadOps:
         elem = m.elem
         val = self.value(op.operands[2])
         scope = b.const_uint(_DEVICE_SCOPE if m.storage == "StorageBuffer" else _WORKGROUP_SCOPE)
+        if self.vmm and m.storage == "StorageBuffer":  # the Vulkan memory model asks for device scope explicitly
+            self.capability("VulkanMemoryModelDeviceScope")
+            self.features.add("vulkan_memory_model_device_scope")
         relaxed = b.const_uint(0)
         ty = self.reg_type(elem)
         if m.kind == "bits":

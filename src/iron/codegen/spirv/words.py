@@ -111,23 +111,28 @@ class WordOps:
     def _encode_words(self, m, values: list[int]) -> int:
         """One ``uvec4`` of ``m``'s storage holding the register values ``values`` (already of ``m``'s dtype)."""
         b = self.b
-        u32 = b.type_int(32, False)
         per_word = 4 // self._storage_size(m)
         words = []
         for j in range(4):
             part = values[j * per_word:(j + 1) * per_word]
-            if m.kind == "f16":
-                halves = [self.inst("OpFConvert", m.elem_type, v) for v in part]  # exact: already f16 values
-                pair = self.inst("OpCompositeConstruct", b.type_vector(m.elem_type, 2), *halves)
-                words.append(self.inst("OpBitcast", u32, pair))
-            elif m.kind == "bf16":  # the upper 16 bits of each f32 (already a bf16 value)
-                low = self.inst("OpShiftRightLogical", u32, self.inst("OpBitcast", u32, part[0]), b.const_uint(16))
-                high = self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, part[1]),
-                                 b.const_uint(0xFFFF0000))
-                words.append(self.inst("OpBitwiseOr", u32, low, high))
+            if m.kind in ("f16", "bf16"):
+                words.append(self._pack_halves(m.kind, part))
             else:
                 words.append(self._to_u32(part[0], self.reg_type(m.elem)))
-        return self.inst("OpCompositeConstruct", b.type_vector(u32, 4), *words)
+        return self.inst("OpCompositeConstruct", b.type_vector(b.type_int(32, False), 4), *words)
+
+    def _pack_halves(self, kind: str, pair: list[int]) -> int:
+        """Two registers holding f16 (``kind`` "f16") or bf16 values as one u32 word, the first in the low half."""
+        b = self.b
+        u32 = b.type_int(32, False)
+        if kind == "f16":
+            f16 = b.type_float(16)
+            halves = [self.inst("OpFConvert", f16, v) for v in pair]  # exact: already f16 values
+            return self.inst("OpBitcast", u32, self.inst("OpCompositeConstruct", b.type_vector(f16, 2), *halves))
+        # bf16: the upper 16 bits of each f32 (already a bf16 value)
+        low = self.inst("OpShiftRightLogical", u32, self.inst("OpBitcast", u32, pair[0]), b.const_uint(16))
+        high = self.inst("OpBitwiseAnd", u32, self.inst("OpBitcast", u32, pair[1]), b.const_uint(0xFFFF0000))
+        return self.inst("OpBitwiseOr", u32, low, high)
 
     def _from_u32(self, word: int, rtype: int) -> int:
         return word if rtype == self.b.type_int(32, False) else self.inst("OpBitcast", rtype, word)
@@ -148,10 +153,11 @@ class WordOps:
         uvec4 = self.b.type_vector(self.b.type_int(32, False), 4)
         values = None
         if self._words_on_side(src.uid, n):
-            words = [self.inst("OpLoad", uvec4, p) for p in self._word_pointers(src.uid, s0, si.type.is_signed, n)]
+            words = [self.inst("OpLoad", uvec4, p, *self._mem_access(sm.storage))
+                     for p in self._word_pointers(src.uid, s0, si.type.is_signed, n)]
             if self._words_on_side(dst.uid, n) and self._storage_size(dm) == self._storage_size(sm):
                 for p, w in zip(self._word_pointers(dst.uid, d0, di.type.is_signed, n), words):
-                    self.stmt("OpStore", p, w)
+                    self.stmt("OpStore", p, w, *self._mem_access(dm.storage))
                 return
             values = [v for w in words for v in self._decode_words(sm, w)]
         if values is None:
@@ -160,7 +166,8 @@ class WordOps:
         if count:
             per = n // count
             for c, p in enumerate(self._word_pointers(dst.uid, d0, di.type.is_signed, n)):
-                self.stmt("OpStore", p, self._encode_words(dm, values[c * per:(c + 1) * per]))
+                self.stmt("OpStore", p, self._encode_words(dm, values[c * per:(c + 1) * per]),
+                          *self._mem_access(dm.storage))
             return
         for k, v in enumerate(values):
             self._store_at(dst.uid, self._offset(di, d0, k), v, di.type.is_signed)

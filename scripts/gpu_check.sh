@@ -25,7 +25,8 @@
 #   scripts/gpu_check.sh rows
 #     6. iron bench -v on CUDA, bf16, for softmax, rms_norm and gemv (Iron beside torch and Triton) -> rows_*.json
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
-#     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, exp/softmax on Vulkan beside CUDA
+#     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
+#        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
 # Several parts run in order: scripts/gpu_check.sh speed bench. Results go to $OUT (or ./gpu-out): logs and JSON,
 # to be committed under bench/results/.
 set -uo pipefail
@@ -103,6 +104,12 @@ if [ "$PART" = vulkan ]; then
   IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_vulkan.txt" | tail -n 20
+  # cooperative matrices (VK_KHR_cooperative_matrix) and 16-byte word views on NVIDIA's driver; the GEMMs through them
+  IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -p no:cacheprovider tests/runtime_vulkan/test_coopmat_gpu.py \
+    tests/runtime_vulkan/test_vector_words.py tests/frontend/test_warpgroup.py tests/std -k "vulkan or coopmat" -rs \
+    2>&1 | tee "$OUT/pytest_vulkan_coopmat.txt" | tail -n 20
+  IRON_PROGRESS=lines timeout 200 $PY -m iron.cli.main bench --backend vulkan -v --dtype bf16 --filter std/gemm/gemm \
+    --json "$OUT/vulkan_gemm.json" 2>&1 | tee "$OUT/vulkan_gemm.txt" | tail -n 12
   # the differential fuzzer on NVIDIA's driver (the interpreter runs at its subgroup size, 32)
   timeout 120 $PY -m pytest -p no:cacheprovider tests/fuzz -rs 2>&1 | tee "$OUT/pytest_fuzz_vulkan.txt" | tail -n 10
   timeout 120 $PY bench/experiments/vulkan_vs_cuda.py "$OUT/vulkan_vs_cuda.json" 2>&1 | tail -n 20

@@ -193,7 +193,9 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
 #: holds its share of every fragment in registers).
 _NVIDIA = [(128, 128, 32, 2, 4, 3), (128, 256, 32, 2, 4, 3), (256, 128, 32, 4, 2, 3), (128, 128, 64, 2, 2, 3),
            (128, 128, 32, 2, 2, 4)]
-CONFIGS = {"cuda": _NVIDIA, "hip-on-cuda": _NVIDIA[:1]}
+#: Vulkan: the small tile first (lavapipe: 32 KiB, 16-bit shared elements held in 32 bits), then one that fits
+#: NVIDIA's 48 KiB with the cooperative-matrix scratch (1 KiB per SIMD group); autotuning skips what a device refuses
+CONFIGS = {"cuda": _NVIDIA, "hip-on-cuda": _NVIDIA[:1], "vulkan": [(32, 32, 16, 2, 1, 2), (64, 64, 32, 2, 2, 2)]}
 SMALL = [(32, 32, 16, 2, 1, 2)]
 _FIELDS = ("BM", "BN", "BK", "WM", "WN", "STAGES")
 #: the constexprs `iron build` compiles by default: a 64 x 64 tile, two stages (19 KiB: within Metal's 32 KiB)

@@ -12,6 +12,7 @@ device-local buffer plus a host-visible staging buffer, copied with ``vkCmdCopyB
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +182,7 @@ class VulkanContext:
         self.cmd = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
             commandPool=self.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         self.fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+        self.lost: str | None = None  # why launches are refused after a dispatch that never finished
         self.desc_pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
             maxSets=4, pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                            descriptorCount=256)]), None)
@@ -401,7 +403,7 @@ class VulkanContext:
             args = self._upload(spk, host, taken)
             dset = self._descriptor_set(spk, prog, args)
             self._record(spk, prog, pipe, dset, push, args, groups, repeat)
-            self._submit_and_wait()
+            self._submit_and_wait(spk.entry)
             for name in (b.param for b in spk.buffers if not b.readonly):
                 arr = host[name]
                 src = args.stages[name] if args.stages else args.bufs[name]
@@ -511,14 +513,24 @@ class VulkanContext:
         if qp is not None:
             vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1)
 
-    def _submit_and_wait(self) -> None:
+    def _submit_and_wait(self, entry: str = "kernel") -> None:
+        """Submit the recorded command buffer and wait for it, at most ``IRON_VULKAN_TIMEOUT`` seconds (default 120):
+        a dispatch that never finishes (an endless loop) is a LaunchError, not a hung process. The device then
+        still runs it, so this context refuses every later launch."""
         vk, dev = self.vk, self.device
+        if self.lost:
+            raise LaunchError(self.lost)
         vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self.cmd])],
                          self.fence)
+        limit = float(os.environ.get("IRON_VULKAN_TIMEOUT", "120"))
         try:
-            vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
-        finally:
-            vk.vkResetFences(dev, 1, [self.fence])
+            vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, int(limit * 1e9))
+        except vk.VkTimeout:
+            self.lost = (f"{entry} did not finish within {limit:g} s on Vulkan device {self.phys.name} (an endless "
+                         "loop?); the device is still running it, so this process cannot use it again "
+                         "(IRON_VULKAN_TIMEOUT sets the limit)")
+            raise LaunchError(self.lost) from None
+        vk.vkResetFences(dev, 1, [self.fence])
 
     def _gpu_time(self, repeat: int) -> float | None:
         """Milliseconds per dispatch between the two timestamps of the last submission, or None without them."""

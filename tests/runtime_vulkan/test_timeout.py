@@ -1,0 +1,58 @@
+"""A Vulkan dispatch that does not finish in IRON_VULKAN_TIMEOUT seconds is a LaunchError, not a hung process
+(seen: the differential fuzzer hung a test run in vkWaitForFences). The kernel is merely long (lavapipe stops any
+loop after 65535 iterations, so an endless one cannot be written for it). Run in a child process, which leaves with
+os._exit: the device is still running the kernel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from iron.runtime import unavailable_reason
+
+pytestmark = pytest.mark.skipif(unavailable_reason("vulkan") is not None, reason="no Vulkan device")
+
+CHILD = textwrap.dedent('''
+    import os, sys
+    import numpy as np
+    sys.path.insert(0, {folder!r})
+    import endless
+    import iron
+    x = np.ones(1 << 20, np.float32)
+    try:
+        endless.spin[1 << 20](x, 60000, backend="vulkan")
+        print("FINISHED", flush=True)
+    except iron.LaunchError as e:
+        print("LAUNCH-ERROR", e, flush=True)
+        try:
+            endless.spin[1 << 20](x, 60000, backend="vulkan")
+        except iron.LaunchError as again:
+            print("REFUSED", again, flush=True)
+    os._exit(0)
+''')
+
+KERNEL = '''import iron
+
+
+@iron.kernel
+def spin(x: iron.Tensor[iron.f32], n: int):
+    i = iron.program_id(0)
+    acc = x[i % 8]
+    for j in range(n):  # 60000 dependent steps in each of 2^20 threads: far longer than the limit
+        acc = acc * 0.999999 + x[(i + j) % 8]
+    x[i] = acc
+'''
+
+
+def test_an_endless_dispatch_is_a_launch_error(tmp_path):
+    (tmp_path / "endless.py").write_text(KERNEL)
+    env = {**os.environ, "IRON_VULKAN_TIMEOUT": "2"}
+    r = subprocess.run([sys.executable, "-c", CHILD.format(folder=str(tmp_path))], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert "FINISHED" not in r.stdout, r.stdout + r.stderr
+    assert "LAUNCH-ERROR" in r.stdout and "did not finish within 2 s" in r.stdout, r.stdout + r.stderr
+    assert "REFUSED" in r.stdout and "cannot use it again" in r.stdout, r.stdout + r.stderr

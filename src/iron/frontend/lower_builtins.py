@@ -92,7 +92,7 @@ def lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
     if name == "barrier":
         cg.b.op("barrier")
         return None
-    if name in ("load", "store", "atomic_add", "atomic_max"):
+    if name in ("load", "store") or name in O.ATOMICS:
         return lower_memory(cg, name, args, arg_nodes, node)
     if name in O.FLOAT_MATH:
         return lower_math(cg, name, args, arg_nodes, node)
@@ -112,6 +112,8 @@ def lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
         return cg.b.select(cond, cg.materialize_as(args[1], ty), cg.materialize_as(args[2], ty))
     if name in O.SIMD_REDUCE or name in O.SIMD_EXCHANGE:
         return lower_simd(cg, name, args, arg_nodes, node)
+    if name in O.SIMD_VOTE or name in O.SIMD_SCAN:
+        return lower_simd_lanes(cg, name, args, arg_nodes, node)
     raise cg.error(f"builtin {name}() is not implemented", node)
 
 
@@ -254,10 +256,16 @@ def lower_memory(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
     if name == "store":
         cg.b.store(buf, index, value)
         return None
+    if name in O.INT_ATOMICS and elem not in (t.i32, t.u32):
+        raise cg.error(f"{name} on a buffer of {elem} is not supported", node,
+                       f"{name} works on i32 and u32 buffers and shared arrays")
     if elem not in (t.i32, t.u32, t.f32):
         raise cg.error(f"{name} on a buffer of {elem} is not supported", node,
                        "atomics work on i32, u32 and f32 buffers")
-    return cg.b.op(name, [buf, index, value], elem).result
+    operands = [buf, index, value]
+    if name == "atomic_cas":  # (t, i, expected, new): both converted to the element type
+        operands.append(cg.convert(args[3], elem, arg_nodes[3], "atomic_cas's new value"))
+    return cg.b.op(name, operands, elem).result
 
 
 def lower_math(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:
@@ -321,6 +329,23 @@ def lower_simd(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: a
     lane = cg.int_operand(args[1], arg_nodes[1])
     cg.node = node
     return cg.b.op(name, [xv, lane], ty).result
+
+
+def lower_simd_lanes(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """simd_ballot/any/all (a bool) and the prefix sums (i32/u32/f32; halves sum in f32 and round once)."""
+    if name in O.SIMD_VOTE:
+        cond = cg.materialize_as(cg.truth(args[0], arg_nodes[0]), t.bool_)
+        cg.node = node
+        return cg.b.op(name, [cond], t.u32 if name == "simd_ballot" else t.bool_).result
+    x = args[0]
+    cg.check_number(x, node)
+    ty = cg.value_type(x)
+    if ty.is_bool:
+        raise cg.error(f"{name} needs a number, not a bool", arg_nodes[0], "cast(x, iron.i32) first")
+    sum_ty = t.f32 if ty.is_float else ty
+    cg.node = node
+    out = cg.b.op(name, [cg.materialize_as(x, sum_ty)], sum_ty).result
+    return cg.materialize_as(out, ty) if ty.is_half else out
 
 
 def lower_python_builtin(cg, fn: Any, node: ast.Call) -> Any:

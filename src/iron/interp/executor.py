@@ -34,6 +34,8 @@ from .threads import (
     m_or,
     simd_exchange,
     simd_reduce,
+    simd_scan,
+    simd_vote,
 )
 
 Step = Callable[[Mask], Mask]
@@ -266,6 +268,14 @@ def _memory(ex: _Executor, op: Op) -> Step:
 
         return store
     out = ex._slot(op.result)
+    if code == "atomic_cas":
+        new = ex._slot(op.operands[3])
+
+        def cas(mask: Mask) -> Mask:
+            env[out] = memory.atomic(code, target, geom, env[idx], env[val], mask, new=env[new])
+            return mask
+
+        return cas
 
     def atomic(mask: Mask) -> Mask:
         env[out] = memory.atomic(code, target, geom, env[idx], env[val], mask)
@@ -388,6 +398,17 @@ def _simd(ex: _Executor, op: Op) -> Step:
             return mask
 
         return reduce
+    if code in O.SIMD_VOTE or code in O.SIMD_SCAN:
+        (x,) = ins
+
+        def lanes(mask: Mask) -> Mask:
+            if code in O.SIMD_VOTE:
+                env[out] = simd_vote(geom, code, env[x], mask)
+            else:
+                env[out] = simd_scan(geom, code, env[x], mask, rtype)
+            return mask
+
+        return lanes
     x, lane = ins
 
     def exchange(mask: Mask) -> Mask:
@@ -576,12 +597,14 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "store": _memory,
     "atomic_add": _memory,
     "atomic_max": _memory,
+    **{code: _memory for code in ("atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange",
+                                  "atomic_cas")},
     "vcopy": _vcopy,
     "async_copy": _async,
     "async_commit": _async,
     "async_wait": _async,
     **{code: _matrix for code in O.MATRIX},
-    **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE},
+    **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE | O.SIMD_VOTE | O.SIMD_SCAN},
     "barrier": _barrier,
     "var": _var,
     "get": _var,

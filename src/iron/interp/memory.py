@@ -138,8 +138,46 @@ def _atomic_float(
     return op(b[segment], before), op(b, inclusive[last])
 
 
-def atomic(opcode: str, target: Target, geom: Geometry, index: np.ndarray, value: np.ndarray, mask: Mask) -> np.ndarray:
-    """atomic_add / atomic_max: each active thread gets the old value as if the threads ran one at a time.
+#: the associative integer atomics: (ufunc that combines the old value with the operand)
+_INT_COMBINE = {"atomic_min": np.minimum, "atomic_and": np.bitwise_and, "atomic_or": np.bitwise_or,
+                "atomic_xor": np.bitwise_xor}
+
+
+def _atomic_int_more(
+    opcode: str, values: np.ndarray, base: np.ndarray, segment: np.ndarray, starts: np.ndarray, first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(old per update, final per address) for atomic_min/and/or/xor/exchange: an exclusive segmented scan."""
+    last = np.append(starts[1:] - 1, len(values) - 1)
+    before = np.empty_like(values)
+    if opcode == "atomic_exchange":  # each update sees the value the previous one in its run wrote
+        before[1:] = values[:-1]
+        return np.where(first, base[segment], before), values[last]
+    op = _INT_COMBINE[opcode]
+    inclusive = _segmented_scan(values, segment, op)
+    before[1:] = inclusive[:-1]
+    return np.where(first, base[segment], op(base[segment], before)), op(base, inclusive[last])
+
+
+def _atomic_cas(values: np.ndarray, new: np.ndarray, base: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray,
+                                                                                                    np.ndarray]:
+    """atomic_cas, one update at a time (a swap depends on what the previous one left, so there is no scan)."""
+    old = np.empty_like(values)
+    final = base.copy()
+    ends = [*starts[1:].tolist(), len(values)]
+    for run, (start, end) in enumerate(zip(starts.tolist(), ends)):
+        current = final[run]
+        for k in range(start, end):
+            old[k] = current
+            if current == values[k]:
+                current = new[k]
+        final[run] = current
+    return old, final
+
+
+def atomic(opcode: str, target: Target, geom: Geometry, index: np.ndarray, value: np.ndarray, mask: Mask,
+           new: np.ndarray | None = None) -> np.ndarray:
+    """An atomic update (``new``: atomic_cas's new value, ``value`` its expected one): each active thread gets the
+    old value as if the threads ran one at a time.
 
     The order is launch order (group by group, then linear local id), which for a 1-D launch is program_id order.
     Sorting by address (stably) turns each address's updates into one contiguous run, scanned without a Python loop.
@@ -156,8 +194,15 @@ def atomic(opcode: str, target: Target, geom: Geometry, index: np.ndarray, value
     segment = np.cumsum(first) - 1
     uniq = addr[starts]
     dtype = target.data.dtype
-    combine = _atomic_float if dtype.kind == "f" else _atomic_int
-    old, final = combine(opcode, vals, target.data[uniq], segment, starts, first)
+    base = target.data[uniq]
+    if opcode == "atomic_cas":
+        new = np.broadcast_to(np.asarray(new, dtype=dtype), (geom.n,))[active][order]
+        old, final = _atomic_cas(vals.astype(dtype), new, base, starts)
+    elif opcode in _INT_COMBINE or opcode == "atomic_exchange":
+        old, final = _atomic_int_more(opcode, vals.astype(dtype), base, segment, starts, first)
+    else:
+        combine = _atomic_float if dtype.kind == "f" else _atomic_int
+        old, final = combine(opcode, vals, base, segment, starts, first)
     target.data[uniq] = final.astype(dtype)
     out = np.zeros(geom.n, dtype=dtype)
     out[active[order]] = old.astype(dtype)

@@ -16,7 +16,9 @@ Semantics (the interpreter in ``iron.interp`` is the executable definition):
   rounds once); GPU backends are within a few ulp of that.
 - ``const`` values are finite: the folder leaves NaN/inf-producing ops unfolded; the front-end may still create
   ``inf`` constants from ``math.inf``, which every emitter must spell (e.g. ``INFINITY``).
-- Atomics behave as if the active threads ran in launch order (group by group, then linear local id).
+- Atomics behave as if the active threads ran in launch order (group by group, then linear local id). On GPUs
+  each is one indivisible read-modify-write with relaxed memory order: device scope on buffers, group scope on
+  shared arrays; they order nothing else (use ``barrier()`` for shared memory, a new launch for buffers).
 - Binary arithmetic ops take two operands of the same type; the front-end inserts ``cast``s.
 - ``f16``/``bf16`` are storage types: the front-end computes in f32 unless the kernel asks for native half math.
 - Thread-index ops return ``i32``; ``axis`` is 0, 1 or 2.
@@ -128,8 +130,24 @@ _TABLE: list[OpInfo] = [
     OpInfo("barrier", "sync", 0, pure=False, has_result=False, doc="group barrier + shared-memory fence"),
     *_ops("simd", "simd_sum simd_max simd_min", 1, "reduction over the active lanes of the SIMD group", pure=False),
     *_ops("simd", "simd_shuffle simd_shuffle_xor simd_broadcast", 2, "(value, lane)", pure=False),
+    # -- issue 15 points 2 and 5: relative shuffles, votes, scans (SIMD group), the exact grid --
+    *_ops("simd", "simd_shuffle_up simd_shuffle_down", 2,
+          "(value, delta): x of lane simd_lane() - delta / + delta; a source lane outside the SIMD group (or not in "
+          "it: a partial group) gives the caller's own value, as every simd_shuffle does", pure=False),
+    OpInfo("simd_ballot", "simd", 1, pure=False,
+           doc="(bool) -> u32: bit k set where lane k is active and its cond is true; lanes 0..31 only (wave64)"),
+    *_ops("simd", "simd_any simd_all", 1, "(bool) -> bool over the active lanes", pure=False),
+    *_ops("simd", "simd_prefix_sum simd_prefix_exclusive_sum", 1,
+          "inclusive / exclusive sum over the active lanes of lower index, in lane order; i32/u32 wrap, f32",
+          pure=False),
+    OpInfo("num_threads", "thread", 0, doc="attrs.axis; i32: the launched (exact) grid size in threads"),
     *_ops("atomic", "atomic_add atomic_max", 3, "(buf, index, value) -> old value", pure=False, reads=(0,),
           writes=(0,)),
+    # -- issue 15 point 4: integer atomics (i32/u32; relaxed, device scope on buffers, group scope on shared) --
+    *_ops("atomic", "atomic_min atomic_and atomic_or atomic_xor atomic_exchange", 3,
+          "(buf, index, value) -> old value; i32/u32", pure=False, reads=(0,), writes=(0,)),
+    OpInfo("atomic_cas", "atomic", 4, pure=False, reads=(0,), writes=(0,),
+           doc="(buf, index, expected, new) -> old value; stores new only where old == expected; i32/u32"),
     OpInfo("var", "var", 0, pure=False, doc="a per-thread local variable slot, uninitialised"),
     OpInfo("get", "var", 1, pure=False, doc="read a var slot"),
     OpInfo("set", "var", 2, pure=False, has_result=False, doc="write a var slot"),
@@ -165,13 +183,21 @@ COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 #: float math (the ``_MATH`` rows): operands of one float type; the result is that type, or bool for the predicates
 FLOAT_MATH = frozenset(_MATH)
 MATH_PREDICATES = frozenset(n for n, row in _MATH.items() if row[1] == "bool")
-THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups"}
+THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups", "num_threads"}
 MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}
 #: the warpgroup ops (codegen/warpgroup.py expands them into fragment ops where the target has no wgmma)
 WARPGROUP = {"wg_mma", "wg_wait"}
 SIMD_REDUCE = {"simd_sum", "simd_max", "simd_min"}
-SIMD_EXCHANGE = {"simd_shuffle", "simd_shuffle_xor", "simd_broadcast"}
-ATOMICS = {"atomic_add", "atomic_max"}
+SIMD_EXCHANGE = {"simd_shuffle", "simd_shuffle_xor", "simd_broadcast", "simd_shuffle_up", "simd_shuffle_down"}
+#: bool -> mask / bool over the active lanes; the prefix sums over the active lanes of lower index
+SIMD_VOTE = {"simd_ballot", "simd_any", "simd_all"}
+SIMD_SCAN = {"simd_prefix_sum", "simd_prefix_exclusive_sum"}
+#: every SIMD-group op (a collective of the SIMD group's active lanes)
+SIMD_OPS = frozenset(SIMD_REDUCE | SIMD_EXCHANGE | SIMD_VOTE | SIMD_SCAN)
+ATOMICS = {"atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange",
+           "atomic_cas"}
+#: the atomics on i32/u32 only (atomic_add and atomic_max also take f32)
+INT_ATOMICS = frozenset(ATOMICS - {"atomic_add", "atomic_max"})
 JUMPS = {"break", "continue", "return"}
 COMMUTATIVE = {"add", "mul", "min", "max", "and", "or", "xor", "eq", "ne"}
 
@@ -232,6 +258,9 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("group_id", "group_id(axis=0) -> i32", "Index of the thread's group along axis.", (0, 1)),
     _b("group_size", "group_size(axis=0) -> i32", "Threads per group along axis.", (0, 1)),
     _b("num_groups", "num_groups(axis=0) -> i32", "Number of groups along axis.", (0, 1)),
+    _b("num_threads", "num_threads(axis=0) -> i32",
+       "The launched grid size in threads along axis, exactly as given at launch (not rounded up to whole groups).",
+       (0, 1)),
     _b("simd_lane", "simd_lane() -> i32", "Lane index inside the SIMD group (warp / wave / subgroup).", (0, 0)),
     _b("simd_group", "simd_group() -> i32", "Index of the SIMD group inside the thread group.", (0, 0)),
     _b("simd_size", "simd_size() -> i32",
@@ -315,10 +344,44 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("simd_shuffle_xor", "simd_shuffle_xor(x, mask)", "x of lane (simd_lane() ^ mask).", (2, 2), pure=False),
     _b("simd_broadcast", "simd_broadcast(x, lane)", "x of lane `lane` (uniform) given to every lane.", (2, 2),
        pure=False),
+    # -- issue 15 point 2 --
+    _b("simd_shuffle_up", "simd_shuffle_up(x, delta)",
+       "x of lane simd_lane() - delta; where that lane is outside the SIMD group, the caller's own x.", (2, 2),
+       pure=False),
+    _b("simd_shuffle_down", "simd_shuffle_down(x, delta)",
+       "x of lane simd_lane() + delta; where that lane is outside the SIMD group (past its last lane, also in a "
+       "partial group), the caller's own x.", (2, 2), pure=False),
+    _b("simd_ballot", "simd_ballot(cond) -> u32",
+       "A mask with bit k set where lane k is active and cond is true there. On 64-lane AMD wavefronts only lanes "
+       "0..31 appear (use simd_any/simd_all there).", (1, 1), pure=False),
+    _b("simd_any", "simd_any(cond) -> bool", "cond is true in some active lane of the SIMD group.", (1, 1),
+       pure=False),
+    _b("simd_all", "simd_all(cond) -> bool", "cond is true in every active lane of the SIMD group.", (1, 1),
+       pure=False),
+    _b("simd_prefix_sum", "simd_prefix_sum(x)",
+       "Inclusive scan: the sum of x over the active lanes up to and including this one, in lane order; i32/u32 "
+       "(wrapping) and f32 (f16/bf16 sum in f32).", (1, 1), pure=False),
+    _b("simd_prefix_exclusive_sum", "simd_prefix_exclusive_sum(x)",
+       "Exclusive scan: the sum of x over the active lanes before this one (0 in the first active lane).", (1, 1),
+       pure=False),
     _b("atomic_add", "atomic_add(t, i, v) -> old",
        "Atomically t[i] += v (i32/u32/f32 buffers or shared arrays); returns the old value.", (3, 3), pure=False),
     _b("atomic_max", "atomic_max(t, i, v) -> old", "Atomically t[i] = max(t[i], v); returns the old value.", (3, 3),
        pure=False),
+    # -- issue 15 point 4: integer atomics --
+    _b("atomic_min", "atomic_min(t, i, v) -> old", "Atomically t[i] = min(t[i], v) (i32/u32); returns the old value.",
+       (3, 3), pure=False),
+    _b("atomic_and", "atomic_and(t, i, v) -> old", "Atomically t[i] &= v (i32/u32); returns the old value.", (3, 3),
+       pure=False),
+    _b("atomic_or", "atomic_or(t, i, v) -> old", "Atomically t[i] |= v (i32/u32); returns the old value.", (3, 3),
+       pure=False),
+    _b("atomic_xor", "atomic_xor(t, i, v) -> old", "Atomically t[i] ^= v (i32/u32); returns the old value.", (3, 3),
+       pure=False),
+    _b("atomic_exchange", "atomic_exchange(t, i, v) -> old",
+       "Atomically t[i] = v (i32/u32); returns the value it replaced.", (3, 3), pure=False),
+    _b("atomic_cas", "atomic_cas(t, i, expected, new) -> old",
+       "Atomically: if t[i] == expected, t[i] = new (i32/u32); returns the old value either way (compare it with "
+       "expected to know whether the swap happened). Never fails spuriously.", (4, 4), pure=False),
     _b("static_range", "static_range(stop) / static_range(start, stop, step=1)",
        "A range with compile-time bounds whose loop is fully unrolled (only as a `for` iterable).", (1, 3), pure=False,
        op=None),

@@ -132,6 +132,10 @@ class _Verifier:
             need(scalar and xs[0] == r and not r.is_bool, "simd reduction needs a number")
         elif code in O.SIMD_EXCHANGE:
             need(scalar and xs[0] == r and xs[1] == t.i32, "simd exchange needs (value, i32 lane)")
+        elif code in O.SIMD_VOTE:
+            need(xs[0] == t.bool_ and r == (t.u32 if code == "simd_ballot" else t.bool_), "simd vote needs a bool")
+        elif code in O.SIMD_SCAN:
+            need(scalar and xs[0] == r and r in (t.i32, t.u32, t.f32), "simd prefix sum needs i32/u32/f32")
         elif code == "var":
             need(isinstance(r, t.VarType), "var result must be a var type")
         elif code == "get":
@@ -148,20 +152,22 @@ class _Verifier:
 
 
 #: ops whose operand/result rules are memory and tile-level ones (``_check_memory``)
-_MEMORY_RULES = frozenset({"load", "store", "atomic_add", "atomic_max", "shared", "local", "async_copy", "async_wait",
-                           "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"})
+_MEMORY_RULES = frozenset({"load", "store", "shared", "local", "async_copy", "async_wait",
+                           "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}) | O.ATOMICS
 
 
 def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C901 - one flat table of rules
     """The type rules of the memory ops, vector and asynchronous copies and matrix fragments."""
-    if code in ("load", "store", "atomic_add", "atomic_max"):
+    if code in ("load", "store") or code in O.ATOMICS:
         need(isinstance(xs[0], t.BufferType), "first operand must be a buffer")
         need(isinstance(xs[1], t.ScalarType) and xs[1].is_int, "index must be an integer")
         elem = xs[0].elem
         if code == "load":
             need(r == elem, "load result must be the element type")
         else:
-            need(xs[2] == elem, "stored value must have the element type")
+            need(all(x == elem for x in xs[2:]), "stored value must have the element type")
+        if code in O.INT_ATOMICS:
+            need(elem in (t.i32, t.u32), f"{code} on i32/u32 only")
         if code.startswith("atomic"):
             need(r == elem and elem in (t.i32, t.u32, t.f32), "atomics on i32/u32/f32 only")
             need(xs[0].space in ("global", "shared"), "atomic on a buffer")

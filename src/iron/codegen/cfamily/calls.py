@@ -40,10 +40,11 @@ class DialectCalls:
         return E.call(fn, *args)
 
     def _atomic(self, op: Op) -> Expr:
-        buf, idx, val = op.operands
+        buf, idx, val, *new = op.operands  # atomic_cas: val is the expected value, new the one stored
         tpl = self.d.atomics.get((op.opcode, buf.type.elem.name))
         if tpl is None:
             raise CompileError(f"unsupported op '{op.opcode}' on {buf.type.elem} on backend {self.d.name}", op.loc)
         self._need(tpl.needs)
         ptr = f"&{self.buffers[buf.uid]}[{self.expr(idx)}]"
-        return tpl(ptr=ptr, val=self.expr(val), space=buf.type.space)
+        extra = {"new": self.expr(new[0])} if new else {}
+        return tpl(ptr=ptr, val=self.expr(val), space=buf.type.space, **extra)

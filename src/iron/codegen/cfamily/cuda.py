@@ -26,6 +26,7 @@ from .dialect import (
     wrapping_int_helpers,
 )
 from .expr import UNARY, Expr
+from .simd_lanes import SIMD_FUNCTIONS, relative_shuffles, scans, votes
 
 _F16 = Snippet("""\
 // f16 storage: converted with the hardware's cvt (round to nearest even); math is done in f32.
@@ -167,7 +168,7 @@ def _shuffle_snippets() -> dict[str, Snippet]:
             out[f"{fn}:{irtype}"] = Snippet(f"""\
 {doc if i == 0 else ""}__device__ __forceinline__ {ctype} {fn}({ctype} v, int lane, unsigned mask) {{
     const {ctype} r = {intrinsic}(mask, v, lane);
-    return {source} < iron_warp_lanes() ? r : v;
+    return (unsigned){source} < (unsigned)iron_warp_lanes() ? r : v;
 }}""", needs=("warp_lanes",))
         out.update(shuffle_wrappers(fn, "unsigned"))
     return out
@@ -199,7 +200,15 @@ def _snippets() -> dict[str, Snippet]:
         for irtype in ("f32", "i32", "u32"):
             table[f"iron_simd_{op}:{irtype}"] = _reduce_snippet(op, irtype)
     table.update(_shuffle_snippets())
+    q = "__device__ __forceinline__"
+    table.update(relative_shuffles(q, CUDA_CTYPES, "unsigned", "(iron_local_linear() & 31)"))
+    table.update(votes(q, "unsigned", "__ballot_sync(mask, {p})"))
+    table.update(scans(q, 32, "unsigned", "0xffffffffu", "__shfl_sync({mask}, {v}, {lane})", "__ffs"))
     return table
+
+
+#: the C types of the values SIMD shuffles move
+CUDA_CTYPES = {"f32": "float", "i32": "int", "u32": "unsigned", "bool": "bool", "f16": "iron_f16", "bf16": "iron_bf16"}
 
 
 class CudaDialect(CDialect):
@@ -209,8 +218,8 @@ class CudaDialect(CDialect):
     type_needs: ClassVar[dict[str, tuple[str, ...]]] = {"f16": ("f16",), "bf16": ("bf16",)}
     builtin_names: ClassVar[frozenset[str]] = frozenset(
         "threadIdx blockIdx blockDim gridDim warpSize __syncthreads __shfl_sync __shfl_xor_sync __activemask "
-        "__ballot_sync iron_live "
-        "atomicAdd atomicMax atomicCAS asm min max abs".split())
+        "__ballot_sync __any_sync __all_sync __ffs iron_live "
+        "atomicAdd atomicMax atomicCAS atomicMin atomicAnd atomicOr atomicXor atomicExch asm min max abs".split())
     thread: ClassVar[dict[str, Template]] = {
         "program_id": Template("(int)(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis})", UNARY),
         "local_id": Template("(int)threadIdx.{axis}", UNARY),
@@ -249,11 +258,16 @@ class CudaDialect(CDialect):
         **{("atomic_add", ty): Template("atomicAdd({ptr}, {val})") for ty in ("i32", "u32", "f32")},
         **{("atomic_max", ty): Template("atomicMax({ptr}, {val})") for ty in ("i32", "u32")},
         ("atomic_max", "f32"): Template("iron_atomic_max({ptr}, {val})", needs=("atomic_max_f32",)),
+        # issue 15 point 4: relaxed, device scope on global memory, block scope on shared (as atomicAdd)
+        **{(code, ty): Template(f"{fn}({{ptr}}, {{val}})") for ty in ("i32", "u32")
+           for code, fn in (("atomic_min", "atomicMin"), ("atomic_and", "atomicAnd"), ("atomic_or", "atomicOr"),
+                            ("atomic_xor", "atomicXor"), ("atomic_exchange", "atomicExch"))},
+        **{("atomic_cas", ty): Template("atomicCAS({ptr}, {val}, {new})") for ty in ("i32", "u32")},
     }
     simd: ClassVar[dict[str, str]] = {
         "simd_sum": "iron_simd_sum", "simd_max": "iron_simd_max", "simd_min": "iron_simd_min",
         "simd_shuffle": "iron_simd_shuffle", "simd_broadcast": "iron_simd_shuffle",
-        "simd_shuffle_xor": "iron_simd_shuffle_xor",
+        "simd_shuffle_xor": "iron_simd_shuffle_xor", **SIMD_FUNCTIONS,
     }
     snippets: ClassVar[dict[str, Snippet]] = _snippets()
     #: SIMD ops take a lane mask (``convergence.py``): iron_live, balloted at entry over the lanes that exist, at

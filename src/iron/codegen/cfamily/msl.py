@@ -45,6 +45,7 @@ from .dialect import (
 from .expr import UNARY, Expr
 from .msl_matrix import LANE_SNIPPETS, MslMatrix, matrix_snippets
 from .printer import KernelSource, emit_source
+from .simd_lanes import SIMD_FUNCTIONS, msl_lanes, msl_relative_shuffles
 
 #: thread-index op -> (parameter name, Metal attribute); the parameter is declared only when the body reads it
 THREAD_PARAMS: dict[str, tuple[str, str]] = {
@@ -80,7 +81,7 @@ class SpaceTemplate(Template):
 
     def __call__(self, *args, **kw) -> Expr:
         space = "threadgroup" if kw.get("space") == "shared" else "device"
-        return Template(self.text.format(space=space, ptr="{ptr}", val="{val}"), self.prec)(**kw)
+        return Template(self.text.format(space=space, ptr="{ptr}", val="{val}", new="{new}"), self.prec)(**kw)
 
 
 def _thread_table(dims: int) -> dict[str, Template]:
@@ -217,6 +218,21 @@ static inline {ctype} {fn}({ctype} v, int lane{extra}) {{
     return out
 
 
+_ATOMIC_CAS = """\
+// atomic_cas as a strong compare-and-swap: Metal offers only the weak one, which may fail spuriously (old still equal
+// to expected); retry until the swap happens or the location holds another value.
+static inline {ctype} iron_atomic_cas_{space}({space} {ctype}* address, {ctype} expected, {ctype} desired) {{
+    {space} atomic_{ctype}* bits = reinterpret_cast<{space} atomic_{ctype}*>(address);
+    {ctype} old = expected;
+    while (!atomic_compare_exchange_weak_explicit(bits, &old, desired, memory_order_relaxed, memory_order_relaxed)) {{
+        if (old != expected) {{
+            return old;
+        }}
+    }}
+    return expected;
+}}"""
+
+
 def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "int_to_f32_odd": _INT_TO_F32_ODD,
              **wrapping_int_helpers("static inline", "uint"),
@@ -224,7 +240,12 @@ def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
              "lane_macro": _LANE_MACRO}
     for space in ("device", "threadgroup"):
         table[f"atomic_max_f32:{space}"] = Snippet(_ATOMIC_MAX_F32.format(space=space))
+        table[f"atomic_cas:{space}"] = Snippet("\n".join(_ATOMIC_CAS.format(space=space, ctype=ctype)
+                                                          for ctype in ("int", "uint")))
     table.update(_simd_snippets(bf16_ctype))
+    table.update(msl_relative_shuffles({"f32": "float", "i32": "int", "u32": "uint", "bool": "bool", "f16": "half",
+                                        "bf16": bf16_ctype}))
+    table.update(msl_lanes(bf16_ctype))
     if bf16_ctype == "ushort":
         table["bf16_bits"] = _BF16_BITS
     table.update(matrix_snippets(bf16_ctype))  # last: the bf16 fragment helpers call bf16_bits
@@ -260,7 +281,8 @@ class MslDialect(CDialect):
     builtin_names: ClassVar[frozenset[str]] = frozenset(
         "kernel vertex fragment device constant threadgroup thread metal half bfloat uint ushort uchar ulong char "
         "short long uint3 float2 float3 float4 as_type simd_vote simd_shuffle simd_shuffle_xor simd_sum simd_max "
-        "simd_min simd_broadcast simd_active_threads_mask threadgroup_barrier mem_flags atomic_int atomic_uint "
+        "simd_min simd_broadcast simd_ballot simd_any simd_all simd_prefix_inclusive_sum simd_prefix_exclusive_sum "
+        "simd_active_threads_mask threadgroup_barrier mem_flags atomic_int atomic_uint "
         "atomic_float memory_order_relaxed min max abs clamp select fmax fmin isnan copysign INFINITY NAN".split()
         + [name for name, _ in THREAD_PARAMS.values()])
     simd_width: ClassVar[int] = 32
@@ -292,13 +314,21 @@ class MslDialect(CDialect):
         # a CAS loop per address space (the overloads would collide in the C++ model, where the spaces are empty)
         ("atomic_max", "f32"): SpaceTemplate("iron_atomic_max_{space}({ptr}, {val})",
                                              needs=("atomic_max_f32:device", "atomic_max_f32:threadgroup")),
+        # issue 15 point 4 (Metal atomics are relaxed only; device or threadgroup scope by the address space)
+        **{(code, ty): _atomic(fn, f"atomic_{ctype}") for ty, ctype in (("i32", "int"), ("u32", "uint"))
+           for code, fn in (("atomic_min", "atomic_fetch_min_explicit"), ("atomic_and", "atomic_fetch_and_explicit"),
+                            ("atomic_or", "atomic_fetch_or_explicit"), ("atomic_xor", "atomic_fetch_xor_explicit"),
+                            ("atomic_exchange", "atomic_exchange_explicit"))},
+        **{("atomic_cas", ty): SpaceTemplate("iron_atomic_cas_{space}({ptr}, {val}, {new})",
+                                             needs=("atomic_cas:device", "atomic_cas:threadgroup"))
+           for ty in ("i32", "u32")},
     }
     math_needs: ClassVar[dict[str, tuple[str, ...]]] = {"erf": ("erf",), **ACTIVATION_NEEDS,
                                                         "gelu": ("erf", "gelu")}
     simd: ClassVar[dict[str, str]] = {
         "simd_sum": "iron_simd_sum", "simd_max": "iron_simd_max", "simd_min": "iron_simd_min",
         "simd_shuffle": "iron_simd_shuffle", "simd_broadcast": "iron_simd_shuffle",
-        "simd_shuffle_xor": "iron_simd_shuffle_xor",
+        "simd_shuffle_xor": "iron_simd_shuffle_xor", **SIMD_FUNCTIONS,
     }
     snippets: ClassVar[dict[str, Snippet]] = _snippets()
     barrier: ClassVar[str] = "threadgroup_barrier(mem_flags::mem_threadgroup);"
@@ -321,7 +351,8 @@ class MslDialect(CDialect):
 
     def attribute_params(self, features: Features) -> list[tuple[str, str, str]]:
         used = set(features.thread_ops) if features is not None else set()
-        if features is not None and any(s.startswith("iron_simd_shuffle_xor:") or s in LANE_SNIPPETS
+        if features is not None and any(s.startswith(("iron_simd_shuffle_xor:", "iron_simd_shuffle_rel:"))
+                                        or s in LANE_SNIPPETS
                                         for s in features.snippets):
             used.add("simd_lane")
         return [("uint3" if code in _AXIS_OPS and self.dims > 1 else "uint", name, attribute)

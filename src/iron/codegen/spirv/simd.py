@@ -11,6 +11,7 @@ import math
 
 from ...ir import ops as O
 from ...ir.core import Op
+from .simd_lanes import SimdLaneOps
 
 _SUBGROUP_SCOPE = 3
 _DEVICE_SCOPE, _WORKGROUP_SCOPE = 1, 2
@@ -19,10 +20,14 @@ _SIMD_REDUCE = {("simd_sum", "float"): "OpGroupNonUniformFAdd", ("simd_max", "fl
                 ("simd_max", "int"): "OpGroupNonUniformSMax", ("simd_min", "int"): "OpGroupNonUniformSMin",
                 ("simd_sum", "uint"): "OpGroupNonUniformIAdd", ("simd_max", "uint"): "OpGroupNonUniformUMax",
                 ("simd_min", "uint"): "OpGroupNonUniformUMin"}
+#: integer atomics (a pair: signed, unsigned); every one relaxed (semantics 0), at the scope of the storage class
+_INT_ATOMICS = {"atomic_add": "OpAtomicIAdd", "atomic_max": ("OpAtomicSMax", "OpAtomicUMax"),
+                "atomic_min": ("OpAtomicSMin", "OpAtomicUMin"), "atomic_and": "OpAtomicAnd", "atomic_or": "OpAtomicOr",
+                "atomic_xor": "OpAtomicXor", "atomic_exchange": "OpAtomicExchange"}
 _THREAD_BUILTINS = {"local_id": "LocalInvocationId", "group_id": "WorkgroupId", "num_groups": "NumWorkgroups"}
 
 
-class ThreadOps:
+class ThreadOps(SimdLaneOps):
     """``program_id`` and the other thread indices, ``simd_*`` reductions and exchanges, ``atomic_*``."""
 
     def _builtin(self, name: str, vector: bool) -> int:
@@ -42,6 +47,8 @@ class ThreadOps:
             value = self.inst("OpCompositeExtract", u32, self._builtin(_THREAD_BUILTINS[code], True), axis)
         elif code == "group_size":
             value = self.inst("OpCompositeExtract", u32, self.group_size, axis)
+        elif code == "num_threads":  # the exact grid: an i32 push constant
+            return self.grid[axis]
         elif code == "program_id" and axis == 0 and self.pid0 is not None:
             return self.pid0  # the lanes module: the element being emitted
         elif code == "program_id":
@@ -65,6 +72,8 @@ class ThreadOps:
         scope = b.const_uint(_SUBGROUP_SCOPE)
         self.capability("GroupNonUniform")
         self.features.add("subgroup_basic")
+        if op.opcode in O.SIMD_VOTE or op.opcode in O.SIMD_SCAN:
+            return self._simd_lanes(op)
         if op.opcode in O.SIMD_REDUCE:
             self.capability("GroupNonUniformArithmetic")
             self.features.add("subgroup_arithmetic")
@@ -87,10 +96,9 @@ class ThreadOps:
             return self.rounded(r, rt)
         self.capability("GroupNonUniformShuffle")
         self.features.add("subgroup_shuffle")
-        # simd_broadcast uses Shuffle too: OpGroupNonUniformBroadcast needs a constant lane before SPIR-V 1.5
-        lane = self.inst("OpBitcast", b.type_int(32, False), self.value(op.operands[1]))
-        name = "OpGroupNonUniformShuffleXor" if op.opcode == "simd_shuffle_xor" else "OpGroupNonUniformShuffle"
-        return self.inst(name, ty, scope, x, lane)
+        # every exchange is a Shuffle by absolute lane (OpGroupNonUniformBroadcast needs a constant lane before
+        # SPIR-V 1.5), at the lane _source_lane checked: one that exists and is active, else the caller's own
+        return self.inst("OpGroupNonUniformShuffle", ty, scope, x, self._source_lane(op))
 
     def _atomic(self, op: Op) -> int:
         b = self.b
@@ -105,9 +113,13 @@ class ThreadOps:
         ty = self.reg_type(elem)
         if m.kind == "bits":
             return self._cas(op.opcode, ptr, scope, val)
+        if op.opcode == "atomic_cas":  # OpAtomicCompareExchange takes the new value before the comparator
+            return self.inst("OpAtomicCompareExchange", ty, ptr, scope, relaxed, relaxed,
+                             self.value(op.operands[3]), val)
         if elem.is_int:
-            name = "OpAtomicIAdd" if op.opcode == "atomic_add" else (
-                "OpAtomicSMax" if elem.is_signed else "OpAtomicUMax")
+            name = _INT_ATOMICS[op.opcode]
+            if isinstance(name, tuple):
+                name = name[0] if elem.is_signed else name[1]
             return self.inst(name, ty, ptr, scope, relaxed, val)
         self.capability("AtomicFloat32AddEXT")
         b.extension("SPV_EXT_shader_atomic_float_add")

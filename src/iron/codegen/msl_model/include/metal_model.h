@@ -167,6 +167,17 @@ IRON_MODEL_SIMD(uint)
 IRON_MODEL_SIMD(half)
 IRON_MODEL_SIMD(ushort)
 #undef IRON_MODEL_SIMD
+// votes and prefix sums over the active threads (issue 15)
+simd_vote simd_ballot(bool expr);
+bool simd_any(bool expr);
+bool simd_all(bool expr);
+#define IRON_MODEL_SCAN(T)                          \
+    T simd_prefix_inclusive_sum(T data);            \
+    T simd_prefix_exclusive_sum(T data);
+IRON_MODEL_SCAN(float)
+IRON_MODEL_SCAN(int)
+IRON_MODEL_SCAN(uint)
+#undef IRON_MODEL_SCAN
 
 // -- atomics (relaxed order only, as in Metal) ----------------------------------------------------------------------
 enum memory_order { memory_order_relaxed = __ATOMIC_RELAXED };
@@ -218,6 +229,26 @@ inline int atomic_fetch_max_explicit(atomic_int* object, int operand, memory_ord
 inline uint atomic_fetch_max_explicit(atomic_uint* object, uint operand, memory_order) {
     return __atomic_fetch_max(&object->value, operand, __ATOMIC_RELAXED);
 }
+// integer min/and/or/xor/exchange (issue 15 point 4), relaxed as every Metal atomic
+#define IRON_MODEL_ATOMIC_INT(T)                                                                                       \
+    inline T atomic_fetch_min_explicit(_atomic<T>* object, T operand, memory_order) {                                  \
+        return __atomic_fetch_min(&object->value, operand, __ATOMIC_RELAXED);                                          \
+    }                                                                                                                  \
+    inline T atomic_fetch_and_explicit(_atomic<T>* object, T operand, memory_order) {                                  \
+        return __atomic_fetch_and(&object->value, operand, __ATOMIC_RELAXED);                                          \
+    }                                                                                                                  \
+    inline T atomic_fetch_or_explicit(_atomic<T>* object, T operand, memory_order) {                                   \
+        return __atomic_fetch_or(&object->value, operand, __ATOMIC_RELAXED);                                           \
+    }                                                                                                                  \
+    inline T atomic_fetch_xor_explicit(_atomic<T>* object, T operand, memory_order) {                                  \
+        return __atomic_fetch_xor(&object->value, operand, __ATOMIC_RELAXED);                                          \
+    }                                                                                                                  \
+    inline T atomic_exchange_explicit(_atomic<T>* object, T desired, memory_order) {                                   \
+        return __atomic_exchange_n(&object->value, desired, __ATOMIC_RELAXED);                                         \
+    }
+IRON_MODEL_ATOMIC_INT(int)
+IRON_MODEL_ATOMIC_INT(uint)
+#undef IRON_MODEL_ATOMIC_INT
 
 // the same operations on threadgroup (volatile in this model) atomics
 template <typename T>
@@ -242,6 +273,17 @@ template <typename T>
 T atomic_fetch_max_explicit(volatile _atomic<T>* object, typename iron_model_same<T>::type operand, memory_order order) {
     return atomic_fetch_max_explicit(const_cast<_atomic<T>*>(object), operand, order);
 }
+#define IRON_MODEL_ATOMIC_VOLATILE(NAME)                                                                               \
+    template <typename T>                                                                                              \
+    T NAME(volatile _atomic<T>* object, typename iron_model_same<T>::type operand, memory_order order) {               \
+        return NAME(const_cast<_atomic<T>*>(object), operand, order);                                                  \
+    }
+IRON_MODEL_ATOMIC_VOLATILE(atomic_fetch_min_explicit)
+IRON_MODEL_ATOMIC_VOLATILE(atomic_fetch_and_explicit)
+IRON_MODEL_ATOMIC_VOLATILE(atomic_fetch_or_explicit)
+IRON_MODEL_ATOMIC_VOLATILE(atomic_fetch_xor_explicit)
+IRON_MODEL_ATOMIC_VOLATILE(atomic_exchange_explicit)
+#undef IRON_MODEL_ATOMIC_VOLATILE
 
 }  // namespace metal
 

@@ -1,0 +1,170 @@
+"""Issue 15 point 4: atomic_min/and/or/xor/exchange/cas on i32 and u32, in global and shared memory, on every
+backend of the ``backend`` fixture, under contention (many threads on few addresses).
+
+Atomics are relaxed, so only the final values are deterministic; the returned old values are checked to form a valid
+serialization: for exchange, and/or/xor (each thread owns a distinct bit or value) the old values of one address
+chain from the initial value to the final one through every thread exactly once; for min each old value is one the
+address held; the CAS ticket loops hand out each ticket 0..k-1 of an address exactly once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iron import CompileError
+
+from .atomic_kernels import atomic_tickets_i32, atomics_global_i32, atomics_global_u32, atomics_shared_u32
+from .sources import module_from_source
+from .test_kernels import int_poisoned
+
+N, M = 512, 16  # threads, addresses per table: 32 threads per address, each with a bit of its own
+
+
+def _chain(initial: int, olds: np.ndarray, writes: np.ndarray, final: int) -> None:
+    """The olds of one address are a serialization: starting at ``initial``, each thread's old is the value the
+    previous thread left (``writes[k]`` is what thread k leaves, given its old), ending at ``final``."""
+    after = {int(o): int(w) for o, w in zip(olds, writes)}
+    assert len(after) == len(olds), "two threads saw the same old value"
+    cur, seen = int(initial), 0
+    while cur in after and seen <= len(olds):
+        cur, seen = after[cur], seen + 1
+    assert seen == len(olds) and cur == int(final), "the old values do not chain through every thread"
+
+
+def _check_tables(dtype, t0, t, old, v, bits, addr, m, n) -> None:
+    """Every table's final values (NumPy oracle) and the serialization of the old values."""
+    old = old.reshape(6, n)
+    for a in range(m):
+        on = np.flatnonzero(addr == a)
+        mins = old[0, on]
+        assert t[a] == min(t0[a], v[on].min())
+        held = {int(t0[a]), *(int(x) for x in v[on])}
+        assert all(int(x) in held and x >= t[a] and x <= t0[a] for x in mins)
+        assert (mins == t0[a]).any(), "no thread saw the initial value"
+        for k, combine in ((1, lambda o, b: o & ~b), (2, lambda o, b: o | b), (3, lambda o, b: o ^ b)):
+            want = t0[k * m + a]
+            for b in bits[on]:
+                want = combine(want, b)
+            assert t[k * m + a] == want
+            _chain(t0[k * m + a], old[k, on], combine(old[k, on], bits[on]), t[k * m + a])
+        ids = on.astype(dtype)
+        _chain(t0[4 * m + a], old[4, on], ids, t[4 * m + a])
+
+
+def _inputs(rng, dtype, n, m):
+    info = np.iinfo(dtype)
+    addr = rng.permutation(np.arange(n) % m).astype(np.int32)
+    v = rng.integers(info.min, info.max, n, dtype=np.int64, endpoint=True).astype(dtype)
+    rank = np.empty(n, np.int64)
+    for a in range(m):  # a distinct bit per thread of an address, in a random order
+        on = np.flatnonzero(addr == a)
+        rank[on] = rng.permutation(len(on))
+    bits = (np.uint32(1) << rank.astype(np.uint32)).view(np.int32).astype(dtype) if dtype == np.int32 else \
+        (np.uint32(1) << rank.astype(np.uint32))
+    t0 = np.empty(5 * m + n, dtype)
+    t0[: 4 * m] = rng.integers(info.min, info.max, 4 * m, dtype=np.int64, endpoint=True).astype(dtype)
+    ones = -1 if dtype == np.int32 else info.max
+    t0[m: 2 * m], t0[2 * m: 3 * m] = ones, 0  # every and/or changes its address: the chain is checkable
+    t0[4 * m: 5 * m] = ones  # not a thread id: the chain's start is unambiguous
+    t0[5 * m:] = rng.integers(0, 4, n).astype(dtype)
+    w = rng.integers(0, 4, n).astype(dtype)
+    return addr, v, bits, t0, w
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_global_atomics_under_contention(backend, rng, dtype):
+    kernel = atomics_global_i32 if dtype == np.int32 else atomics_global_u32
+    addr, v, bits, t0, w = _inputs(rng, dtype, N, M)
+    t = t0.copy()
+    old = int_poisoned(6 * N, dtype)
+    kernel[N, 64](t, addr, v, bits, w, old, N, M, backend=backend)
+    _check_tables(dtype, t0, t, old, v, bits, addr, M, N)
+    cas_old = old[5 * N:]
+    slot0 = t0[5 * M:]
+    np.testing.assert_array_equal(cas_old, slot0)  # uncontended: the old value is the slot's
+    np.testing.assert_array_equal(t[5 * M:], np.where(slot0 == w, v, slot0))
+
+
+def test_cas_tickets_under_contention(backend, rng):
+    n, m = 512, 4
+    addr = rng.permutation(np.arange(n) % m).astype(np.int32)
+    t = np.zeros(m, np.int32)
+    ticket = int_poisoned(n)
+    atomic_tickets_i32[n, 128](t, addr, ticket, backend=backend)
+    np.testing.assert_array_equal(t, np.bincount(addr, minlength=m))
+    for a in range(m):
+        got = np.sort(ticket[addr == a])
+        np.testing.assert_array_equal(got, np.arange(len(got)))
+
+
+def test_shared_atomics_under_contention(backend, rng):
+    groups, size = 4, 64
+    n = groups * size
+    info = np.iinfo(np.uint32)
+    init = np.empty(groups * 48, np.uint32)
+    init[:] = rng.integers(0, info.max, groups * 48, dtype=np.int64, endpoint=True).astype(np.uint32)
+    init.reshape(groups, 48)[:, 8:16] = info.max  # and: every thread clears a set bit
+    init.reshape(groups, 48)[:, 16:24] = 0  # or: every thread sets a clear bit
+    init.reshape(groups, 48)[:, 32:40] = info.max  # exchange: not a thread id
+    init.reshape(groups, 48)[:, 40:48] = 0  # tickets start at 0
+    v = rng.integers(0, info.max, n, dtype=np.int64, endpoint=True).astype(np.uint32)
+    local = np.arange(n) % size
+    bits = np.uint32(1) << (local // 8).astype(np.uint32)  # 8 threads per address, a bit each
+    final = int_poisoned(groups * 48, np.uint32)
+    old = int_poisoned(6 * n, np.uint32)
+    atomics_shared_u32[n, size](init, v, bits, final, old, n, backend=backend)
+    for g in range(groups):
+        sl = slice(g * size, (g + 1) * size)
+        t0, t = init[g * 48: g * 48 + 40], final[g * 48: g * 48 + 40]
+        olds = old.reshape(6, n)[:5, sl].reshape(-1)
+        _check_shared(t0, t, olds.reshape(5, size), v[sl], bits[sl], local[sl] % 8, np.arange(n)[sl])
+        tickets = old.reshape(6, n)[5, sl]
+        ends = final[g * 48 + 40: g * 48 + 48]
+        for a in range(8):
+            got = np.sort(tickets[local[sl] % 8 == a])
+            np.testing.assert_array_equal(got, np.arange(8))
+            assert ends[a] == 8
+
+
+def _check_shared(t0, t, old, v, bits, addr, ids) -> None:
+    for a in range(8):
+        on = np.flatnonzero(addr == a)
+        assert t[a] == min(t0[a], v[on].min())
+        held = {int(t0[a]), *(int(x) for x in v[on])}
+        assert all(int(x) in held and t[a] <= x <= t0[a] for x in old[0, on])
+        for k, combine in ((1, lambda o, b: o & ~b), (2, lambda o, b: o | b), (3, lambda o, b: o ^ b)):
+            want = t0[k * 8 + a]
+            for b in bits[on]:
+                want = combine(want, b)
+            assert t[k * 8 + a] == want
+            _chain(t0[k * 8 + a], old[k, on], combine(old[k, on], bits[on]), t[k * 8 + a])
+        _chain(t0[32 + a], old[4, on], ids[on].astype(np.uint32), t[32 + a])
+
+
+BAD = '''import iron
+from iron import Tensor
+
+
+@iron.kernel
+def k(t: Tensor[iron.f32], out: Tensor[iron.f32]):
+    i = iron.program_id(0)
+    out[i] = iron.OP(t, 0, 1.0{extra})
+'''
+
+
+@pytest.mark.parametrize("op", ["atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange",
+                                "atomic_cas"])
+def test_float_buffers_are_refused_located(tmp_path, op):
+    text = BAD.replace("OP", op).replace("{extra}", ", 2.0" if op == "atomic_cas" else "")
+    mod = module_from_source(tmp_path, f"bad_{op}", text)
+    with pytest.raises(CompileError, match=f"{op} on a buffer of f32 is not supported") as e:
+        mod.k.variant(None, ())
+    assert f"bad_{op}.py:8" in str(e.value)
+
+
+def test_wrong_arity_is_refused(tmp_path):
+    text = BAD.replace("OP", "atomic_cas").replace("{extra}", "").replace("f32", "i32").replace("1.0", "1")
+    mod = module_from_source(tmp_path, "bad_cas_arity", text)
+    with pytest.raises(CompileError, match="atomic_cas"):
+        mod.k.variant(None, ())

@@ -41,7 +41,8 @@ from .threads import (
 Step = Callable[[Mask], Mask]
 Steps = tuple[tuple[Step, Op], ...]
 
-_PURE = O.BINARY_ARITH | O.BITWISE | O.COMPARE | O.FLOAT_MATH | {"neg", "not", "abs", "fma", "select", "cast"}
+_PURE = O.BINARY_ARITH | O.BITWISE | O.COMPARE | O.FLOAT_MATH | O.INT_BITS | {"neg", "not", "abs", "fma", "select",
+                                                                             "cast", "bitcast"}
 _THREAD = O.THREAD_AXIS | {"simd_lane", "simd_group", "simd_size"}
 
 

@@ -224,6 +224,39 @@ def _cast_fn(src: t.ScalarType, dst: t.ScalarType) -> PureFn:
     return float_to_int
 
 
+# -- integer bits (issue 15 point 3): clz(0) = ctz(0) = 32 ---------------------------------------------------------
+
+
+def _bit_length(x: np.ndarray) -> np.ndarray:
+    """Bits needed for each u32 (0 for 0): frexp's exponent, exact as float64 holds every u32."""
+    return np.frexp(np.asarray(x).astype(np.uint32).astype(np.float64))[1]
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    return (32 - _bit_length(x)).astype(np.asarray(x).dtype)
+
+
+def _ctz(x: np.ndarray) -> np.ndarray:
+    u = np.asarray(x).astype(np.uint32)
+    low = _bit_length(u & (~u + np.uint32(1)))  # the lowest set bit alone
+    return np.where(u == 0, 32, low - 1).astype(np.asarray(x).dtype)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(np.asarray(x).astype(np.uint32)).astype(np.asarray(x).dtype)
+
+
+def _mulhi_s(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return ((np.asarray(a).astype(np.int64) * np.asarray(b).astype(np.int64)) >> 32).astype(np.int32)
+
+
+def _mulhi_u(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return ((np.asarray(a).astype(np.uint64) * np.asarray(b).astype(np.uint64)) >> np.uint64(32)).astype(np.uint32)
+
+
+_BITS = {"popcount": _popcount, "clz": _clz, "ctz": _ctz}
+
+
 def pure_fn(
     opcode: str, operand_types: list[t.ScalarType], result_type: t.ScalarType, attrs: dict | None = None
 ) -> PureFn:
@@ -240,6 +273,10 @@ def pure_fn(
         return _wrap(_cast_fn(operand_types[0], rt))
     if opcode == "select":
         return _wrap(np.where)
+    if opcode == "bitcast":
+        return _wrap(lambda a: np.array(a, copy=True).view(rt.np_dtype))
+    if opcode in O.INT_BITS:
+        return _wrap(_BITS[opcode] if opcode != "umulhi" else (_mulhi_s if rt.is_signed else _mulhi_u))
     if opcode in _COMPARE:
         cmp = _COMPARE[opcode]
         fn = (lambda a, b: cmp(_to_f32(a), _to_f32(b))) if operand_types[0].is_half else cmp

@@ -143,6 +143,10 @@ _TABLE: list[OpInfo] = [
     OpInfo("num_threads", "thread", 0, doc="attrs.axis; i32: the launched (exact) grid size in threads"),
     *_ops("atomic", "atomic_add atomic_max", 3, "(buf, index, value) -> old value", pure=False, reads=(0,),
           writes=(0,)),
+    # -- issue 15 point 3: integer bits (i32/u32; the result has the operand's type) --
+    OpInfo("umulhi", "bits", 2, doc="the high 32 bits of the 64-bit product (signed for i32, unsigned for u32)"),
+    *_ops("bits", "popcount clz ctz", 1, "set bits / leading zeros / trailing zeros; clz(0) = ctz(0) = 32"),
+    OpInfo("bitcast", "bits", 1, doc="the operand's bits as the result type, of the same width (f32/i32/u32)"),
     # -- issue 15 point 4: integer atomics (i32/u32; relaxed, device scope on buffers, group scope on shared) --
     *_ops("atomic", "atomic_min atomic_and atomic_or atomic_xor atomic_exchange", 3,
           "(buf, index, value) -> old value; i32/u32", pure=False, reads=(0,), writes=(0,)),
@@ -196,6 +200,8 @@ SIMD_SCAN = {"simd_prefix_sum", "simd_prefix_exclusive_sum"}
 SIMD_OPS = frozenset(SIMD_REDUCE | SIMD_EXCHANGE | SIMD_VOTE | SIMD_SCAN)
 ATOMICS = {"atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange",
            "atomic_cas"}
+#: the integer bit ops on i32/u32 (the result type is the operand's)
+INT_BITS = frozenset({"umulhi", "popcount", "clz", "ctz"})
 #: the atomics on i32/u32 only (atomic_add and atomic_max also take f32)
 INT_ATOMICS = frozenset(ATOMICS - {"atomic_add", "atomic_max"})
 JUMPS = {"break", "continue", "return"}
@@ -333,8 +339,9 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "may their accumulators be read (frag_store, mma) or the shared memory they read be written.", (1, 1),
        pure=False, op="wg_wait"),
     _b("barrier", "barrier()",
-       "Every thread of the group waits; shared-memory writes before it are visible after it. Must be reached by "
-       "all threads of the group (uniform control flow); the interpreter reports a divergent barrier.", (0, 0),
+       "Every thread of the group that has not returned waits; shared-memory writes before it are visible after "
+       "it. Must be reached by all of them (uniform control flow; threads that returned earlier are not waited "
+       "for, as on CUDA sm_70+); the interpreter reports a divergent barrier.", (0, 0),
        pure=False),
     _b("simd_sum", "simd_sum(x)", "Sum of x over the active lanes of the SIMD group, given to every lane.", (1, 1),
        pure=False),
@@ -368,6 +375,16 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "Atomically t[i] += v (i32/u32/f32 buffers or shared arrays); returns the old value.", (3, 3), pure=False),
     _b("atomic_max", "atomic_max(t, i, v) -> old", "Atomically t[i] = max(t[i], v); returns the old value.", (3, 3),
        pure=False),
+    # -- issue 15 point 3: integer bits --
+    _b("umulhi", "umulhi(a, b)",
+       "The high 32 bits of the 64-bit product a * b (i32: signed, u32: unsigned; the operands' common type).",
+       (2, 2)),
+    _b("popcount", "popcount(x)", "The number of set bits of x (i32/u32; the result has x's type).", (1, 1)),
+    _b("clz", "clz(x)", "The number of leading zero bits of x (i32/u32); clz(0) = 32.", (1, 1)),
+    _b("ctz", "ctz(x)", "The number of trailing zero bits of x (i32/u32); ctz(0) = 32.", (1, 1)),
+    _b("bitcast", "bitcast(v, dtype)",
+       "v's bits reinterpreted as dtype, of the same width: f32, i32 and u32 to each other (no 16-bit integer "
+       "types exist for f16/bf16).", (2, 2)),
     # -- issue 15 point 4: integer atomics --
     _b("atomic_min", "atomic_min(t, i, v) -> old", "Atomically t[i] = min(t[i], v) (i32/u32); returns the old value.",
        (3, 3), pure=False),

@@ -120,6 +120,10 @@ class _Verifier:
             need(scalar and all(x == r for x in xs) and r.is_float, "math needs floats of the result type")
         elif code == "abs":
             need(scalar and xs[0] == r and (r.is_float or r.is_signed), "abs needs a float or signed int")
+        elif code in O.INT_BITS:
+            need(scalar and all(x == r for x in xs) and r in (t.i32, t.u32), f"{code} needs i32/u32 of the result type")
+        elif code == "bitcast":
+            need(scalar and {xs[0], r} <= {t.f32, t.i32, t.u32}, "bitcast between f32, i32 and u32")
         elif code == "select":
             need(scalar and xs[0] == t.bool_ and xs[1] == xs[2] == r, "select(bool, T, T) -> T")
         elif code == "cast":

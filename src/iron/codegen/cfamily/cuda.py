@@ -242,6 +242,15 @@ class CudaDialect(CDialect):
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
         **WRAPPING_INT_MATH,
+        # issue 15 point 3: __clz(0) is 32, and ctz is the clz of the bit-reversed word (so ctz(0) is 32 too)
+        "umulhi:i32": Template("__mulhi({}, {})"), "umulhi:u32": Template("__umulhi({}, {})"),
+        "popcount:i32": Template("__popc((unsigned)({}))"), "popcount:u32": Template("(unsigned)__popc({})", UNARY),
+        "clz:i32": Template("__clz({})"), "clz:u32": Template("(unsigned)__clz((int)({}))", UNARY),
+        "ctz:i32": Template("__clz((int)__brev((unsigned)({})))"),
+        "ctz:u32": Template("(unsigned)__clz((int)__brev({}))", UNARY),
+        "bitcast:f32:i32": Template("__float_as_int({})"), "bitcast:f32:u32": Template("__float_as_uint({})"),
+        "bitcast:i32:f32": Template("__int_as_float({})"), "bitcast:u32:f32": Template("__uint_as_float({})"),
+        "bitcast:i32:u32": Template("(unsigned)({})", UNARY), "bitcast:u32:i32": Template("(int)({})", UNARY),
     }
     conversions: ClassVar[dict[tuple[str, str], Template]] = {
         # PTX cvt.rzi: truncates, saturates to the integer range, and sends NaN to 0 -- Iron's cast semantics

@@ -295,6 +295,11 @@ class MslDialect(CDialect):
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
         **WRAPPING_INT_MATH,
+        # issue 15 point 3: Metal defines clz(0) and ctz(0) as the type's width (32)
+        "umulhi": Template("mulhi({}, {})"), "popcount": Template("popcount({})"), "clz": Template("clz({})"),
+        "ctz": Template("ctz({})"),
+        **{f"bitcast:{src}:{dst}": Template(f"as_type<{ctype}>({{}})") for src in ("f32", "i32", "u32")
+           for dst, ctype in (("f32", "float"), ("i32", "int"), ("u32", "uint")) if src != dst},
     }
     conversions: ClassVar[dict[tuple[str, str], Template]] = {
         ("f32", "i32"): Template("iron_f32_to_i32({})", needs=("f32_to_int",)),

@@ -45,7 +45,7 @@ INDENT = "    "
 _ARITH_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _BIT_OPS = {"and": "&", "or": "|", "xor": "^"}
 _COMPARE_OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_COLLECTIVES = {"barrier"} | O.SIMD_REDUCE | O.SIMD_EXCHANGE
+_COLLECTIVES = {"barrier"} | O.SIMD_OPS
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ class _Printer(TilePrinting, DialectCalls):
     def _guard(self, out: list[str]) -> None:
         pad = INDENT
         masks = self.d.simd_masks
-        if masks is not None and any(op.opcode in O.SIMD_REDUCE | O.SIMD_EXCHANGE for op in self.k.walk()):
+        if masks is not None and any(op.opcode in O.SIMD_OPS for op in self.k.walk()):
             out.append(pad + "// the lanes of this SIMD group that pass the guard below (all are here at entry): the "
                        "lane mask of\n" + pad + "// the SIMD ops that every one of them reaches together")
             self._need(masks.live_needs)
@@ -424,6 +424,8 @@ class _Printer(TilePrinting, DialectCalls):
     def _thread(self, code: str, axis: int | None) -> Expr:
         if self.element_of is not None and code == "program_id":
             return Expr("iron_pid")
+        if code == "num_threads":  # the exact grid, a kernel parameter on every C-family target
+            return Expr(self.d.grid_params[axis])
         tpl = self.d.thread.get(code)
         if tpl is None:
             raise CompileError(f"unsupported op '{code}' on backend {self.d.name}", self.k.loc)
@@ -549,6 +551,10 @@ class _Printer(TilePrinting, DialectCalls):
             return self._rounded(E.call(self._math(op), *(self._f32(x) for x in xs)), rt)
         if code == "abs":
             return self._int_math("abs", rt, op, self.expr(xs[0]))
+        if code in O.INT_BITS:  # issue 15 point 3: the dialect's int_math table spells them per type
+            return self._int_math(code, rt, op, *(self.expr(x) for x in xs))
+        if code == "bitcast":
+            return self._int_math(f"bitcast:{xs[0].type.name}", rt, op, self.expr(xs[0]))
         if code == "select":
             return E.ternary(self.expr(xs[0]), self.expr(xs[1]), self.expr(xs[2]))
         if code == "cast":
@@ -566,6 +572,8 @@ class _Printer(TilePrinting, DialectCalls):
             return self._rounded(self._simd(op, vtype, value), rt)
         if code in O.SIMD_EXCHANGE:
             return self._simd(op, rt, self.expr(xs[0]), self.expr(xs[1]))
+        if code in O.SIMD_VOTE or code in O.SIMD_SCAN:
+            return self._simd(op, xs[0].type, self.expr(xs[0]))
         if code in O.ATOMICS:
             return self._atomic(op)
         if code in O.MATRIX:

@@ -14,6 +14,7 @@ from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Op
 from ..erf import MID_CENTER, MID_HALF_WIDTH, coefficients
+from .bits import emit_bits
 
 _FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv", "rem": "OpFRem"}
 _INT_BINARY = {"add": "OpIAdd", "sub": "OpISub", "mul": "OpIMul", "and": "OpBitwiseAnd", "or": "OpBitwiseOr",
@@ -190,6 +191,8 @@ class ValueOps:
             return self.inst("OpSelect", ty, *xs)
         if code == "cast":
             return self.convert(xs[0], st, rt, op)
+        if code in O.INT_BITS or code == "bitcast":
+            return emit_bits(self, code, st, rt, xs)
         raise CompileError(f"unsupported op '{code}' on backend spirv", op.loc)
 
     def srem(self, a: int, b: int) -> int:

@@ -138,6 +138,14 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline uint max(uint a, uint b) { return a > b ? a : b; }
 inline int abs(int x) { return x < 0 ? -x : x; }
 inline uint clz(uint x) { return x == 0u ? 32u : (uint)__builtin_clz(x); }
+// integer bits (issue 15 point 3): Metal defines clz(0) = ctz(0) = 32; mulhi is the high word of the full product
+inline int clz(int x) { return (int)clz((uint)x); }
+inline uint ctz(uint x) { return x == 0u ? 32u : (uint)__builtin_ctz(x); }
+inline int ctz(int x) { return (int)ctz((uint)x); }
+inline uint popcount(uint x) { return (uint)__builtin_popcount(x); }
+inline int popcount(int x) { return (int)popcount((uint)x); }
+inline int mulhi(int a, int b) { return (int)(((long long)a * (long long)b) >> 32); }
+inline uint mulhi(uint a, uint b) { return (uint)(((unsigned long long)a * (unsigned long long)b) >> 32); }
 
 // -- synchronisation ------------------------------------------------------------------------------------------------
 enum class mem_flags : uint { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };

@@ -145,10 +145,13 @@ class FunctionCodegen(exprs.ExprMixin):
                 self.bind(pname, Const(payload) if isinstance(payload, (bool, int, float)) else Ref(payload))
                 continue
             ty = t.BufferType(payload) if kind == "buffer" else payload
-            v = Value(ty, pname)
+            half = ty if kind == "scalar" and ty.is_half else None
+            v = Value(t.f32 if half else ty, pname)  # a half scalar travels as f32, rounded to the half at launch
             self.body.args.append(v)
             v.owner = self.body
             kparams.append(Param(pname, kind, v))
+            if half:
+                v = self.b.cast(v, half)  # exact: the launch already rounded the value to the half type
             if pname in self.frame.multi:
                 self.assign_name(pname, v, arg)
             else:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IronError, LaunchError
+from ..interp.semantics import const_array
 from ..ir import types as t
 from ..ir.core import Loc
 from ..lang.types import DTypeVar
@@ -229,4 +230,6 @@ def _scalar(name: str, ty: t.ScalarType, value: Any) -> Any:
         return ty.np_dtype.type(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise LaunchError(f"argument '{name}' must be a number ({ty}), got {type(value).__name__}", caller_loc())
+    if ty.is_half:  # rounded once from the Python float to the half type, then passed exactly as f32
+        return np.float32(const_array(float(value), ty).astype(np.float32))
     return np.float32(value)

@@ -56,12 +56,12 @@ def _spec(arg: ast.arg, ann: object, src: FunctionSource) -> ParamSpec:
         return ParamSpec(name, "constexpr", None)
     if ann in _SCALAR_ANNOTATIONS:
         return ParamSpec(name, "scalar", _SCALAR_ANNOTATIONS[ann])
-    if isinstance(ann, t.ScalarType) and ann in (t.i32, t.u32, t.f32):
+    if isinstance(ann, t.ScalarType) and ann in (t.i32, t.u32, t.f32, t.f16, t.bf16):
+        # f16/bf16: a Python float rounded to the dtype at launch, passed as f32 (launch._scalar, codegen)
         return ParamSpec(name, "scalar", ann)
-    if isinstance(ann, DTypeVar) or (isinstance(ann, t.ScalarType) and ann.is_half):
+    if isinstance(ann, DTypeVar):
         raise CompileError(f"scalar parameter '{name}' cannot be {ann!r}", src.loc(arg.annotation),
-                           "scalars are int, float, iron.i32, iron.u32 or iron.f32; arithmetic with half "
-                           "buffers runs in f32 anyway")
+                           "scalars are int, float, iron.i32, iron.u32, iron.f32, iron.f16 or iron.bf16")
     if ann is t.Type or ann is type(t.f32) or (isinstance(ann, type) and ann.__name__ == "Tensor"):
         raise CompileError(f"parameter '{name}': write Tensor[dtype], e.g. Tensor[iron.T]", src.loc(arg.annotation))
     raise CompileError(f"unsupported annotation {ann!r} for parameter '{name}'", src.loc(arg.annotation),

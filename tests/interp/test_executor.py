@@ -536,16 +536,19 @@ def test_simd_integer_sum_wraps_and_max_over_active_lanes():
     assert (z.reshape(8, 8)[:, :4] == 2**30).all() and not z.reshape(8, 8)[:, 4:].any()
 
 
-def test_simd_shuffle_lane_out_of_range_is_an_error():
-    k = K("badshuffle", x=F32BUF, y=F32BUF)
+def test_simd_shuffle_lane_out_of_range_reads_own_value():
+    """Issue 15: a source lane outside the SIMD group (past its end, or negative) gives the caller's own value."""
+    k = K("edgeshuffle", x=F32BUF, y=F32BUF, z=F32BUF)
     b = k.b
     i = k.pid()
-    b.loc = loc(9, "    y[i] = simd_shuffle(v, simd_lane() + 1)")
-    lane = k.op("add", b.thread("simd_lane"), k.c(1))
-    b.store(k.p["y"], i, b.op("simd_shuffle", [b.load(k.p["x"], i), lane], t.f32).result)
-    with pytest.raises(ExecutionError, match=r"simd_shuffle: lane 32, outside the SIMD group \(lanes 0..31\)") as info:
-        k.run(64, 64, x=rand_f32(64), y=nan_f32(64))
-    assert "thread program_id 31 (and 1 more thread)" in str(info.value) and "kern.py:9" in str(info.value)
+    v = b.load(k.p["x"], i)
+    b.store(k.p["y"], i, b.op("simd_shuffle", [v, k.op("add", b.thread("simd_lane"), k.c(1))], t.f32).result)
+    b.store(k.p["z"], i, b.op("simd_shuffle", [v, k.op("sub", b.thread("simd_lane"), k.c(1))], t.f32).result)
+    x, y, z = rand_f32(64), nan_f32(64), nan_f32(64)
+    k.run(64, 64, x=x, y=y, z=z)
+    lanes = x.reshape(2, 32)
+    assert (y.reshape(2, 32) == np.concatenate([lanes[:, 1:], lanes[:, 31:]], axis=1)).all()
+    assert (z.reshape(2, 32) == np.concatenate([lanes[:, :1], lanes[:, :31]], axis=1)).all()
 
 
 # -- atomics --------------------------------------------------------------------------------------------------------

@@ -150,6 +150,8 @@ class Geometry:
             return np.array(self.group[axis], dtype=np.int32)
         if opcode == "num_groups":
             return np.array(self.num_groups[axis], dtype=np.int32)
+        if opcode == "num_threads":
+            return np.array(self.grid[axis], dtype=np.int32)
         if opcode == "simd_size":
             return np.array(self.simd_width, dtype=np.int32)
         if opcode == "simd_lane":
@@ -251,26 +253,55 @@ def simd_reduce(geom: Geometry, opcode: str, value: np.ndarray, mask: Mask, rtyp
 
 
 def simd_exchange(geom: Geometry, opcode: str, value: np.ndarray, lane: np.ndarray, mask: Mask) -> np.ndarray:
-    """simd_shuffle / simd_broadcast (read lane ``lane``) and simd_shuffle_xor (read lane ``own ^ lane``).
+    """simd_shuffle / simd_broadcast (read lane ``lane``), simd_shuffle_xor (lane ``own ^ lane``), simd_shuffle_up
+    and simd_shuffle_down (lane ``own - delta`` / ``own + delta``).
 
-    Reading a lane that is inactive gives whatever that lane computed (on a GPU it is undefined), and a lane past
-    the end of a partial SIMD group gives the reader's own value.
+    A source lane outside the SIMD group (negative, past the width, or past the end of a partial SIMD group) gives
+    the reader's own value, on every backend (Metal's rule for shuffle up/down). Reading a lane that is inactive
+    gives whatever that lane computed (on a GPU it is undefined).
     """
     width = geom.simd_width
-    src_lane = (geom.lane ^ lane) if opcode == "simd_shuffle_xor" else lane
-    bad = first_fault((src_lane < 0) | (src_lane >= width), mask, geom.n)
-    if bad is not None:
-        thread, count = bad
-        shown = int(src_lane if src_lane.ndim == 0 else src_lane[thread])
-        what = (
-            f"lane mask {int(lane if lane.ndim == 0 else lane[thread])} selects lane {shown}"
-            if opcode == "simd_shuffle_xor"
-            else f"lane {shown}"
-        )
-        raise Fault(f"{opcode}: {what}, outside the SIMD group (lanes 0..{width - 1})", thread, count)
+    own = geom.lane
+    src_lane = {"simd_shuffle_xor": lambda: own ^ lane, "simd_shuffle_up": lambda: own - lane,
+                "simd_shuffle_down": lambda: own + lane}.get(opcode, lambda: lane)()
+    src_lane = np.broadcast_to(src_lane, (geom.n,)).astype(np.int64)
     if value.ndim == 0:
         return value
-    src = geom.simd_base + np.clip(src_lane, 0, width - 1)
+    inside = (src_lane >= 0) & (src_lane < width)
     if not geom.simd_divides:
-        src = np.where(np.clip(src_lane, 0, width - 1) < geom.simd_count, src, geom.thread_index)
+        inside &= src_lane < geom.simd_count
+    src = np.where(inside, geom.simd_base + np.clip(src_lane, 0, width - 1), geom.thread_index)
     return value[src]
+
+
+def _per_simd_group(geom: Geometry, x: np.ndarray) -> np.ndarray:
+    """x (shape (n,)) as a (SIMD groups, width) table, lanes past a partial group's end zero."""
+    table = np.zeros((int(geom.simd_segment[-1]) + 1, geom.simd_width), dtype=x.dtype)
+    table[geom.simd_segment, geom.lane] = x
+    return table
+
+
+def simd_vote(geom: Geometry, opcode: str, cond: np.ndarray, mask: Mask) -> np.ndarray:
+    """simd_ballot (u32: lanes 0..31 of the active lanes with cond), simd_any, simd_all over the active lanes."""
+    c = np.broadcast_to(cond, (geom.n,)).astype(bool)
+    active = np.ones(geom.n, dtype=bool) if mask is None or mask is EMPTY else mask
+    if opcode == "simd_ballot":
+        bits = np.where(active & c & (geom.lane < 32), np.left_shift(np.uint64(1), geom.lane.astype(np.uint64)), 0)
+        table = _per_simd_group(geom, bits.astype(np.uint64))
+        return table.sum(axis=1, dtype=np.uint64).astype(np.uint32)[geom.simd_segment]
+    hits = active & (c if opcode == "simd_any" else ~c)
+    count = _per_simd_group(geom, hits.astype(np.int64)).sum(axis=1)[geom.simd_segment]
+    return count > 0 if opcode == "simd_any" else count == 0
+
+
+def simd_scan(geom: Geometry, opcode: str, value: np.ndarray, mask: Mask, rtype: t.ScalarType) -> np.ndarray:
+    """Inclusive / exclusive prefix sums over the active lanes, in lane order (ints wrap; f32 adds in f32)."""
+    dtype = rtype.np_dtype
+    x = np.broadcast_to(value.astype(dtype, copy=False), (geom.n,))
+    if mask is not None and mask is not EMPTY:
+        x = np.where(mask, x, np.zeros((), dtype=dtype))
+    with np.errstate(over="ignore"):
+        sums = np.cumsum(_per_simd_group(geom, x), axis=1, dtype=dtype)
+    if opcode == "simd_prefix_exclusive_sum":
+        sums = np.concatenate([np.zeros((sums.shape[0], 1), dtype=dtype), sums[:, :-1]], axis=1)
+    return sums[geom.simd_segment, geom.lane]

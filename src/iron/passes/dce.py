@@ -18,7 +18,7 @@ from ..ir.core import Block, Kernel, Op, Value
 from ..ir.rewrite import forget_uses, is_jump, is_while_condition, use_counts
 
 # impure ops that only read state: dropping an unused one changes nothing observable
-REMOVABLE_WHEN_UNUSED = {"load", "get", "shared", "local"} | O.SIMD_REDUCE | O.SIMD_EXCHANGE
+REMOVABLE_WHEN_UNUSED = {"load", "get", "shared", "local"} | O.SIMD_OPS
 
 
 class DCE:

@@ -27,7 +27,7 @@ from ...ir.core import Block, Kernel, Op
 
 _UNIFORM_SOURCES = {"const", "group_id", "group_size", "num_groups", "simd_group", "simd_size"}
 _PURE = {"binary", "bitwise", "unary", "compare", "math", "select", "cast"}
-_SIMD = O.SIMD_REDUCE | O.SIMD_EXCHANGE
+_SIMD = O.SIMD_OPS
 
 
 class _Analysis:
@@ -71,7 +71,7 @@ class _Analysis:
                 self.convergent.add(id(op))
                 # a reduction's result is the same in every lane, and so is a broadcast of lane 0 (every SIMD group
                 # has a lane 0; reading past the end of a partial group gives the reader's own value instead)
-                if code in O.SIMD_REDUCE or (code == "simd_broadcast" and _is_const(op.operands[1], 0)):
+                if code in O.SIMD_REDUCE | O.SIMD_VOTE or (code == "simd_broadcast" and _is_const(op.operands[1], 0)):
                     self.uniform.add(op.result.uid)
             return conv
         if code == "set":

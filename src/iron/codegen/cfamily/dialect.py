@@ -324,7 +324,7 @@ class CDialect:
                 raise KeyError(f"dialect {self.name} has no snippet {name!r}")
             want.add(name)
             stack.extend(self.snippets[name].needs)
-        return "".join(s.text.rstrip("\n") + "\n\n" for name, s in self.snippets.items() if name in want)
+        return "".join(s.text.rstrip("\n") + "\n\n" for name, s in self.snippets.items() if name in want and s.text)
 
     def reserved_names(self) -> frozenset[str]:
         """Identifiers a kernel's values must not take: keywords, builtins, type names, grid sizes, and every

@@ -28,11 +28,12 @@ from functools import cache
 from typing import ClassVar
 
 from ...ir.core import Kernel
-from .cuda import _REDUCE, _REDUCE_DOC, CudaDialect, shuffle_wrappers
+from .cuda import _REDUCE, _REDUCE_DOC, CUDA_CTYPES, CudaDialect, shuffle_wrappers
 from .cuda_matrix import CudaMatrix
 from .dialect import CDialect, SimdMasks, Snippet, Template
 from .hip_matrix import HipMatrix, mfma_snippets
 from .printer import KernelSource, emit_source
+from .simd_lanes import relative_shuffles, scans, votes
 
 _F16 = Snippet("""\
 // f16 storage, converted in integer arithmetic with round to nearest even (the same code on AMD and NVIDIA); math
@@ -160,9 +161,13 @@ __device__ __forceinline__ unsigned long long iron_lanes_mask() {{
             out[f"{fn}:{irtype}"] = Snippet(f"""\
 {doc if i == 0 else ""}__device__ __forceinline__ {ctype} {fn}({ctype} v, int lane, unsigned long long mask) {{
     const {ctype} r = {intrinsic}(v, lane, mask);
-    return {source} < iron_warp_lanes() ? r : v;
+    return (unsigned){source} < (unsigned)iron_warp_lanes() ? r : v;
 }}""", needs=("warp_lanes", "wave_shfl"))
         out.update(shuffle_wrappers(fn, "unsigned long long"))
+    q, lanes = "__device__ __forceinline__", "unsigned long long"
+    out.update(relative_shuffles(q, CUDA_CTYPES, lanes, f"(iron_local_linear() & {w - 1})"))
+    out.update(votes(q, lanes, "(__ballot({p}) & mask)"))
+    out.update(scans(q, w, lanes, full, "iron_wave_shfl({v}, {lane}, {mask})", "__ffsll"))
     return out
 
 

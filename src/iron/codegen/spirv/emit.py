@@ -342,7 +342,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
             self.vals[op.result.uid] = self._load(op)
         elif code in O.THREAD_AXIS or code in ("simd_lane", "simd_group", "simd_size"):
             self.vals[op.result.uid] = self.thread(code, op.attrs.get("axis"))
-        elif code in O.SIMD_REDUCE or code in O.SIMD_EXCHANGE:
+        elif code in O.SIMD_OPS:
             self.vals[op.result.uid] = self._simd(op)
         elif code in O.ATOMICS:
             self.vals[op.result.uid] = self._atomic(op)

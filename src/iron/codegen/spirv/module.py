@@ -8,6 +8,7 @@ from ...ir.types import ScalarType
 
 #: device feature names ``SpirvKernel.features`` may hold
 FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle",
+                      "subgroup_ballot",
                       "atomic_float_add", "subgroup_uniform_control_flow", "float64",
                       "denorm_preserve", "rounding_rte", "int16", "cooperative_matrix", "cooperative_matrix_bf16",
                       "vulkan_memory_model", "vulkan_memory_model_device_scope", "spirv_1_6"})

@@ -72,14 +72,14 @@ __device__ __forceinline__ float iron_simd_max(float v, unsigned active) {
 // does not exist; Iron defines the result as the reader's own value.
 __device__ __forceinline__ float iron_simd_shuffle(float v, int lane, unsigned mask) {
     const float r = __shfl_sync(mask, v, lane);
-    return lane < iron_warp_lanes() ? r : v;
+    return (unsigned)lane < (unsigned)iron_warp_lanes() ? r : v;
 }
 
 // simd_shuffle_xor: read v from lane own ^ `lane` of the warp. A lane past the end of a partial last warp
 // does not exist; Iron defines the result as the reader's own value.
 __device__ __forceinline__ float iron_simd_shuffle_xor(float v, int lane, unsigned mask) {
     const float r = __shfl_xor_sync(mask, v, lane);
-    return ((iron_local_linear() & 31) ^ lane) < iron_warp_lanes() ? r : v;
+    return (unsigned)((iron_local_linear() & 31) ^ lane) < (unsigned)iron_warp_lanes() ? r : v;
 }
 
 extern "C" __global__ void warp_tile(

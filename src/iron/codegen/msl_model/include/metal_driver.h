@@ -135,14 +135,10 @@ struct Group {
             for (unsigned j : same) release(j, me);
         }
     }
-    // The barrier: once every thread is at it or finished; a thread that finished without it is an error.
+    // The barrier: once every thread is at it or finished. Threads that returned are not waited for: Iron's rule
+    // (CUDA's since sm_70; docs/dsl.md "Semantics the backends share"), the same on every backend.
     void try_barrier(unsigned me) {
         if (at_barrier == 0 || at_barrier + finished != size) return;
-        if (finished != 0) {
-            fail("divergent barrier: threadgroup_barrier() was not reached by every thread of the threadgroup "
-                 "(some finished without it)");
-            return;
-        }
         for (unsigned i = 0; i < size; ++i) release(i, me);
     }
     // Thread `me` (lock held) stops at a collective (state `at`); returns when it runs again.
@@ -175,7 +171,8 @@ inline Thread& me() {
     return *current;
 }
 
-enum Op { SUM = 1, MAX, MIN, SHUFFLE, SHUFFLE_XOR, BROADCAST, ACTIVE, SIMD_BARRIER };
+enum Op { SUM = 1, MAX, MIN, SHUFFLE, SHUFFLE_XOR, BROADCAST, ACTIVE, SIMD_BARRIER, BALLOT, ANY, ALL, PREFIX_INCL,
+          PREFIX_EXCL };
 
 template <typename T>
 T load(const unsigned char* bytes) {
@@ -235,6 +232,29 @@ inline void resolve_active(Group& g, const std::vector<unsigned>& lanes) {
 }
 
 inline void resolve_nothing(Group&, const std::vector<unsigned>&) {}
+
+// Votes: the mask of the waiting lanes whose value is non-zero (ANY/ALL pass cond / !cond and test it).
+inline void resolve_ballot(Group& g, const std::vector<unsigned>& lanes) {
+    const unsigned base = lanes[0] / g.width * g.width;
+    metal::ulong mask = 0;
+    for (unsigned j : lanes) {
+        if (load<metal::ulong>(g.lanes[j].value) != 0) mask |= (metal::ulong)1 << (j - base);
+    }
+    for (unsigned i : lanes) store<metal::ulong>(g.lanes[i].result, mask);
+}
+
+// Prefix sums over the waiting lanes, in lane order (integers wrap).
+template <typename T>
+void resolve_scan(Group& g, const std::vector<unsigned>& lanes) {
+    const bool inclusive = g.lanes[lanes[0]].op == PREFIX_INCL;
+    T acc = (T)0;
+    for (unsigned i : lanes) {
+        const T v = load<T>(g.lanes[i].value);
+        if (!inclusive) store<T>(g.lanes[i].result, acc);
+        acc = combine<T>(SUM, acc, v);
+        if (inclusive) store<T>(g.lanes[i].result, acc);
+    }
+}
 
 template <typename T>
 T collective(const void* site, int op, Resolver resolve, T value, int arg) {
@@ -307,6 +327,34 @@ IRON_DRIVER_SIMD(uint)
 IRON_DRIVER_SIMD(half)
 IRON_DRIVER_SIMD(ushort)
 #undef IRON_DRIVER_SIMD
+
+simd_vote simd_ballot(bool expr) {
+    simd_vote v;
+    v.v = iron_model::collective<ulong>(__builtin_return_address(0), iron_model::BALLOT, iron_model::resolve_ballot,
+                                        expr ? 1 : 0, 0);
+    return v;
+}
+bool simd_any(bool expr) {
+    return iron_model::collective<ulong>(__builtin_return_address(0), iron_model::ANY, iron_model::resolve_ballot,
+                                         expr ? 1 : 0, 0) != 0;
+}
+bool simd_all(bool expr) {
+    return iron_model::collective<ulong>(__builtin_return_address(0), iron_model::ALL, iron_model::resolve_ballot,
+                                         expr ? 0 : 1, 0) == 0;
+}
+#define IRON_DRIVER_SCAN(T)                                                                                         \
+    T simd_prefix_inclusive_sum(T data) {                                                                           \
+        return iron_model::collective<T>(__builtin_return_address(0), iron_model::PREFIX_INCL,                      \
+                                         iron_model::resolve_scan<T>, data, 0);                                     \
+    }                                                                                                               \
+    T simd_prefix_exclusive_sum(T data) {                                                                           \
+        return iron_model::collective<T>(__builtin_return_address(0), iron_model::PREFIX_EXCL,                      \
+                                         iron_model::resolve_scan<T>, data, 0);                                     \
+    }
+IRON_DRIVER_SCAN(float)
+IRON_DRIVER_SCAN(int)
+IRON_DRIVER_SCAN(uint)
+#undef IRON_DRIVER_SCAN
 
 }  // namespace metal
 

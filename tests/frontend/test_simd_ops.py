@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import iron
-from iron import Tensor, i32, kernel, program_id
+from iron import Tensor, f32, i32, kernel, program_id
 
 from ..backends.capabilities import caps
 from .simd_kernels import grid_sizes, prefix_float, prefix_i32, prefix_u32, reverse, shuffles, votes
@@ -179,3 +179,101 @@ def test_prefix_sum_of_a_bool_is_a_located_error():
     with pytest.raises(iron.CompileError, match="simd_prefix_sum needs a number") as info:
         bad.ir()
     assert "test_simd_ops.py" in str(info.value)
+
+
+# -- issue 15 point 1: simd_size() is a compile-time constant of each variant -----------------------------------------
+
+BLOCK = 64
+
+
+@kernel
+def two_level_sum(x: Tensor[f32], out: Tensor[f32], rows: Tensor[f32]):
+    """Per group of BLOCK threads: simd_sum, one partial per SIMD group in shared memory sized BLOCK // simd_size(),
+    summed by thread 0 over a static_range; and per SIMD group, a static_range(simd_size()) of shuffles."""
+    partial = iron.shared(f32, BLOCK // iron.simd_size())
+    i = program_id(0)
+    v = x[i]
+    s = iron.simd_sum(v)
+    if iron.simd_lane() == 0:
+        partial[iron.simd_group()] = s
+    iron.barrier()
+    if iron.local_id(0) == 0:
+        total = 0.0
+        for j in iron.static_range(BLOCK // iron.simd_size()):
+            total += partial[j]
+        out[iron.group_id(0)] = total
+    row = 0.0
+    for j in iron.static_range(iron.simd_size()):
+        row += iron.simd_shuffle(v, j)
+    rows[i] = row
+
+
+def test_simd_size_folds_per_variant(backend, simd_width, rng):
+    groups = 5
+    n = groups * BLOCK
+    x = rng.standard_normal(n).astype(np.float32)
+    out, rows = np.full(groups, np.nan, np.float32), np.full(n, np.nan, np.float32)
+    two_level_sum[n, BLOCK](x, out, rows, backend=backend)
+    xf = x.astype(np.float64)
+    bound = BLOCK * 2.0**-24 * np.abs(xf).reshape(groups, BLOCK).sum(axis=1) * 1.01
+    assert (np.abs(out - xf.reshape(groups, BLOCK).sum(axis=1)) <= bound).all(), "two-level sum"
+    per_simd = xf.reshape(-1, simd_width).sum(axis=1)
+    bound = simd_width * 2.0**-24 * np.abs(xf).reshape(-1, simd_width).sum(axis=1) * 1.01
+    assert (np.abs(rows.reshape(-1, simd_width) - per_simd[:, None]) <= bound[:, None]).all(), "static_range sum"
+    assert f"= shared f32 x {BLOCK // simd_width} " in two_level_sum.ir(simd_width=simd_width)
+
+
+def test_a_width_dependent_kernel_has_one_variant_per_width():
+    ir8, ir32 = two_level_sum.ir(simd_width=8), two_level_sum.ir(simd_width=32)
+    assert ir8 != ir32 and "simd_size" not in ir8 and "simd_size" not in ir32
+    widths = {v.simd_width for v in two_level_sum._variants.values()}
+    assert {8, 32} <= widths
+    # a kernel that never reads simd_size() has one variant for every width
+    before = len(reverse._variants)
+    reverse.ir(simd_width=8), reverse.ir(simd_width=64)
+    assert len(reverse._variants) <= before + 1 and not any(v.reads_simd_size for v in reverse._variants.values())
+
+
+def test_without_a_width_simd_size_is_not_a_constant():
+    with pytest.raises(iron.CompileError) as info:
+        two_level_sum.ir()
+    assert "test_simd_ops.py" in str(info.value)
+
+
+@pytest.mark.parametrize("row,backend,target,width", [("hiprtc-gfx90a", "hip", "gfx90a", 64),
+                                                       ("hiprtc-gfx1030", "hip", "gfx1030", 32),
+                                                       ("nvrtc-sm_90", "cuda", None, 32)])
+def test_compile_targets_fold_their_own_width(row, backend, target, width):
+    """hipRTC targets compile the variant for their wavefront (64 on gfx90a, 32 on gfx1030); CUDA for 32."""
+    from ..backends.compile_targets import COMPILE_ROWS
+
+    reason = COMPILE_ROWS[row].unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    binary = two_level_sum.compile(backend, target=target)
+    assert isinstance(binary, bytes) and binary
+    assert width in {v.simd_width for v in two_level_sum._variants.values()}
+
+
+def test_a_variant_runs_only_at_its_width():
+    from iron.errors import LaunchError
+    from iron.interp.executor import run_kernel
+
+    variant = two_level_sum.variant(None, (), 32)
+    x = np.zeros(64, np.float32)
+    with pytest.raises(LaunchError, match="compiled for SIMD width 32"):
+        run_kernel(variant.kernel, {"x": x, "out": np.zeros(1, np.float32), "rows": x.copy()}, (64, 1, 1),
+                   (64, 1, 1), 8)
+
+
+def test_emitters_refuse_or_record_another_width():
+    """CUDA spells 32 lanes: a variant folded for 64 is refused (located); a SPIR-V module records its width, which
+    the Vulkan runtime checks against the device's subgroup size."""
+    from iron.codegen import emit_cuda
+    from iron.codegen.spirv import emit_spirv
+
+    with pytest.raises(iron.CompileError, match="compiled for SIMD width 64") as info:
+        emit_cuda(two_level_sum.variant(None, (), 64).kernel)
+    assert "test_simd_ops.py" in str(info.value)
+    assert emit_spirv(two_level_sum.variant(None, (), 16).kernel).simd_width == 16
+    assert emit_spirv(reverse.variant(None, (), 16).kernel).simd_width == 0  # width-free: runs at any width

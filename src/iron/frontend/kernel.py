@@ -68,6 +68,7 @@ class KernelFunction(KernelMarker):
         self.dtypes: tuple[t.ScalarType, ...] = tuple(var.choices) if var is not None else ()
         self.constexpr_names = tuple(p.name for p in self.params if p.kind == "constexpr")
         self._variants: dict[tuple, Variant] = {}
+        self._width_bound: set[tuple] = set()  # variant keys that need simd_size() as a constant (one per width)
         self._launchers: dict[Any, Any] = {}  # launch key -> Launcher, or the compiled launcher wrapping it
 
     def __repr__(self) -> str:
@@ -75,17 +76,37 @@ class KernelFunction(KernelMarker):
 
     # -- variants -----------------------------------------------------------------------------------------------
 
-    def variant(self, dtype: t.ScalarType | None, constexprs: tuple = ()) -> Variant:
+    def variant(self, dtype: t.ScalarType | None, constexprs: tuple = (), simd_width: Any = None) -> Variant:
         """The compiled variant for ``dtype`` (what T is; None for non-generic kernels) and constexpr values
-        (in parameter order). Compiled on first use, then cached."""
+        (in parameter order). Compiled on first use, then cached.
+
+        ``simd_width`` (an int, or a callable giving it, asked only when needed): the SIMD width the variant will run
+        at. A kernel compiles for every width (``simd_size()`` read at run time) unless it needs ``simd_size()`` as
+        a constant (a shared array's size, a static_range): then ``simd_size()`` folds to ``simd_width`` and the
+        variant is cached under (dtype, constexprs, width), so one kernel run at two widths has two variants. Every
+        other variant is the same for all widths, which keeps ``iron build`` and the golden sources width-free."""
         key = (dtype, tuple(map(constexpr_key, constexprs)))
         v = self._variants.get(key)
-        if v is None:
-            v = self._compile(dtype, constexprs)
-            self._variants[key] = v
+        if v is not None:
+            return v
+        width = simd_width() if callable(simd_width) else simd_width
+        if width is not None and (*key, int(width)) in self._variants:
+            return self._variants[(*key, int(width))]
+        if key not in self._width_bound or width is None:
+            try:
+                v = self._variants[key] = self._compile(dtype, constexprs)
+                return v
+            except CompileError:
+                if width is None:
+                    raise
+                # it may need simd_size() as a constant: compile it for this width (a real error raises again)
+        v = self._compile(dtype, constexprs, simd_width=int(width))
+        self._width_bound.add(key)
+        self._variants[(*key, int(width))] = v
         return v
 
-    def _compile(self, dtype: t.ScalarType | None, constexprs: tuple, record: bool = False) -> Variant:
+    def _compile(self, dtype: t.ScalarType | None, constexprs: tuple, record: bool = False,
+                 simd_width: int | None = None) -> Variant:
         start = time.perf_counter()
         if self.generic and dtype not in self.dtypes:
             raise IronError(f"{self.__name__} is generic over T in {', '.join(map(str, self.dtypes))}, not {dtype}")
@@ -100,8 +121,13 @@ class KernelFunction(KernelMarker):
                 params.append((p.name, "constexpr", cvals[p.name]))
         globals_ = {**self.fn.__globals__, "__iron_fn__": self.fn}
         cg = FunctionCodegen(self.fn.__name__, self._src, globals_, self.native_half, dtype)
+        cg.simd_width, cg.simd_width_used = simd_width, False
         kernel = cg.build(params)
         kernel.attrs["constexprs"] = cvals
+        width = simd_width if cg.simd_width_used else None
+        if width is not None:
+            kernel.attrs["simd_width"] = width  # emitters and runtimes refuse to run it at another width
+        reads = cg.simd_width_used
         try:
             kernel, snapshots = run_pipeline(kernel, record=record)
         except CompileError:
@@ -114,7 +140,7 @@ class KernelFunction(KernelMarker):
             raise err from None
         collectives, checks = launch_facts(kernel)
         ms = (time.perf_counter() - start) * 1e3
-        return Variant(kernel, None, snapshots, ms, collectives, checks)
+        return Variant(kernel, None, snapshots, ms, collectives, checks, simd_width=width, reads_simd_size=reads)
 
     def _resolve(self, dtype: Any, constexprs: dict[str, Any]) -> tuple[t.ScalarType | None, tuple]:
         dt = parse_dtype(dtype)
@@ -132,28 +158,31 @@ class KernelFunction(KernelMarker):
     # -- introspection ------------------------------------------------------------------------------------------
 
     @user_facing
-    def ir(self, dtype: Any = None, **constexprs: Any) -> str:
-        """The optimised IR of one variant as text (``dtype`` defaults to f32 for generic kernels)."""
+    def ir(self, dtype: Any = None, simd_width: int | None = None, **constexprs: Any) -> str:
+        """The optimised IR of one variant as text (``dtype`` defaults to f32 for generic kernels); ``simd_width``:
+        the width ``simd_size()`` folds to (None: read at run time)."""
         dt, cv = self._resolve(dtype, constexprs)
-        return print_kernel(self.variant(dt, cv).kernel)
+        return print_kernel(self.variant(dt, cv, simd_width).kernel)
 
     @user_facing
-    def passes(self, dtype: Any = None, **constexprs: Any) -> list[tuple[str, str]]:
+    def passes(self, dtype: Any = None, simd_width: int | None = None, **constexprs: Any) -> list[tuple[str, str]]:
         """[(stage, IR text)]: the front-end's IR, then the IR after each pass, in order."""
         dt, cv = self._resolve(dtype, constexprs)
-        return self._compile(dt, cv, record=True).snapshots
+        return self._compile(dt, cv, record=True, simd_width=simd_width).snapshots
 
     @user_facing
     def source(self, backend: str, dtype: Any = None, **constexprs: Any) -> str:
-        """The generated source for ``backend`` (C-family / SPIR-V disassembly)."""
+        """The generated source for ``backend`` (C-family / SPIR-V disassembly), for the SIMD width it runs at."""
         dt, cv = self._resolve(dtype, constexprs)
-        return get_backend(backend).source(self.variant(dt, cv))
+        be = get_backend(backend)
+        return be.source(self.variant(dt, cv, lambda: backend_simd_width(be)))
 
     @user_facing
     def compile(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> Any:
         """The backend binary for one variant (cubin, code object, SPIR-V words) where the toolchain allows."""
         dt, cv = self._resolve(dtype, constexprs)
-        return get_backend(backend).compile(self.variant(dt, cv), target=target)
+        be = get_backend(backend)
+        return be.compile(self.variant(dt, cv, lambda: backend_simd_width(be, target)), target=target)
 
     # -- launch -------------------------------------------------------------------------------------------------
 
@@ -181,6 +210,19 @@ class KernelFunction(KernelMarker):
     def __call__(self, *args, **kwargs):
         raise LaunchError(f"launch {self.__name__} with a grid: {self.__name__}[n_threads](...) or "
                           f"{self.__name__}[grid, group](...)")
+
+
+def backend_simd_width(be: Any, target: str | None = None) -> int | None:
+    """The SIMD width ``be`` runs (or, with ``target``, compiles) at; None where it cannot say here (a Vulkan
+    backend without a device): ``simd_size()`` is then read at run time."""
+    if target is not None and be.name == "hip":
+        from ..codegen.cfamily.hip import wavefront_of
+
+        return wavefront_of(target)
+    try:
+        return be.simd_width()
+    except IronError:
+        return None
 
 
 def kernel(fn=None, *, native_half: bool = False):

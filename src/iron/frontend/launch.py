@@ -102,7 +102,8 @@ class Launcher:
         bound = bind_arguments(kfn, args, kwargs)
         dtype = resolve_T(kfn, bound)
         constexprs = tuple(_constexpr(n, bound[n]) for n in kfn.constexpr_names)
-        variant = kfn.variant(dtype, constexprs)
+        # the backend's SIMD width is asked only for kernels whose IR depends on it (simd_size() folds per width)
+        variant = kfn.variant(dtype, constexprs, lambda: get_backend(resolve_backend_name(backend, bound)).simd_width())
         grid, group = self.grid, self.group
         if group is None:
             group = DEFAULT_GROUP[len(grid)]

@@ -90,6 +90,11 @@ def lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
         if not isinstance(axis, Const) or axis.value not in (0, 1, 2) or isinstance(axis.value, bool):
             raise cg.error(f"{name}() axis must be the literal 0, 1 or 2", node)
         return cg.b.thread(name, axis.value)
+    if name == "simd_size":
+        # issue 15: a variant compiled for one SIMD width (and keyed by it) reads simd_size() as a constant
+        cg.simd_width_used = True
+        if getattr(cg, "simd_width", None):
+            return Const(cg.simd_width)
     if name in ("simd_lane", "simd_group", "simd_size"):
         return cg.b.thread(name)
     if name == "barrier":

@@ -61,6 +61,10 @@ def run_kernel(
     grid3, group3 = _dims(grid, "grid", 0), _dims(group, "group", 1)
     if not isinstance(simd_width, int | np.integer) or simd_width < 1:
         raise LaunchError(f"simd_width must be a positive int, got {simd_width!r}")
+    folded = kernel.attrs.get("simd_width")
+    if folded is not None and folded != simd_width:
+        raise LaunchError(f"{kernel.name} was compiled for SIMD width {folded} (simd_size() folded to it), but runs "
+                          f"at {simd_width}")
     geom = Geometry(grid3, group3, int(simd_width))
     with np.errstate(all="ignore"):  # overflow, NaN and inf are defined results here, not warnings
         executor = _Executor(kernel, args, geom)  # binds and checks the arguments even for an empty launch

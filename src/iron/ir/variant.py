@@ -38,6 +38,10 @@ class Variant:
     collectives: bool  # uses barrier/simd ops: the grid must be a multiple of the group
     size_checks: list[SizeCheck]
     artifacts: dict[Any, Any] = field(default_factory=dict)  # per-backend compiled objects
+    #: the SIMD width simd_size() was folded to (the variant runs only at that width); None: read at run time
+    simd_width: int | None = None
+    #: the kernel calls simd_size(): its variants are keyed by the width they were compiled for
+    reads_simd_size: bool = False
 
 
 def constexpr_key(value: Any) -> Any:

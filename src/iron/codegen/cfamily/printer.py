@@ -97,6 +97,10 @@ def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, v
     ``vectorize``: also emit the vectorised entry point when the kernel qualifies and the dialect has one. Matrix
     fragments go through the scalar fallback (``codegen/lower_fragments.py``) where the dialect has no spelling.
     """
+    folded, spelled = kernel.attrs.get("simd_width"), dialect.thread.get("simd_size")
+    if folded is not None and spelled is not None and spelled.text.isdigit() and int(spelled.text) != folded:
+        raise CompileError(f"{kernel.name} was compiled for SIMD width {folded} (simd_size() folded to it); "
+                           f"backend {dialect.name} runs {spelled.text} lanes", kernel.loc)
     if has_warpgroup(kernel):  # wgmma where the dialect has it and the kernel qualifies, else fragment ops
         layouts = plan_wgmma(kernel) if getattr(dialect.matrix, "wgmma", False) else None
         kernel = swizzle_shared(kernel, layouts) if layouts else expand_warpgroup_mma(kernel)

@@ -75,7 +75,11 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     if cooperative:
         return dataclasses.replace(spk, simd_width=simd_width,
                                    fragments="emulated" if coopmat_emulation else "cooperative")
-    return dataclasses.replace(spk, simd_width=simd_width, fragments="scalar") if lowered is not kernel else spk
+    if lowered is not kernel:
+        return dataclasses.replace(spk, simd_width=simd_width, fragments="scalar")
+    # a kernel whose simd_size() folded to a width (issue 15) runs only on a device of that subgroup size
+    folded = kernel.attrs.get("simd_width")
+    return dataclasses.replace(spk, simd_width=folded) if folded is not None else spk
 
 
 def disassemble(words: bytes | SpirvKernel) -> str:

@@ -18,7 +18,8 @@ def divergent_simd_sum(x: Tensor[iron.f32], out: Tensor[iron.f32], HALF: iron.co
 
 @kernel
 def skipped_barrier(x: Tensor[iron.f32], out: Tensor[iron.f32]):
-    """Thread 0 of each group returns before the barrier the others wait at: a divergent barrier."""
+    """Thread 0 of each group returns before the barrier the others wait at (allowed: returned threads are not
+    waited for)."""
     i = program_id(0)
     tile = shared(iron.f32, 64)
     if local_id(0) == 0:

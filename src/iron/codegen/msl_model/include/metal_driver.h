@@ -139,7 +139,9 @@ struct Group {
     // (CUDA's since sm_70; docs/dsl.md "Semantics the backends share"), the same on every backend.
     void try_barrier(unsigned me) {
         if (at_barrier == 0 || at_barrier + finished != size) return;
-        for (unsigned i = 0; i < size; ++i) release(i, me);
+        for (unsigned i = 0; i < size; ++i) {
+            if (lanes[i].state == AT_BARRIER) release(i, me);  // a finished thread stays finished
+        }
     }
     // Thread `me` (lock held) stops at a collective (state `at`); returns when it runs again.
     void wait(std::unique_lock<std::mutex>& lock, unsigned me, State at) {

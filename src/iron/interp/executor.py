@@ -37,6 +37,7 @@ from .threads import (
     simd_scan,
     simd_vote,
 )
+from .tile_steps import async_step, vcopy_step, warpgroup_step
 
 Step = Callable[[Mask], Mask]
 Steps = tuple[tuple[Step, Op], ...]
@@ -302,7 +303,7 @@ def _matrix(ex: _Executor, op: Op) -> Step:
 
         return zero
     if code in O.WARPGROUP:
-        return _warpgroup(ex, op)
+        return warpgroup_step(ex, op)
     if code == "mma":
         out = ex._slot(op.result)
 
@@ -334,61 +335,12 @@ def _matrix(ex: _Executor, op: Op) -> Step:
     return frag_store
 
 
-def _warpgroup(ex: _Executor, op: Op) -> Step:
-    """warpgroup_mma / warpgroup_wait (``interp/warpgroup.py``)."""
-    env, geom, state = ex.env, ex.geom, ex.wg
-    if op.opcode == "wg_wait":
-        pending = op.attrs["pending"]
-        return lambda mask: (state.wait(pending, geom, mask), mask)[1]
-    a, b = (ex.targets[op.operands[i].uid] for i in (0, 2))
-    ai, bi, ldb, acc = (ex._slot(op.operands[i]) for i in (1, 3, 4, 5))
-    out, trans_b, line = ex._slot(op.result), op.attrs.get("trans_b", False), str(op.loc or ex.kernel.loc)
-
-    def wg_mma(mask: Mask) -> Mask:
-        env[out], call = warpgroup.wg_mma(state, geom, a, env[ai], b, env[bi], env[ldb], env[acc], trans_b, mask,
-                                          line)
-        state.tag(out, (call,))
-        return mask
-
-    return wg_mma
-
-
 def blend(mask: Mask, new: np.ndarray, old: np.ndarray) -> np.ndarray:
     """``new`` for the active threads, ``old`` elsewhere, for values with extra (fragment) dimensions too."""
     if mask is None:
         return new
     m = mask.reshape(mask.shape + (1,) * (max(np.ndim(new), np.ndim(old)) - 1))
     return np.where(m, new, old)
-
-
-def _async(ex: _Executor, op: Op) -> Step:
-    geom, copies, code = ex.geom, ex.copies, op.opcode
-    if code == "async_commit":
-        return lambda mask: (copies.commit(), mask)[1]
-    if code == "async_wait":
-        pending = op.attrs["pending"]
-        return lambda mask: (copies.wait(pending, geom), mask)[1]
-    env, n = ex.env, op.attrs["n"]
-    dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
-    di, si = ex._slot(op.operands[1]), ex._slot(op.operands[3])
-
-    def async_copy(mask: Mask) -> Mask:
-        copies.issue(dst, env[di], src, env[si], n, geom, mask)
-        return mask
-
-    return async_copy
-
-
-def _vcopy(ex: _Executor, op: Op) -> Step:
-    env, geom, n = ex.env, ex.geom, op.attrs["n"]
-    dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
-    di, si = ex._slot(op.operands[1]), ex._slot(op.operands[3])
-
-    def vcopy(mask: Mask) -> Mask:
-        memory.vcopy(dst, env[di], src, env[si], n, geom, mask)
-        return mask
-
-    return vcopy
 
 
 def _simd(ex: _Executor, op: Op) -> Step:
@@ -604,10 +556,10 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "atomic_max": _memory,
     **{code: _memory for code in ("atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange",
                                   "atomic_cas")},
-    "vcopy": _vcopy,
-    "async_copy": _async,
-    "async_commit": _async,
-    "async_wait": _async,
+    "vcopy": vcopy_step,
+    "async_copy": async_step,
+    "async_commit": async_step,
+    "async_wait": async_step,
     **{code: _matrix for code in O.MATRIX},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE | O.SIMD_VOTE | O.SIMD_SCAN},
     "barrier": _barrier,

@@ -29,6 +29,7 @@ from ...errors import CompileError
 from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
+from ...ir.rewrite import const_value
 from ..lower_fragments import lower_fragments
 from ..warpgroup import expand_warpgroup_mma, has_warpgroup, plan_wgmma, swizzle_shared
 from . import expr as E
@@ -361,7 +362,7 @@ class _Printer(TilePrinting, DialectCalls):
         self.names.enter()  # the index belongs to the loop's scope
         name = self.names.bind(iv.uid, iv.name or "i")
         iv_e = Expr(name)
-        step_const = _const_value(step)
+        step_const = const_value(step)
         if step_const is not None:
             cond = E.binary("<" if step_const > 0 else ">", iv_e, stop)
             if step_const in (1, -1):
@@ -487,7 +488,7 @@ class _Printer(TilePrinting, DialectCalls):
         return Expr(out.text, out.prec, inner)
 
     def _shift_amount(self, v: Value) -> Expr:
-        c = _const_value(v)
+        c = const_value(v)
         if c is not None:
             return self._literal(c & 31, v.type)
         return E.binary("&", self.expr(v), self._literal(31, v.type))
@@ -521,7 +522,7 @@ class _Printer(TilePrinting, DialectCalls):
         if code in O.BINARY_ARITH:
             if rt.is_float:
                 a, b = self._f32(xs[0]), self._f32(xs[1])
-                c = _const_value(xs[1])
+                c = const_value(xs[1])
                 if code == "div" and c is not None and float(c) == 0.0:
                     # x / ±0 is exactly x * ±inf in IEEE (NaN for 0 and NaN, signed inf otherwise); C compilers
                     # warn on a literal division by zero, so the product is what gets printed
@@ -532,7 +533,7 @@ class _Printer(TilePrinting, DialectCalls):
             a, b = self.expr(xs[0]), self.expr(xs[1])
             if code in ("add", "sub", "mul") and rt == t.i32:
                 return self._wrapping(_ARITH_OPS[code], a, b)
-            if code in ("min", "max") or (code in ("div", "rem") and rt == t.i32 and _const_value(xs[1]) in (None, -1)):
+            if code in ("min", "max") or (code in ("div", "rem") and rt == t.i32 and const_value(xs[1]) in (None, -1)):
                 return self._int_math(code, rt, op, a, b)  # i32 / and % wrap at INT_MIN / -1
             return E.binary(_ARITH_OPS.get(code, "%"), a, b)
         if code in _BIT_OPS:
@@ -584,6 +585,7 @@ class _Printer(TilePrinting, DialectCalls):
             return self._matrix_value(op)
         raise CompileError(f"unsupported op '{code}' on backend {self.d.name}", op.loc)
 
+
 def _always_exits(op: Op) -> bool:
     """Whether control never falls through ``op``: a jump, or an if/else whose branches both end in one."""
     if op.opcode in ("return", "break", "continue"):
@@ -591,13 +593,6 @@ def _always_exits(op: Op) -> bool:
     if op.opcode == "if" and len(op.regions) == 2 and all(r.ops for r in op.regions):
         return all(any(_always_exits(o) for o in r.ops) for r in op.regions)
     return False
-
-
-def _const_value(v: Value) -> int | float | bool | None:
-    owner = v.owner
-    if isinstance(owner, Op) and owner.opcode == "const":
-        return owner.attrs["value"]
-    return None
 
 
 __all__ = ["KernelSource", "emit_source", "sanitize"]

@@ -1,0 +1,62 @@
+"""Step compilers of the tile-level constructs for the interpreter's executor (``executor._COMPILERS``): vector
+copies, asynchronous copies and warpgroup_mma / warpgroup_wait (semantics in ``memory.py`` and ``warpgroup.py``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..ir.core import Op
+from . import memory, warpgroup
+from .threads import Mask
+
+if TYPE_CHECKING:
+    from .executor import Step, _Executor
+
+
+def warpgroup_step(ex: _Executor, op: Op) -> Step:
+    """warpgroup_mma / warpgroup_wait (``interp/warpgroup.py``)."""
+    env, geom, state = ex.env, ex.geom, ex.wg
+    if op.opcode == "wg_wait":
+        pending = op.attrs["pending"]
+        return lambda mask: (state.wait(pending, geom, mask), mask)[1]
+    a, b = (ex.targets[op.operands[i].uid] for i in (0, 2))
+    ai, bi, ldb, acc = (ex._slot(op.operands[i]) for i in (1, 3, 4, 5))
+    out, trans_b, line = ex._slot(op.result), op.attrs.get("trans_b", False), str(op.loc or ex.kernel.loc)
+
+    def wg_mma(mask: Mask) -> Mask:
+        env[out], call = warpgroup.wg_mma(state, geom, a, env[ai], b, env[bi], env[ldb], env[acc], trans_b, mask,
+                                          line)
+        state.tag(out, (call,))
+        return mask
+
+    return wg_mma
+
+
+def async_step(ex: _Executor, op: Op) -> Step:
+    geom, copies, code = ex.geom, ex.copies, op.opcode
+    if code == "async_commit":
+        return lambda mask: (copies.commit(), mask)[1]
+    if code == "async_wait":
+        pending = op.attrs["pending"]
+        return lambda mask: (copies.wait(pending, geom), mask)[1]
+    env, n = ex.env, op.attrs["n"]
+    dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
+    di, si = ex._slot(op.operands[1]), ex._slot(op.operands[3])
+
+    def async_copy(mask: Mask) -> Mask:
+        copies.issue(dst, env[di], src, env[si], n, geom, mask)
+        return mask
+
+    return async_copy
+
+
+def vcopy_step(ex: _Executor, op: Op) -> Step:
+    env, geom, n = ex.env, ex.geom, op.attrs["n"]
+    dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
+    di, si = ex._slot(op.operands[1]), ex._slot(op.operands[3])
+
+    def vcopy(mask: Mask) -> Mask:
+        memory.vcopy(dst, env[di], src, env[si], n, geom, mask)
+        return mask
+
+    return vcopy

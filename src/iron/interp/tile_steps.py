@@ -3,14 +3,13 @@ copies, asynchronous copies and warpgroup_mma / warpgroup_wait (semantics in ``m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from ..ir.core import Op
 from . import memory, warpgroup
 from .threads import Mask
 
-if TYPE_CHECKING:
-    from .executor import Step, _Executor
+Step = Callable[[Mask], Mask]  # executor.Step (not imported: the executor imports this module)
 
 
 def warpgroup_step(ex: _Executor, op: Op) -> Step:

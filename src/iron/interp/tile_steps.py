@@ -4,6 +4,7 @@ copies, asynchronous copies and warpgroup_mma / warpgroup_wait (semantics in ``m
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..ir.core import Op
 from . import memory, warpgroup
@@ -12,7 +13,7 @@ from .threads import Mask
 Step = Callable[[Mask], Mask]  # executor.Step (not imported: the executor imports this module)
 
 
-def warpgroup_step(ex: _Executor, op: Op) -> Step:
+def warpgroup_step(ex: Any, op: Op) -> Step:
     """warpgroup_mma / warpgroup_wait (``interp/warpgroup.py``)."""
     env, geom, state = ex.env, ex.geom, ex.wg
     if op.opcode == "wg_wait":
@@ -31,7 +32,7 @@ def warpgroup_step(ex: _Executor, op: Op) -> Step:
     return wg_mma
 
 
-def async_step(ex: _Executor, op: Op) -> Step:
+def async_step(ex: Any, op: Op) -> Step:
     geom, copies, code = ex.geom, ex.copies, op.opcode
     if code == "async_commit":
         return lambda mask: (copies.commit(), mask)[1]
@@ -49,7 +50,7 @@ def async_step(ex: _Executor, op: Op) -> Step:
     return async_copy
 
 
-def vcopy_step(ex: _Executor, op: Op) -> Step:
+def vcopy_step(ex: Any, op: Op) -> Step:
     env, geom, n = ex.env, ex.geom, op.attrs["n"]
     dst, src = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid]
     di, si = ex._slot(op.operands[1]), ex._slot(op.operands[3])

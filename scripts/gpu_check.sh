@@ -67,9 +67,9 @@ fi
 if [ "$PART" = tile ]; then
   TILE_TESTS="tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
     tests/frontend/test_warpgroup.py"
-  IRON_TEST_BACKENDS=cuda,hip-on-cuda timeout 200 $PY -m pytest -p no:cacheprovider $TILE_TESTS tests/std \
+  IRON_TEST_BACKENDS=cuda,hip-on-cuda timeout 180 $PY -m pytest -p no:cacheprovider $TILE_TESTS tests/std \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_tile_cuda.txt" | tail -n 25
-  timeout 240 $PY scripts/gpu_tile_bench.py "$OUT/gpu_tile.json" 2>&1 | tee "$OUT/gpu_tile.txt" | tail -n 20
+  timeout 330 $PY scripts/gpu_tile_bench.py "$OUT/gpu_tile.json" 2>&1 | tee "$OUT/gpu_tile.txt" | tail -n 20
 fi
 if [ "$PART" = gemm ]; then
   timeout 200 $PY bench/experiments/wgmma_proto.py "$OUT/wgmma_proto.json" 2>&1 | tee "$OUT/wgmma_proto.txt" | tail -n 30

@@ -63,15 +63,7 @@ def row(dtype: str, m: int, n: int, k: int, trans_b: bool, peer) -> dict:
         torch.matmul(x, y.T if trans_b else y, out=outs[i])
 
     out = {"dtype": dtype, "shape": [m, n, k], "trans_b": trans_b, "iron_rel_err": err}
-    os.environ["IRON_WGMMA"] = "1"  # the wgmma path (gemm_wg), checked the same way
-    outs[0].fill_(float("nan"))
-    G.launch(a, b, outs[0], trans_b, "cuda")
-    torch.cuda.synchronize()
-    out["iron_wg_rel_err"] = float((outs[0].float() - ref).norm() / ref.norm())
-    s = event_seconds(run_iron, 10, 3)
-    out["iron_wg_ms"], out["iron_wg_tflops"] = s * 1e3, tflops(m, n, k, s)
-    out["iron_wg_config"] = dict(__import__("iron.frontend.autotune", fromlist=["LAST"]).LAST)
-    os.environ["IRON_WGMMA"] = "0"
+    out.update(_wg_row(a, b, outs, ref, trans_b, run_iron, (m, n, k)))
     for name, fn in (("iron", run_iron), ("torch", run_torch)):
         s = event_seconds(fn, 10, 3)
         out[f"{name}_ms"] = s * 1e3
@@ -94,13 +86,35 @@ def row(dtype: str, m: int, n: int, k: int, trans_b: bool, peer) -> dict:
     return out
 
 
+def _wg_row(a, b, outs, ref, trans_b: bool, run_iron, mnk) -> dict:
+    """The wgmma path (gemm_wg, IRON_WGMMA=1), checked and timed like the rest; an error is recorded, not raised."""
+    out: dict = {}
+    os.environ["IRON_WGMMA"] = "1"
+    try:
+        outs[0].fill_(float("nan"))
+        G.launch(a, b, outs[0], trans_b, "cuda")
+        torch.cuda.synchronize()
+        out["iron_wg_rel_err"] = float((outs[0].float() - ref).norm() / ref.norm())
+        s = event_seconds(run_iron, 10, 3)
+        out["iron_wg_ms"], out["iron_wg_tflops"] = s * 1e3, tflops(*mnk, s)
+        out["iron_wg_config"] = dict(__import__("iron.frontend.autotune", fromlist=["LAST"]).LAST)
+    except Exception as e:
+        out["iron_wg_error"] = f"{type(e).__name__}: {e}"[:600]
+    finally:
+        os.environ["IRON_WGMMA"] = "0"
+    return out
+
+
 def sass() -> dict:
     """HMMA/HGMMA counts, registers and spills of the bf16 GEMM variants the bench launches: gemm (mma.sync, NVRTC
     sm_90) and gemm_wg (wgmma, sm_90a), through cuobjdump."""
     variant = G.gemm.variant(iron.bf16, (*G.CONFIGS["cuda"][0], False))
     info = _sass_of(emit_cuda(variant.kernel), "sm_90")
-    info["gemm_wg"] = _sass_of(emit_cuda(G.gemm_wg.variant(iron.bf16, (*G.HOPPER[0], False)).kernel, arch="sm_90"),
+    try:
+        info["gemm_wg"] = _sass_of(emit_cuda(G.gemm_wg.variant(iron.bf16, (*G.HOPPER[0], False)).kernel, arch="sm_90"),
                                "sm_90a")
+    except Exception as e:
+        info["gemm_wg"] = {"error": f"{type(e).__name__}: {e}"[:600]}
     return info
 
 
@@ -157,6 +171,36 @@ def _time_config(cfg, size: int, sets, out, ref) -> dict:
         return {"config": cfg, "size": size, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
+def wg_sweep(size: int, configs) -> list[dict]:
+    """Each (BM, BN, STAGES) of gemm_wg (wgmma) timed alone at size^3 bf16 (A @ B), checked first."""
+    rows = []
+    sets = [(torch.randn(size, size, dtype=torch.bfloat16, device="cuda"),
+             torch.randn(size, size, dtype=torch.bfloat16, device="cuda")) for _ in range(2)]
+    out = torch.empty(size, size, dtype=torch.bfloat16, device="cuda")
+    ref = sets[0][0].float() @ sets[0][1].float()
+    for bm, bn, st in configs:
+        g = bm // 64 * 128
+        grid = (-(-size // bn) * g, -(-size // bm), 1)
+        state = {"i": 0}
+
+        def run(i=None, bm=bm, bn=bn, st=st, g=g, grid=grid, state=state):
+            i = state["i"] = state["i"] ^ 1 if i is None else i
+            G.gemm_wg[grid, (g, 1, 1)](sets[i][0].reshape(-1), sets[i][1].reshape(-1), out.reshape(-1), size, size,
+                                       size, 0, 0, 0, bm, bn, st, False, backend="cuda")
+        try:
+            out.fill_(float("nan"))
+            run(0)
+            torch.cuda.synchronize()
+            err = float((out.float() - ref).norm() / ref.norm())
+            s = event_seconds(run, 5, 2)
+            rows.append({"wg_config": [bm, bn, st], "size": size, "rel_err": err, "ms": s * 1e3,
+                         "tflops": tflops(size, size, size, s)})
+        except Exception as e:
+            rows.append({"wg_config": [bm, bn, st], "size": size, "error": f"{type(e).__name__}: {e}"[:600]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     result = {"date": datetime.now(UTC).isoformat(), "gpu": torch.cuda.get_device_name(),
               "git_sha": os.environ.get("IRON_GIT_SHA", "unknown"), "command": " ".join(sys.argv),
@@ -164,6 +208,7 @@ def main() -> None:
     if os.environ.get("IRON_TILE_SWEEP"):
         extra = [(128, 256, 64, 2, 4, 3), (256, 128, 64, 4, 2, 3), (128, 128, 64, 2, 4, 4), (128, 128, 32, 2, 4, 4)]
         result["sweep"] = sweep(8192, G.CONFIGS["cuda"] + extra) + sweep(4096, G.CONFIGS["cuda"][:3])
+    result["wg_sweep"] = wg_sweep(8192, G.HOPPER + [(128, 128, 6), (64, 256, 4), (128, 128, 3)])
     result["sass"] = sass()
     print(json.dumps(result["sass"]), flush=True)
     peer = triton_peer()

@@ -8,7 +8,7 @@ import pytest
 
 import iron
 from iron import CompileError
-from iron.codegen import emit_cuda
+from iron.codegen import emit_cuda, nvrtc
 from iron.codegen.nvrtc import parse_ptxas_log, resource_report, unavailable_reason
 
 from ..frontend import kernels as frontend_kernels
@@ -75,3 +75,21 @@ ptxas info    : Used 10 registers, 16 bytes lmem, 48 bytes smem, 356 bytes cmem[
     assert not report["helper"]["entry"] and not report["helper"]["local_memory"]
     old = report["old"]
     assert (old["registers"], old["local_bytes"], old["shared_bytes"]) == (10, 16, 48) and old["local_memory"]
+
+
+def test_resource_report_recompiles_when_nvrtc_answers_with_an_empty_log(monkeypatch):
+    """NVRTC 13.0 gave an empty log for a source it had compiled before in the process: the report compiles again
+    with a distinct trailing comment instead of failing (or inventing figures)."""
+    calls = []
+
+    def fake(source, arch, opts, name):
+        calls.append(source)
+        log = "" if len(calls) == 1 else ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+                                          "ptxas info    : Function properties for k\n"
+                                          "ptxas info    : Used 40 registers, used 1 barriers")
+        return b"", log
+
+    monkeypatch.setattr(nvrtc, "compile_cuda_log", fake)
+    report = nvrtc.resource_report("extern \"C\" __global__ void k() {}", "sm_90")
+    assert report["k"]["registers"] == 40
+    assert len(calls) == 2 and calls[1].startswith(calls[0]) and "resource report" in calls[1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -200,6 +201,14 @@ def resource_report(source: str | KernelSource, arch: str = "sm_90", options: Se
     opts = [*(default_options() if options is None else options), PTXAS_VERBOSE]
     _, log = compile_cuda_log(source, arch, opts, name)
     report = parse_ptxas_log(log)
+    if not report:
+        # NVRTC 13.0 (the H200's) answered a repeated compilation of one source in one process with an empty log
+        # (2026-12-01): a distinct trailing comment makes it compile, and report, again
+        if isinstance(source, KernelSource):
+            name = name or source.entry
+            source = source.source
+        _, log = compile_cuda_log(f"{source}\n// iron: resource report {uuid.uuid4().hex}\n", arch, opts, name)
+        report = parse_ptxas_log(log)
     if not report:
         raise CompileError(f"NVRTC's log for {arch} has no ptxas resource report (does this NVRTC pass "
                            f"{PTXAS_VERBOSE} to ptxas?):\n{log}")

@@ -52,7 +52,9 @@ def _check_slab(backend, nb, trans, rng):
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("shape, trans, stages", [((64, 64, 64), False, 2), ((80, 96, 136), False, 2),
-                                                  ((72, 64, 200), True, 2), ((80, 70, 300), False, 3)])
+                                                  ((72, 64, 200), True, 2), ((80, 70, 300), False, 3),
+                                                  # groups wholly inside (unchecked copies) beside edge groups
+                                                  ((136, 128, 128), True, 3), ((128, 128, 192), False, 2)])
 def test_gemm_wg(backend, dtype, shape, trans, stages, rng):
     m, n, k = shape
     a = as_dtype(rng.standard_normal((m, k)), dtype)
@@ -164,7 +166,7 @@ def test_the_emitted_phys_arithmetic_is_phys_index(layout):
 
 
 def _wg_source(cfg=(128, 256, 4, False), dtype=iron.bf16):
-    return emit_cuda(G.gemm_wg.variant(dtype, cfg).kernel, arch="sm_90")
+    return emit_cuda(G.gemm_wg.variant(dtype, cfg, 32).kernel, arch="sm_90")
 
 
 def test_sm90_source_uses_wgmma_and_needs_sm_90a():
@@ -174,7 +176,7 @@ def test_sm90_source_uses_wgmma_and_needs_sm_90a():
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in text and "wgmma.commit_group" in text
     assert "wgmma.wait_group.sync.aligned 1;" in text and "fence.proxy.async.shared::cta" in text
     assert "__align__(1024)" in text and src.dynamic_shared_bytes == 4 * (128 * 64 + 64 * 256) * 2 + 1024
-    plain = emit_cuda(G.gemm_wg.variant(iron.bf16, (128, 256, 4, False)).kernel)  # no arch: fragments (mma.sync)
+    plain = emit_cuda(G.gemm_wg.variant(iron.bf16, (128, 256, 4, False), 32).kernel)  # no arch: fragments (mma.sync)
     assert plain.arch is None and "wgmma" not in plain.source and "mma.sync.aligned.m16n8k16" in plain.source
 
 
@@ -197,12 +199,13 @@ def test_nvrtc_compiles_wgmma_for_sm_90a_without_serialising(cfg, dtype):
     assert "C751" not in log and "serialized" not in log, log
 
 
-def test_batched_gemm_wg(rng):
+@pytest.mark.parametrize("m, n, k", [(70, 64, 72), (64, 128, 128)])
+def test_batched_gemm_wg(m, n, k, rng):
     """Grid axis 2 is the batch: each product's matrices SA, SB, SC elements apart."""
-    bt, m, n, k = 3, 70, 64, 72
+    bt = 3
     a = as_dtype(rng.standard_normal((bt, m, k)), "bf16")
     b = as_dtype(rng.standard_normal((bt, k, n)), "bf16")
     c = np.full((bt, m, n), np.nan, a.dtype)
-    G.gemm_wg[(128, 2, bt), (128, 1, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, m * k, k * n, m * n,
+    G.gemm_wg[(128 * (n // 64), -(-m // 64), bt), (128, 1, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, m * k, k * n, m * n,
                                          64, 64, 2, False, backend="cpu")
     assert_close(c, f64(a) @ f64(b), "bf16", n_ops=k + 1, scale=np.abs(f64(a)) @ np.abs(f64(b)), what="batched")

@@ -179,14 +179,28 @@ def _phys(b: Builder, i: Value, layout: Layout) -> Value:
         row = b.binary("and", b.binary("shr", i, c(6)), c(7))
         return b.binary("xor", i, b.binary("shl", row, c(3)))
     ld = layout.ld
-    blk = b.binary("mul", b.binary("div", i, c(K * ld)), c(K * ld))
-    rest = b.binary("rem", i, c(K * ld))
-    k = b.binary("div", rest, c(ld))
-    n = b.binary("rem", rest, c(ld))
-    panel = b.binary("mul", b.binary("div", n, c(K)), c(K * K))
-    inner = b.binary("add", b.binary("mul", k, c(K)), b.binary("rem", n, c(K)))
+    blk = b.binary("mul", _div(b, i, K * ld), c(K * ld))
+    rest = _rem(b, i, K * ld)
+    k = _div(b, rest, ld)
+    n = _rem(b, rest, ld)
+    panel = b.binary("mul", _div(b, n, K), c(K * K))
+    inner = b.binary("add", b.binary("mul", k, c(K)), _rem(b, n, K))
     lin = b.binary("add", b.binary("add", blk, panel), inner)
     return b.binary("xor", lin, b.binary("shl", b.binary("and", k, c(7)), c(3)))
+
+
+def _div(b: Builder, i: Value, d: int) -> Value:
+    """i // d for an index (never negative): a shift where d is a power of two (the C compilers cannot assume the
+    sign, and a signed division costs several instructions per shared access in the loaders)."""
+    if d & (d - 1) == 0:
+        return b.binary("shr", i, b.const(d.bit_length() - 1, i.type))
+    return b.binary("div", i, b.const(d, i.type))
+
+
+def _rem(b: Builder, i: Value, d: int) -> Value:
+    if d & (d - 1) == 0:
+        return b.binary("and", i, b.const(d - 1, i.type))
+    return b.binary("rem", i, b.const(d, i.type))
 
 
 def phys_index(i: int, layout: Layout) -> int:

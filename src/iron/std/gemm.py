@@ -44,6 +44,7 @@ from ..lang import (
     mma,
     shared,
     simd_group,
+    simd_size,
     static_range,
     warpgroup_mma,
     warpgroup_wait,
@@ -142,6 +143,27 @@ def load_tiles(A, a0, B, b0, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE,
         stage(B, b0, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
 
 
+@func
+def stage_inside(src, src0, dst, base, r0, c0, cols, ld, R, CC, tid, NTH):
+    """``stage`` for a tile wholly inside an aligned matrix, by exactly NTH threads: 16-byte asynchronous copies
+    only, unrolled (each thread's copies are a compile-time count apart), no per-copy checks."""
+    per_row = CC // VEC
+    for j in static_range(R * per_row // NTH):
+        v = tid + j * NTH
+        r = v // per_row
+        c = (v % per_row) * VEC
+        async_copy(dst, base + r * ld + c, src, src0 + (r0 + r) * cols + c0 + c, VEC)
+
+
+@func
+def load_inside(A, a0, B, b0, sa, sb, buf, k0, m0, n0, N, K, LDB, A_TILE, B_TILE, BM, BN, TRANS_B, tid, NTH):
+    stage_inside(A, a0, sa, buf * A_TILE, m0, k0, K, 64, BM, 64, tid, NTH)
+    if TRANS_B:
+        stage_inside(B, b0, sb, buf * B_TILE, n0, k0, K, 64, BN, 64, tid, NTH)
+    else:
+        stage_inside(B, b0, sb, buf * B_TILE, k0, n0, N, LDB, 64, BN, tid, NTH)
+
+
 @kernel
 def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: int, SB: int, SC: int,
             BM: constexpr, BN: constexpr, STAGES: constexpr, TRANS_B: constexpr):
@@ -164,10 +186,18 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
     n0 = group_id(0) * BN
     a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
     ktiles = (K + 63) // 64
+    NTH = BM // 64 * 4 * simd_size()
+    # a group whose tiles all lie inside aligned matrices (the common case) copies without checks
+    inside = (m0 + BM <= M and n0 + BN <= N and K % 64 == 0 and N % VEC == 0 and a0 % VEC == 0
+              and b0 % VEC == 0 and nthreads == NTH)
     for s in static_range(AHEAD):
         if s < ktiles:
-            load_tiles(A, a0, B, b0, sa, sb, s, s * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B,
-                       tid, nthreads)
+            if inside:
+                load_inside(A, a0, B, b0, sa, sb, s, s * 64, m0, n0, N, K, LDB, A_TILE, B_TILE, BM, BN, TRANS_B,
+                            tid, NTH)
+            else:
+                load_tiles(A, a0, B, b0, sa, sb, s, s * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64,
+                           TRANS_B, tid, nthreads)
         async_commit()
     acc = frag_acc(1, BN // 16)
     for kt in range(ktiles):
@@ -175,8 +205,12 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
         barrier()
         nxt = kt + AHEAD
         if nxt < ktiles:
-            load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM,
-                       BN, 64, TRANS_B, tid, nthreads)
+            if inside:
+                load_inside(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, N, K, LDB, A_TILE, B_TILE, BM, BN,
+                            TRANS_B, tid, NTH)
+            else:
+                load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE,
+                           BM, BN, 64, TRANS_B, tid, nthreads)
         async_commit()
         cur = kt % STAGES
         acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)

@@ -94,11 +94,31 @@ template <int LD>
 def _store(elem: str) -> Snippet:
     ctype = "float" if elem == "f32" else f"iron_{elem}"
     convert = "v" if elem == "f32" else f"iron_f32_to_{elem}(v)"
+    if elem == "f32":
+        pair = "*reinterpret_cast<float2*>(p + index + r * ld + n) = make_float2(v[0], v[1]);"
+    else:
+        pair = (f"*reinterpret_cast<unsigned*>(p + index + r * ld + n) = (unsigned)iron_f32_to_{elem}(v[0]).bits | "
+                f"((unsigned)iron_f32_to_{elem}(v[1]).bits << 16);")
     return Snippet(f"""\
 template <int MT, int NT>
 {_Q} void iron_wg_store_{elem}({ctype}* p, long long index, long long ld, iron_wg_acc<MT, NT> c, int rows, int cols) {{
     iron_wg_fence_acc(c);  // the registers are read after the warpgroup_wait that completed them
     const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;
+    if (c.live && rows >= 16 * MT && cols >= 16 * NT && ((index | ld) & 1) == 0) {{  // whole tile: pairs at once
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {{
+#pragma unroll
+            for (int h = 0; h < 2 * NT; ++h) {{
+#pragma unroll
+                for (int i = 0; i < 4; i += 2) {{
+                    const long long r = 16 * t + g + (i >> 1) * 8, n = 8 * h + 2 * q;
+                    const float* v = &c.x[8 * (t * NT) + 4 * h + i];
+                    {pair}
+                }}
+            }}
+        }}
+        return;
+    }}
 #pragma unroll
     for (int t = 0; t < MT; ++t) {{
 #pragma unroll

@@ -111,7 +111,7 @@ def sass() -> dict:
     variant = G.gemm.variant(iron.bf16, (*G.CONFIGS["cuda"][0], False))
     info = _sass_of(emit_cuda(variant.kernel), "sm_90")
     try:
-        info["gemm_wg"] = _sass_of(emit_cuda(G.gemm_wg.variant(iron.bf16, (*G.HOPPER[0], False), 32).kernel,
+        info["gemm_wg"] = _sass_of(emit_cuda(G.gemm_wg.variant(iron.bf16, (*G.HOPPER[0], False)).kernel,
                                             arch="sm_90"),
                                "sm_90a")
     except Exception as e:

@@ -166,7 +166,7 @@ def test_the_emitted_phys_arithmetic_is_phys_index(layout):
 
 
 def _wg_source(cfg=(128, 256, 4, False), dtype=iron.bf16):
-    return emit_cuda(G.gemm_wg.variant(dtype, cfg, 32).kernel, arch="sm_90")
+    return emit_cuda(G.gemm_wg.variant(dtype, cfg).kernel, arch="sm_90")
 
 
 def test_sm90_source_uses_wgmma_and_needs_sm_90a():
@@ -176,7 +176,7 @@ def test_sm90_source_uses_wgmma_and_needs_sm_90a():
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in text and "wgmma.commit_group" in text
     assert "wgmma.wait_group.sync.aligned 1;" in text and "fence.proxy.async.shared::cta" in text
     assert "__align__(1024)" in text and src.dynamic_shared_bytes == 4 * (128 * 64 + 64 * 256) * 2 + 1024
-    plain = emit_cuda(G.gemm_wg.variant(iron.bf16, (128, 256, 4, False), 32).kernel)  # no arch: fragments (mma.sync)
+    plain = emit_cuda(G.gemm_wg.variant(iron.bf16, (128, 256, 4, False)).kernel)  # no arch: fragments (mma.sync)
     assert plain.arch is None and "wgmma" not in plain.source and "mma.sync.aligned.m16n8k16" in plain.source
 
 
@@ -206,6 +206,7 @@ def test_batched_gemm_wg(m, n, k, rng):
     a = as_dtype(rng.standard_normal((bt, m, k)), "bf16")
     b = as_dtype(rng.standard_normal((bt, k, n)), "bf16")
     c = np.full((bt, m, n), np.nan, a.dtype)
-    G.gemm_wg[(128 * (n // 64), -(-m // 64), bt), (128, 1, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, m * k, k * n, m * n,
-                                         64, 64, 2, False, backend="cpu")
+    grid = (128 * (n // 64), -(-m // 64), bt)
+    G.gemm_wg[grid, (128, 1, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, m * k, k * n, m * n,
+                                 64, 64, 2, False, backend="cpu")
     assert_close(c, f64(a) @ f64(b), "bf16", n_ops=k + 1, scale=np.abs(f64(a)) @ np.abs(f64(b)), what="batched")

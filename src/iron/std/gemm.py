@@ -44,7 +44,6 @@ from ..lang import (
     mma,
     shared,
     simd_group,
-    simd_size,
     static_range,
     warpgroup_mma,
     warpgroup_wait,
@@ -104,10 +103,16 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: i
     n0 = group_id(0) * BN
     a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
     ktiles = (K + BK - 1) // BK
+    NTH = WM * WN * 32  # groups of 32-wide SIMD groups wholly inside the matrices copy unrolled and unchecked
+    inside = is_inside(m0, n0, M, N, K, a0, b0, BM, BN, BK, nthreads, NTH)
     for s in static_range(STAGES - 1):  # the prologue: the first STAGES - 1 tiles in flight
         if s < ktiles:
-            load_tiles(A, a0, B, b0, sa, sb, s, s * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK,
-                       TRANS_B, tid, nthreads)
+            if inside:
+                load_inside(A, a0, B, b0, sa, sb, s, s * BK, m0, n0, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK,
+                            TRANS_B, tid, NTH)
+            else:
+                load_tiles(A, a0, B, b0, sa, sb, s, s * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK,
+                           TRANS_B, tid, nthreads)
         async_commit()
     acc = frag_acc(MT, NT)
     for kt in range(ktiles):
@@ -115,8 +120,12 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: i
         barrier()  # ... and every thread's; the buffer of tile kt - 1 is free again
         nxt = kt + STAGES - 1
         if nxt < ktiles:
-            load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM,
-                       BN, BK, TRANS_B, tid, nthreads)
+            if inside:
+                load_inside(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * BK, m0, n0, N, K, LDA, LDB, A_TILE, B_TILE,
+                            BM, BN, BK, TRANS_B, tid, NTH)
+            else:
+                load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * BK, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE,
+                           BM, BN, BK, TRANS_B, tid, nthreads)
         async_commit()
         cur = kt % STAGES
         for kk in static_range(BK // 16):
@@ -149,19 +158,34 @@ def stage_inside(src, src0, dst, base, r0, c0, cols, ld, R, CC, tid, NTH):
     only, unrolled (each thread's copies are a compile-time count apart), no per-copy checks."""
     per_row = CC // VEC
     for j in static_range(R * per_row // NTH):
-        v = tid + j * NTH
-        r = v // per_row
-        c = (v % per_row) * VEC
-        async_copy(dst, base + r * ld + c, src, src0 + (r0 + r) * cols + c0 + c, VEC)
+        copy_chunk(src, src0, dst, base, r0, c0, cols, ld, per_row, tid + j * NTH)
+    for v in range(tid + R * per_row // NTH * NTH, R * per_row, NTH):  # the rest where NTH does not divide
+        copy_chunk(src, src0, dst, base, r0, c0, cols, ld, per_row, v)
 
 
 @func
-def load_inside(A, a0, B, b0, sa, sb, buf, k0, m0, n0, N, K, LDB, A_TILE, B_TILE, BM, BN, TRANS_B, tid, NTH):
-    stage_inside(A, a0, sa, buf * A_TILE, m0, k0, K, 64, BM, 64, tid, NTH)
+def copy_chunk(src, src0, dst, base, r0, c0, cols, ld, per_row, v):
+    r = v // per_row
+    c = (v % per_row) * VEC
+    async_copy(dst, base + r * ld + c, src, src0 + (r0 + r) * cols + c0 + c, VEC)
+
+
+@func
+def load_inside(A, a0, B, b0, sa, sb, buf, k0, m0, n0, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B, tid,
+                NTH):
+    """``load_tiles`` for a group whose tiles lie inside aligned matrices (``stage_inside``)."""
+    stage_inside(A, a0, sa, buf * A_TILE, m0, k0, K, LDA, BM, BK, tid, NTH)
     if TRANS_B:
-        stage_inside(B, b0, sb, buf * B_TILE, n0, k0, K, 64, BN, 64, tid, NTH)
+        stage_inside(B, b0, sb, buf * B_TILE, n0, k0, K, LDB, BN, BK, tid, NTH)
     else:
-        stage_inside(B, b0, sb, buf * B_TILE, k0, n0, N, LDB, 64, BN, tid, NTH)
+        stage_inside(B, b0, sb, buf * B_TILE, k0, n0, N, LDB, BK, BN, tid, NTH)
+
+
+@func
+def is_inside(m0, n0, M, N, K, a0, b0, BM, BN, BK, nthreads, NTH):
+    """Whether every tile of this group lies inside aligned matrices and the group has NTH threads."""
+    return (m0 + BM <= M and n0 + BN <= N and K % BK == 0 and K % VEC == 0 and N % VEC == 0 and a0 % VEC == 0
+            and b0 % VEC == 0 and nthreads == NTH)
 
 
 @kernel
@@ -186,15 +210,15 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
     n0 = group_id(0) * BN
     a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
     ktiles = (K + 63) // 64
-    NTH = BM // 64 * 4 * simd_size()
-    # a group whose tiles all lie inside aligned matrices (the common case) copies without checks
-    inside = (m0 + BM <= M and n0 + BN <= N and K % 64 == 0 and N % VEC == 0 and a0 % VEC == 0
-              and b0 % VEC == 0 and nthreads == NTH)
+    # a group whose tiles all lie inside aligned matrices (the common case) copies without checks, unrolled for
+    # groups of 32-wide SIMD groups (NVIDIA, where wgmma runs; a compile-time count keeps the variant width-free)
+    NTH = BM // 64 * 128
+    inside = is_inside(m0, n0, M, N, K, a0, b0, BM, BN, 64, nthreads, NTH)
     for s in static_range(AHEAD):
         if s < ktiles:
             if inside:
-                load_inside(A, a0, B, b0, sa, sb, s, s * 64, m0, n0, N, K, LDB, A_TILE, B_TILE, BM, BN, TRANS_B,
-                            tid, NTH)
+                load_inside(A, a0, B, b0, sa, sb, s, s * 64, m0, n0, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64,
+                            TRANS_B, tid, NTH)
             else:
                 load_tiles(A, a0, B, b0, sa, sb, s, s * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64,
                            TRANS_B, tid, nthreads)
@@ -206,8 +230,8 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
         nxt = kt + AHEAD
         if nxt < ktiles:
             if inside:
-                load_inside(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, N, K, LDB, A_TILE, B_TILE, BM, BN,
-                            TRANS_B, tid, NTH)
+                load_inside(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, N, K, 64, LDB, A_TILE, B_TILE,
+                            BM, BN, 64, TRANS_B, tid, NTH)
             else:
                 load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE,
                            BM, BN, 64, TRANS_B, tid, nthreads)

@@ -92,4 +92,23 @@ def test_resource_report_recompiles_when_nvrtc_answers_with_an_empty_log(monkeyp
     monkeypatch.setattr(nvrtc, "compile_cuda_log", fake)
     report = nvrtc.resource_report("extern \"C\" __global__ void k() {}", "sm_90")
     assert report["k"]["registers"] == 40
-    assert len(calls) == 2 and calls[1].startswith(calls[0]) and "resource report" in calls[1]
+    assert len(calls) == 2 and calls[1].startswith(calls[0]) and "__global__ void iron_resource_report_" in calls[1]
+
+
+@needs_nvrtc
+def test_resource_report_beside_a_marker_kernel_reports_only_the_source():
+    """The retry's marker kernel is compiled for real (so the PTX differs) and left out of the report."""
+    source = emit_cuda(frontend_kernels.vector_scale.variant(iron.f32, (4,)).kernel)
+    first = resource_report(source, "sm_90")
+    calls = []
+    real = nvrtc.compile_cuda_log
+
+    def empty_once(src, arch, opts, name):
+        calls.append(src)
+        binary, log = real(src, arch, opts, name)
+        return (binary, "") if len(calls) == 1 else (binary, log)
+
+    import unittest.mock
+    with unittest.mock.patch.object(nvrtc, "compile_cuda_log", empty_once):
+        again = resource_report(source, "sm_90")
+    assert list(again) == list(first) == ["vector_scale"] and again["vector_scale"]["registers"] > 0

@@ -202,13 +202,15 @@ def resource_report(source: str | KernelSource, arch: str = "sm_90", options: Se
     _, log = compile_cuda_log(source, arch, opts, name)
     report = parse_ptxas_log(log)
     if not report:
-        # NVRTC 13.0 (the H200's) answered a repeated compilation of one source in one process with an empty log
-        # (2026-12-01): a distinct trailing comment makes it compile, and report, again
+        # NVRTC 13.0 (the H200's) answers with an empty log when it has assembled the same PTX before in the process
+        # (2026-12-01: a changed comment did not help; the PTX must differ): compile again beside a uniquely named
+        # empty kernel, whose line is dropped from the report
         if isinstance(source, KernelSource):
             name = name or source.entry
             source = source.source
-        _, log = compile_cuda_log(f"{source}\n// iron: resource report {uuid.uuid4().hex}\n", arch, opts, name)
-        report = parse_ptxas_log(log)
+        marker = f"iron_resource_report_{uuid.uuid4().hex}"
+        _, log = compile_cuda_log(f'{source}\nextern "C" __global__ void {marker}() {{}}\n', arch, opts, name)
+        report = {k: v for k, v in parse_ptxas_log(log).items() if k != marker}
     if not report:
         raise CompileError(f"NVRTC's log for {arch} has no ptxas resource report (does this NVRTC pass "
                            f"{PTXAS_VERBOSE} to ptxas?):\n{log}")

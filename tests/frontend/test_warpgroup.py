@@ -210,3 +210,28 @@ def test_batched_gemm_wg(m, n, k, rng):
     G.gemm_wg[grid, (128, 1, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, m * k, k * n, m * n,
                                  64, 64, 2, False, backend="cpu")
     assert_close(c, f64(a) @ f64(b), "bf16", n_ops=k + 1, scale=np.abs(f64(a)) @ np.abs(f64(b)), what="batched")
+
+
+@pytest.mark.parametrize("wg", [False, True], ids=["gemm", "gemm_wg"])
+def test_grouped_tile_order_covers_every_tile(backend, wg, rng):
+    """The std GEMMs walk tiles GROUP_M rows at a time (tile_origin): more tile rows than GROUP_M, with a ragged
+    last band, still write every element of C once (C poisoned with NaN first)."""
+    bm = 64 if wg else 32
+    m, n, k = (G.GROUP_M + 1) * bm + 5, 2 * bm + 8, 64
+    a = as_dtype(rng.standard_normal((m, k)), "bf16")
+    b = as_dtype(rng.standard_normal((k, n)), "bf16")
+    c = np.full((m, n), np.nan, a.dtype)
+    width = get_backend(backend).simd_width()
+    g = 4 * width if wg else 2 * width
+    grid = (-(-n // bm) * g, -(-m // bm))
+    args = (a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, 0, 0, 0)
+    try:
+        if wg:
+            G.gemm_wg[grid, (g, 1)](*args, 64, 64, 2, False, backend=backend)
+        else:
+            G.gemm[grid, (g, 1)](*args, 32, 32, 16, 2, 1, 2, False, backend=backend)
+    except (iron.LaunchError, iron.CompileError) as e:
+        if "bytes of shared memory" not in str(e):
+            raise
+        pytest.skip(f"{backend}: {e.message}")
+    assert_close(c, f64(a) @ f64(b), "bf16", n_ops=k + 1, scale=np.abs(f64(a)) @ np.abs(f64(b)), what="order")

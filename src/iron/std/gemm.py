@@ -101,8 +101,7 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: i
     warp = simd_group()
     wm = warp // WN
     wn = warp % WN
-    m0 = group_id(1) * BM
-    n0 = group_id(0) * BN
+    m0, n0 = tile_origin(M, N, BM, BN)
     a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
     ktiles = (K + BK - 1) // BK
     NTH = WM * WN * 32  # groups of 32-wide SIMD groups wholly inside the matrices copy unrolled and unchecked
@@ -152,6 +151,24 @@ def load_tiles(A, a0, B, b0, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE,
         stage(B, b0, sb, buf * B_TILE, n0, k0, N, K, LDB, BN, BK, tid, nthreads)
     else:
         stage(B, b0, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
+
+
+#: groups of GROUP_M tile rows run column by column (Triton's grouped order): the A rows and B columns a wave of
+#: groups reads stay in L2 together
+GROUP_M = 8
+
+
+@func
+def tile_origin(M, N, BM, BN):
+    """(m0, n0) of this group's tile of C: the launch order (group_id(0) fastest, then group_id(1)) walks GROUP_M tile
+    rows at a time, down each column of tiles before the next."""
+    gm = (M + BM - 1) // BM
+    gn = (N + BN - 1) // BN
+    pid = group_id(1) * gn + group_id(0)
+    first = pid // (GROUP_M * gn) * GROUP_M
+    rows = min(gm - first, GROUP_M)
+    within = pid % (GROUP_M * gn)
+    return (first + within % rows) * BM, within // rows * BN
 
 
 @func
@@ -208,8 +225,7 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
     tid = local_id(0)
     nthreads = group_size(0)
     wg = simd_group() // 4
-    m0 = group_id(1) * BM
-    n0 = group_id(0) * BN
+    m0, n0 = tile_origin(M, N, BM, BN)
     a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
     ktiles = (K + 63) // 64
     # a group whose tiles all lie inside aligned matrices (the common case) copies without checks, unrolled for

@@ -202,6 +202,39 @@ def wg_sweep(size: int, configs) -> list[dict]:
     return rows
 
 
+def f32_row(size: int) -> dict:
+    """std/gemm_f32 (FFMA, no TF32) beside torch.matmul with TF32 off, size^3, A @ B."""
+    from iron.std import gemm_f32 as G32
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sets = [(torch.randn(size, size, device="cuda"), torch.randn(size, size, device="cuda")) for _ in range(2)]
+    outs = [torch.full((size, size), float("nan"), device="cuda") for _ in range(2)]
+    ref = sets[0][0].double() @ sets[0][1].double()
+    out = {"dtype": "f32", "shape": [size] * 3}
+    try:
+        G32.launch(sets[0][0], sets[0][1], outs[0], False, "cuda")
+        torch.cuda.synchronize()
+        out["iron_rel_err"] = float((outs[0].double() - ref).norm() / ref.norm())
+        state = {"i": 0}
+
+        def run_iron():
+            i = state["i"] = state["i"] ^ 1
+            G32.launch(sets[i][0], sets[i][1], outs[i], False, "cuda")
+
+        def run_torch():
+            i = state["i"] = state["i"] ^ 1
+            torch.matmul(sets[i][0], sets[i][1], out=outs[i])
+
+        for name, fn in (("iron", run_iron), ("torch", run_torch)):
+            s = event_seconds(fn, 10, 3)
+            out[f"{name}_ms"], out[f"{name}_tflops"] = s * 1e3, tflops(size, size, size, s)
+        out["iron_config"] = dict(__import__("iron.frontend.autotune", fromlist=["LAST"]).LAST)
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"[:600]
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def main() -> None:
     result = {"date": datetime.now(UTC).isoformat(), "gpu": torch.cuda.get_device_name(),
               "git_sha": os.environ.get("IRON_GIT_SHA", "unknown"), "command": " ".join(sys.argv),
@@ -219,6 +252,7 @@ def main() -> None:
                 if dtype == "f16" and trans_b:
                     continue
                 result["rows"].append(row(dtype, size, size, size, trans_b, peer))
+    result["f32"] = [f32_row(4096)]
     with open(sys.argv[1], "w") as f:
         json.dump(result, f, indent=1)
 

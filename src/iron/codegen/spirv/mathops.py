@@ -45,6 +45,8 @@ class MathOps:
         """The f32 (or bool) register of float math op ``code`` on f32 registers ``xs``; None: not spelled here."""
         b, op = self.b, self.inst
         f32, boolean = b.type_float(32), b.type_bool()
+        if code in ("exp", "exp2", "tanh"):
+            return self.precise_exp(code, xs[0])  # precise_exp.py: GLSL Exp/Exp2/Tanh are 3 + 2|x| ulp
         if code == "rint":
             return self.glsl("RoundEven", f32, xs[0])
         if code == "atan2":

@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import struct
 
+from .precise_exp import PreciseExp
+
 # fdlibm's pio2_1, pio2_2 and pio2_2t: pi/2 in three parts, the first two with 33 significant bits
 _PIO2 = (1.57079632673412561417e+00, 6.07710050630396597660e-11, 2.02226624879595063154e-21)
 #: beyond this |x| the three-part reduction is no longer accurate enough (a full Payne-Hanek reduction would be);
@@ -33,8 +35,9 @@ _COS = [(-1) ** i / math.factorial(2 * i) for i in range(10)]  # 1, r^2, ..., r^
 _FMOD_STEPS = 32  # exponent differences up to 253 (254 - 1), reduced 8 bits per step
 
 
-class PreciseMath:
-    """Mixin for the SPIR-V emitter (needs ``self.b``, ``self.inst``, ``self.glsl``, ``self.capability``)."""
+class PreciseMath(PreciseExp):
+    """Mixin for the SPIR-V emitter, with exp/exp2/tanh from ``precise_exp.py`` (needs ``self.b``, ``self.inst``,
+    ``self.glsl``, ``self.capability``)."""
 
     def f64c(self, value: float) -> int:
         lo, hi = struct.unpack("<II", struct.pack("<d", value))

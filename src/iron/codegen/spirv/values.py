@@ -172,11 +172,6 @@ class ValueOps:
             return self.compare(code, st, xs[0], xs[1])
         if code == "abs":
             return self.rounded(self.glsl("FAbs", ty, xs[0]), rt) if rt.is_float else self.glsl("SAbs", ty, xs[0])
-        if code == "tanh":
-            # some drivers compute tanh from exp(2x) and return NaN for large |x|; tanh(+-10) is +-1 in f32
-            clamped = self.glsl("FClamp", ty, xs[0], self.f32c(-10.0), self.f32c(10.0))
-            nan = self.inst("OpIsNan", self.b.type_bool(), xs[0])
-            return self.rounded(self.inst("OpSelect", ty, nan, xs[0], self.glsl("Tanh", ty, clamped)), rt)
         if code == "erf":
             return self.rounded(self.erf(xs[0]), rt)
         if code in ("sin", "cos") and self.float64:

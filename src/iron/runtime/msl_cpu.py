@@ -21,6 +21,7 @@ import atexit
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -270,8 +271,27 @@ class MslCpuBackend(Backend):
         rc = lib.launch(args, tg, len(src.threadgroup), groups, dims, simd_width(), int(concurrent), _workers(),
                         error, len(error))
         if rc != 0:
-            raise ExecutionError(f"kernel {k.name} failed on msl-cpu: {error.value.decode(errors='replace')}",
-                                 k.loc)
+            raise _launch_failure(k, grid, error.value.decode(errors="replace"))
+
+
+#: the model's report of an integer division or remainder by zero (``iron_model::divisor`` in metal_driver.h)
+_ZERO_DIVISOR = re.compile(r"zero divisor at line (\d+), thread_position_in_grid (\d+),(\d+),(\d+)")
+
+
+def _launch_failure(kernel, grid, why: str) -> ExecutionError:
+    """The ``ExecutionError`` for a launch the model reported failed with ``why``. A zero divisor is located at the
+    kernel's ``//`` or ``%`` on the reported source line and worded as the interpreter words it."""
+    m = _ZERO_DIVISOR.search(why)
+    if m is None:
+        return ExecutionError(f"kernel {kernel.name} failed on msl-cpu: {why}", kernel.loc)
+    line, pid = int(m.group(1)), tuple(int(g) for g in m.group(2, 3, 4))
+    op = next((o for o in kernel.walk() if o.opcode in ("div", "rem") and o.result.type.is_int
+               and o.loc is not None and o.loc.line == line), None)
+    what = "integer remainder by zero" if op is not None and op.opcode == "rem" else "integer division by zero"
+    thread = pid[0] if tuple(grid[1:]) == (1, 1) else pid
+    at = "" if op is not None else f" (source line {line})"
+    return ExecutionError(f"{what} in kernel '{kernel.name}', thread program_id {thread}{at}",
+                          op.loc if op is not None else kernel.loc)
 
 
 def _workers() -> int:

@@ -26,10 +26,15 @@ from typing import ClassVar
 
 import numpy as np
 
+from ...errors import CompileError
 from ...ir import ops as O
 from ...ir import types as t
-from ...ir.core import Kernel
+from ...ir.core import Kernel, Op, Value
+from ...ir.rewrite import const_value
 from ..erf import MID_CENTER, MID_HALF_WIDTH, coefficients
+from ..lower_fragments import lower_fragments
+from ..warpgroup import expand_warpgroup_mma, has_warpgroup, plan_wgmma, swizzle_shared
+from . import expr as E
 from .dialect import (
     ACTIVATION_MATH,
     ACTIVATION_NEEDS,
@@ -44,7 +49,7 @@ from .dialect import (
 )
 from .expr import UNARY, Expr
 from .msl_matrix import LANE_SNIPPETS, MslMatrix, matrix_snippets
-from .printer import KernelSource, emit_source
+from .printer import KernelSource, _Printer
 from .simd_lanes import SIMD_FUNCTIONS, msl_lanes, msl_relative_shuffles
 
 #: thread-index op -> (parameter name, Metal attribute); the parameter is declared only when the body reads it
@@ -175,6 +180,14 @@ _LANE_MACRO = Snippet("""\
 #define iron_simd_shuffle_xor(v, mask) iron_simd_shuffle_xor_from(v, mask, simd_lane_id)""")
 
 
+_DIVISOR = Snippet("""\
+// Integer / and % by zero give an unspecified value on Metal (Iron's rule, docs/dsl.md). The CPU model of Metal
+// (msl-cpu), where x86 would trap, defines IRON_DIVISOR to report it at the kernel's Python source line `line`.
+#ifndef IRON_DIVISOR
+#define IRON_DIVISOR(b, line) (b)
+#endif""")
+
+
 def _simd_snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     out: dict[str, Snippet] = {}
     doc = ("// simd_{op}: Metal's simd_{op} reduces over the active threads of the SIMD-group, Iron's semantics; the "
@@ -237,7 +250,7 @@ def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "int_to_f32_odd": _INT_TO_F32_ODD,
              **wrapping_int_helpers("static inline", "uint"),
              **activation_helpers("static inline", "exp", "fabs", "iron_erf"),
-             "lane_macro": _LANE_MACRO}
+             "lane_macro": _LANE_MACRO, "divisor": _DIVISOR}
     for space in ("device", "threadgroup"):
         table[f"atomic_max_f32:{space}"] = Snippet(_ATOMIC_MAX_F32.format(space=space))
         table[f"atomic_cas:{space}"] = Snippet("\n".join(_ATOMIC_CAS.format(space=space, ctype=ctype)
@@ -461,12 +474,52 @@ def dialect_for(kernel: Kernel, version: str = "3.1") -> MslDialect:
 
 
 
+#: thread-index ops whose value is never zero (a divisor that is one of them needs no IRON_DIVISOR)
+_NONZERO_OPS = frozenset({"simd_size", "group_size", "num_groups"})
+
+
+def _may_be_zero(v: Value) -> bool:
+    c = const_value(v)
+    if c is not None:
+        return c == 0
+    return not (isinstance(v.owner, Op) and v.owner.opcode in _NONZERO_OPS)
+
+
+class _MslPrinter(_Printer):
+    """The C-family printer with MSL's integer division: a divisor that may be zero is spelled
+    ``IRON_DIVISOR(b, line)`` (``b`` itself on Metal; the CPU model reports the zero divisor at ``line``)."""
+
+    def _value(self, op: Op) -> Expr:
+        rt = op.result.type
+        if op.opcode not in ("div", "rem") or not rt.is_int or not _may_be_zero(op.operands[1]):
+            return super()._value(op)
+        self._need(("divisor",))
+        line = op.loc.line if op.loc is not None else 0
+        a = self.expr(op.operands[0])
+        b = E.call("IRON_DIVISOR", self.expr(op.operands[1]), Expr(str(line)))
+        if rt == t.i32:  # iron_div / iron_rem: INT_MIN / -1 wraps
+            return self._int_math(op.opcode, rt, op, a, b)
+        return E.binary("/" if op.opcode == "div" else "%", a, b)
+
+
 def emit_msl(kernel: Kernel, line_comments: bool = True, version: str | None = None) -> KernelSource:
     """MSL for ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``), with its launch ABI: buffer index ``i``
     is parameter ``i`` of ``KernelSource.params`` (scalars and grid sizes as ``setBytes`` values). ``version``: the
     MSL version to write, "3.1" (default; ``IRON_MSL_VERSION`` overrides) or "3.0" (bf16 as ``ushort``). No
-    vectorised entry (Metal's compiler vectorises loads itself; a ``float4`` entry is future work)."""
-    return emit_source(kernel, dialect_for(kernel, msl_version(version)), line_comments, vectorize=False)
+    vectorised entry (Metal's compiler vectorises loads itself; a ``float4`` entry is future work).
+
+    The steps of ``printer.emit_source``, with ``_MslPrinter`` printing."""
+    dialect = dialect_for(kernel, msl_version(version))
+    folded, spelled = kernel.attrs.get("simd_width"), dialect.thread.get("simd_size")
+    if folded is not None and spelled is not None and spelled.text.isdigit() and int(spelled.text) != folded:
+        raise CompileError(f"{kernel.name} was compiled for SIMD width {folded} (simd_size() folded to it); "
+                           f"backend {dialect.name} runs {spelled.text} lanes", kernel.loc)
+    if has_warpgroup(kernel):
+        layouts = plan_wgmma(kernel) if getattr(dialect.matrix, "wgmma", False) else None
+        kernel = swizzle_shared(kernel, layouts) if layouts else expand_warpgroup_mma(kernel)
+    if dialect.matrix is None and dialect.simd_width:
+        kernel = lower_fragments(kernel, dialect.simd_width)
+    return _MslPrinter(kernel, dialect, line_comments).run(vectorize=False)
 
 
 __all__ = ["MSL", "MSL30", "MSL30_3D", "MSL_3D", "MSL_VERSIONS", "MslDialect", "MslLegacyDialect", "dialect_for",

@@ -32,6 +32,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -55,6 +56,25 @@ struct Ids {
 };
 
 struct Abort {};  // thrown in waiting threads when another thread of the group failed
+
+// The ids of the kernel thread this OS thread runs now (for error messages).
+inline thread_local const Ids* current_ids = nullptr;
+
+// Integer / and % by zero: an unspecified value on GPUs, an error on Iron's CPU backends (docs/dsl.md). x86 traps
+// on a zero divisor, and SIGFPE would kill the host process, so the emitted MSL spells each divisor that may be zero
+// IRON_DIVISOR(b, line) -- b itself on Metal -- and the model throws before dividing. The message names the Python
+// source line and the thread; runtime/msl_cpu.py turns it into a located ExecutionError.
+template <typename T>
+inline T divisor(T b, int line) {
+    if (b != 0) return b;
+    std::string why = "zero divisor at line " + std::to_string(line);
+    if (current_ids != nullptr) {
+        const uint3 p = current_ids->thread_position_in_grid;
+        why += ", thread_position_in_grid " + std::to_string(p.x) + "," + std::to_string(p.y) + "," +
+               std::to_string(p.z);
+    }
+    throw std::runtime_error(why);
+}
 
 enum State { RUNNING, AT_BARRIER, AT_SIMD, FINISHED };
 struct Group;
@@ -362,6 +382,8 @@ IRON_DRIVER_SCAN(uint)
 
 #include "metal_matrix_driver.h"  // simdgroup_matrix's collective
 
+#define IRON_DIVISOR(b, line) iron_model::divisor((b), (line))
+
 // -- the launch ---------------------------------------------------------------------------------------------------
 namespace iron_model {
 
@@ -426,12 +448,17 @@ inline std::string run_independent(const Launch& L, unsigned workers) {
             for (unsigned long g = w; g < groups; g += workers) {
                 unsigned c[3];
                 group_coords(L, g, c);
-                for (unsigned i = 0; i < size; ++i) L.invoke(L.args, storage.ptrs.data(), ids_of(L, c, i));
+                for (unsigned i = 0; i < size; ++i) {
+                    const Ids ids = ids_of(L, c, i);
+                    current_ids = &ids;
+                    L.invoke(L.args, storage.ptrs.data(), ids);
+                }
             }
         } catch (const std::exception& e) {
             std::lock_guard<std::mutex> hold(error_lock);
-            error = e.what();
+            if (error.empty()) error = e.what();
         }
+        current_ids = nullptr;
     };
     // pthreads, not std::thread: the model defines `thread` (an MSL address space) as a macro
     struct Job {
@@ -489,14 +516,17 @@ inline void* worker_main(void* p) {
         }
         Thread t{&s.group, w.index};
         current = &t;
+        const Ids ids = ids_of(*s.L, s.coords, w.index);
+        current_ids = &ids;
         try {
-            s.L->invoke(s.L->args, s.storage->ptrs.data(), ids_of(*s.L, s.coords, w.index));
+            s.L->invoke(s.L->args, s.storage->ptrs.data(), ids);
         } catch (const Abort&) {
         } catch (const std::exception& e) {
             std::unique_lock<std::mutex> lock(s.group.m);
             s.group.fail(e.what());
         }
         current = nullptr;
+        current_ids = nullptr;
         s.group.finish(w.index);
         std::unique_lock<std::mutex> lock(s.m);
         if (--s.remaining == 0) s.cv.notify_all();

@@ -16,14 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import IronError
 from ..runtime import get_backend
-from ..runtime.cache import cache_dir
+from ..runtime.cache import cache_dir, store_file
 
 #: the configuration each (kernel, dtype, shape) ran last in this process, for ``iron bench -v``
 CHOSEN: dict[str, dict[str, Any]] = {}
@@ -100,10 +99,12 @@ def _load() -> dict[str, int]:
     if os.environ.get("IRON_CACHE", "1") == "0":
         return {}
     try:
-        data = json.loads(_path().read_text())
-        return {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}  # no file yet, or a damaged one: tune again
+        data = json.loads(_path().read_bytes())
+    except (OSError, ValueError, RecursionError):  # no file yet, or a damaged one (deep nesting: RecursionError)
+        return {}  # tune again; the next store rewrites the file whole
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if type(v) is int}
 
 
 def _store(ckey: str, index: int) -> None:
@@ -111,12 +112,5 @@ def _store(ckey: str, index: int) -> None:
         return
     data = _load()
     data[ckey] = index
-    path = _path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache folder: tune again next time
+    # atomic; a read-only cache folder only means tuning again next time
+    store_file(_path(), json.dumps(data, indent=1, sort_keys=True).encode())

@@ -18,10 +18,9 @@ from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import T, Tensor, cast, constexpr, f32, group_id, local_array, local_id, rsqrt, shared, static_range, vstore
 from . import elementwise
 from .norm import EPS, launch_rms_norm, store_scaled, sum_squares
-from .softmax import RowPlan, group_total, load_vectors, tuned_rows
+from .softmax import BLOCK, PER, VEC, RowPlan, group_total, load_vectors, tuned_rows
 
-#: the constexprs `iron build` compiles by default (a 4096-column bf16 row: 256 threads x 2 vectors of 8)
-BLOCK, VEC, PER = 256, 8, 2
+__all__ = ["BLOCK", "PER", "VEC", "add_rms_norm_rows", "launch_add_rms_norm"]  # BLOCK, PER, VEC: iron build's
 
 
 @kernel

@@ -1,7 +1,7 @@
 """SPIR-V spellings of the op table's float math that GLSL.std.450 lacks or leaves undefined where C does not.
 
-- ``sigmoid``/``silu``: e = Exp(-|x|), 1 / (1 + e) or e / (1 + e) by the sign of x (no overflow); ``gelu``: the erf
-  form with the emitter's own erf (GLSL has none).
+- ``sigmoid``/``silu``: e = exp(-|x|) (Iron's own, precise_exp.py), 1 / (1 + e) or e / (1 + e) by the sign of x
+  (no overflow); ``gelu``: the erf form with the emitter's own erf (GLSL has none).
 - ``pow``: GLSL ``Pow`` is undefined for x < 0 and for x = 0 with y <= 0, and its precision is that of
   exp2(y * log2(x)). C's ``powf`` (the interpreter's and CUDA's) defines every case (C99 Annex F): Pow is given
   |x| in its defined domain, and the sign for odd integer y, zeros, infinities, NaNs and the ones (x = 1, y = 0,
@@ -73,7 +73,7 @@ class MathOps:
     def sigmoid(self, x: int) -> int:
         b, op = self.b, self.inst
         f32 = b.type_float(32)
-        e = self.glsl("Exp", f32, op("OpFNegate", f32, self.glsl("FAbs", f32, x)))
+        e = self.precise_exp("exp", op("OpFNegate", f32, self.glsl("FAbs", f32, x)))  # not GLSL Exp (3 + 2|x| ulp)
         s = op("OpFDiv", f32, self.f32c(1.0), op("OpFAdd", f32, self.f32c(1.0), e))
         positive = op("OpFOrdGreaterThanEqual", b.type_bool(), x, self.f32c(0.0))
         return op("OpSelect", f32, positive, s, op("OpFMul", f32, e, s))

@@ -15,7 +15,7 @@ from ..lang.types import DTypeVar
 from ..passes.manager import run_pipeline
 from ..runtime import get_backend
 from .codegen import FunctionCodegen
-from .launch import Launcher, parse_launch_key
+from .launch import Launcher, cache_key, canonical_key, parse_launch_key
 from .refs import IronFunc, KernelMarker, func  # noqa: F401 - IronFunc and func are re-exported
 from .signature import ParamSpec, read_signature
 from .source import function_source
@@ -187,12 +187,17 @@ class KernelFunction(KernelMarker):
     # -- launch -------------------------------------------------------------------------------------------------
 
     def __getitem__(self, key: Any):
-        try:
-            launcher = self._launchers.get(key)
-        except TypeError:  # an unhashable key (a list): no caching, parse_launch_key reports it
-            launcher = None
+        # only keys of exactly int (and tuples of them) are looked up as they are: 64.0 or True would find the
+        # launcher of k[64] or k[1] (equal, same hash) and skip the checks that refuse them
+        plain = type(key) is int or cache_key(key)
+        launcher = self._launchers.get(key) if plain else None
         if launcher is None:
             grid, group = parse_launch_key(key)
+            if not plain:  # valid, with NumPy ints in it: cached as the equal plain-int key
+                key = canonical_key(key)
+                launcher = self._launchers.get(key)
+                if launcher is not None:
+                    return launcher
             launcher = Launcher(self, grid, group)
             if len(self._launchers) < 256:
                 self._launchers[key] = launcher

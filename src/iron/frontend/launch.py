@@ -15,7 +15,7 @@ from ..ir import types as t
 from ..ir.core import Loc
 from ..lang.types import DTypeVar
 from ..runtime import get_backend, resolve_backend_name
-from ..runtime.arrays import foreign_dtype
+from ..runtime.arrays import foreign_dtype, shares_memory
 
 _IRON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_GROUP_THREADS = 1024
@@ -45,7 +45,8 @@ def caller_loc() -> Loc | None:
 def _dims(x: Any, what: str) -> tuple[int, ...]:
     if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         dims = (int(x),)
-    elif isinstance(x, tuple) and 1 <= len(x) <= 3 and all(isinstance(d, (int, np.integer)) for d in x):
+    elif isinstance(x, tuple) and 1 <= len(x) <= 3 and all(isinstance(d, (int, np.integer))
+                                                           and not isinstance(d, bool) for d in x):
         dims = tuple(int(d) for d in x)
     else:
         raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {x!r}", caller_loc())
@@ -116,18 +117,20 @@ class Launcher:
         if math.prod(group3) > MAX_GROUP_THREADS:
             raise LaunchError(f"group {group} has {math.prod(group3)} threads; the limit is {MAX_GROUP_THREADS}",
                               caller_loc())
+        name = resolve_backend_name(backend, bound)
+        check_addressable(grid, grid3, group3, name)
         if math.prod(grid3) == 0:
             return
         if variant.collectives and any(n % g for n, g in zip(grid3, group3)):
             raise LaunchError(
                 f"{kfn.__name__} uses barrier()/simd_* collectives, so its grid {grid} must be a multiple of its "
                 f"group {group}", caller_loc(), "round the grid up and guard the extra threads with an if")
-        name = resolve_backend_name(backend, bound)
         be = get_backend(name)
         arrays = {}
         for p in kfn.params:
             if p.kind == "buffer":
                 arrays[p.name] = be.check_array(p.name, bound[p.name], caller_loc)
+        check_aliasing(variant.kernel, bound)
         for chk in variant.size_checks:
             size = _size(arrays[chk.param])
             if size < grid3[chk.axis]:
@@ -145,6 +148,66 @@ class Launcher:
                 direct = be.direct_launcher(fast, self)
                 if direct is not None:
                     kfn.install_direct_launcher(self.key, self, direct)
+
+
+#: ``program_id`` and ``num_threads`` are i32: every thread of an axis, whole groups counted, needs an id below this
+INDEX_LIMIT = 2**31
+#: backends whose thread ids are one array over the whole grid (the interpreter's), so the product is bounded too
+LINEAR_IDS = frozenset({"cpu"})
+
+
+def check_addressable(grid: tuple[int, ...], grid3: tuple[int, ...], group3: tuple[int, ...], backend: str) -> None:
+    """Refuse a grid the kernel's i32 thread ids cannot address, before any backend allocates or runs anything."""
+    hint = "launch fewer threads and loop in the kernel (a grid-stride loop), or split the work into several launches"
+    padded = [-(-n // g) * g for n, g in zip(grid3, group3)]
+    shown = grid[0] if len(grid) == 1 else grid
+    for axis, (n, total) in enumerate(zip(grid3, padded)):
+        if total >= INDEX_LIMIT:
+            whole = f" ({total} counting whole groups of {group3[axis]})" if total != n else ""
+            raise LaunchError(f"grid {shown} has {n} threads on axis {axis}{whole}; program_id({axis}) is an i32, "
+                              "so an axis takes fewer than 2^31 threads", caller_loc(), hint)
+    if backend in LINEAR_IDS and math.prod(padded) >= INDEX_LIMIT:
+        raise LaunchError(f"grid {shown} has {math.prod(padded)} threads counting whole groups; the {backend} "
+                          "backend numbers the threads of a whole launch with one i32, so a launch takes fewer than "
+                          "2^31 threads", caller_loc(), hint)
+
+
+def check_aliasing(kernel, bound: dict[str, Any]) -> None:
+    """Refuse two buffer arguments that share memory when the kernel writes either: backends that copy buffers (Vulkan,
+    Metal, NumPy arrays on CUDA) would lose one parameter's writes, and CUDA declares buffers ``__restrict__``."""
+    buffers = [p for p in kernel.params if p.kind == "buffer"]
+    if len(buffers) < 2 or all(p.readonly for p in buffers):
+        return
+    for i, p in enumerate(buffers):
+        for q in buffers[i + 1:]:
+            if (not p.readonly or not q.readonly) and shares_memory(bound[p.name], bound[q.name]):
+                w = p if not p.readonly else q
+                raise LaunchError(f"arguments '{p.name}' and '{q.name}' share memory and {kernel.name} writes "
+                                  f"'{w.name}'", caller_loc(),
+                                  "pass separate arrays (e.g. a copy); only read-only arguments may share memory")
+
+
+def cache_key(key: Any) -> bool:
+    """Whether ``k[key]`` may be looked up in a kernel's launch cache as it is: only an int or tuples of ints and
+    None, each exactly of that type (64.0, True and np.float32(64) equal and hash as 64, yet are refused)."""
+    if type(key) is not tuple:
+        return type(key) is int
+    for d in key:
+        if type(d) is int or d is None:
+            continue
+        if type(d) is not tuple:
+            return False
+        for e in d:
+            if type(e) is not int:
+                return False
+    return True
+
+
+def canonical_key(key: Any) -> Any:
+    """A launch key that ``parse_launch_key`` accepted with NumPy ints in it, as plain ints (its cache key)."""
+    if isinstance(key, tuple):
+        return tuple(canonical_key(d) for d in key)
+    return key if key is None else int(key)
 
 
 def _size(arr: Any) -> int:

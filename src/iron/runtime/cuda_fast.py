@@ -160,16 +160,20 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             plan.append(("constexpr", p.name, None, _constexpr_key(value), None, None, None))
     if not any_buffer:
         return None
+    # two or more buffers, one written: each call checks that no two overlap where either is written (the full path
+    # then refuses the launch naming both, frontend/launch.py:check_aliasing)
+    buffers = [p for p in variant.kernel.params if p.kind == "buffer"]
+    written = frozenset(p.name for p in buffers if not p.readonly) if len(buffers) > 1 else frozenset()
     mode = launcher_mode()
     module = compiled_module() if mode != "python" else None
     if mode == "c" and module is None:
         raise LaunchError(f"IRON_CUDA_LAUNCHER=c but the compiled launcher is unavailable: {EXT_REASON}")
     if module is not None:
-        return _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid)
-    return _python_fast(backend, variant, plan, src, kern, blocks, block, grid)
+        return _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid, written)
+    return _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written)
 
 
-def _python_fast(backend, variant, plan, src, kern, blocks, block, grid) -> Callable[[tuple], bool]:
+def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written) -> Callable[[tuple], bool]:
     """The generated-Python launcher for ``plan``: the same checks as ``cuda_launch.c``, the driver through ctypes."""
     slots: list[Any] = []
     # the kernel's C parameters, in order: each gets a ctypes slot; buffers and scalars are filled per call
@@ -214,7 +218,7 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid) -> Call
             code += [f"    if (type({v}) is not T{i} or {v}.dtype is not D{i} or {v}.get_device() != DEV"
                      f" or not {v}.is_contiguous() or {v}.numel() < {int(d)}):",
                      "        return False"]
-            writes.append(f"    S{i}.value = {v}.data_ptr()")
+            writes.append(f"    S{i}.value = {v}_lo" if written else f"    S{i}.value = {v}.data_ptr()")
         elif kind == "scalar":
             ns[f"S{i}"] = slots[index_of[name]]
             if a in _SCALAR_RANGE:
@@ -226,6 +230,7 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid) -> Call
         else:
             ns[f"K{i}"] = b
             code += [f"    if ckey({v}) != K{i}:", "        return False"]
+    code += _alias_checks(plan, names, written)
     code += ["    s = stream_of(DEV)"]  # (may be Python code on an older torch: before the writes)
     code += writes
     code += ["    if s != stream.value:",
@@ -241,7 +246,24 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid) -> Call
     return fast
 
 
-def _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid):
+def _alias_checks(plan, names: list[str], written: frozenset) -> list[str]:
+    """Generated lines that decline a call (False: the full path refuses it) where two buffers overlap and the kernel
+    writes either; none unless ``written`` (two or more buffers, one written)."""
+    if not written:
+        return []
+    bufs = [(names[i], entry[1]) for i, entry in enumerate(plan) if entry[0] == "buffer"]
+    code = []  # defines {v}_lo, the data pointer the slot writes then use
+    for v, _ in bufs:
+        code += [f"    {v}_lo = {v}.data_ptr()", f"    {v}_hi = {v}_lo + {v}.nbytes"]
+    for i, (v, pv) in enumerate(bufs):
+        for w, pw in bufs[i + 1:]:
+            if pv in written or pw in written:
+                code += [f"    if {v}_lo < {w}_hi and {w}_lo < {v}_hi and {v}_lo < {v}_hi and {w}_lo < {w}_hi:",
+                         "        return False"]
+    return code
+
+
+def _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid, written):
     """The compiled launcher for ``plan`` (see ``cuda_launch.c`` for the argument layout)."""
     slots, slot_of = [], {}
     for cp in src.params:
@@ -256,11 +278,11 @@ def _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, gri
     params = []
     for kind, name, a, b, _, d, itemsize in plan:
         if kind == "buffer":
-            params.append((0, slot_of[name], a, b, int(d) * int(itemsize), None))
+            params.append((0, slot_of[name], a, b, int(d) * int(itemsize), None, name in written))
         elif kind == "scalar":
-            params.append((_KIND[a], slot_of[name], None, None, 0, None))
+            params.append((_KIND[a], slot_of[name], None, None, 0, None, False))
         else:
-            params.append((4, -1, None, None, 0, b))
+            params.append((4, -1, None, None, 0, b, False))
     device_index = next(entry[4] for entry in plan if entry[0] == "buffer")
     fast = module.FastLaunch(_launch_address(), int(kern.handle), tuple(blocks), tuple(block),
                              src.dynamic_shared_bytes, device_index, _single_cuda_device(), backend,

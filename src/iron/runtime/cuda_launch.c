@@ -29,6 +29,7 @@ typedef struct {
     PyObject *dtype;          /* buffers: the dtype object (compared by identity) */
     long long min_nbytes;     /* buffers: the size checks' minimum element count times the element size */
     PyObject *key;            /* constexprs: the expected key */
+    int written;              /* buffers: the kernel writes it */
 } Param;
 
 typedef union {
@@ -53,6 +54,7 @@ typedef struct {
     PyObject *error;         /* LaunchError */
     PyObject *name;          /* kernel name, for messages */
     char *backend_env;       /* IRON_BACKEND when this launcher was made (NULL: unset) */
+    int alias_check;         /* two or more buffers, one written: overlapping ones go to the full path */
     Py_ssize_t nparams;
     Param *params;
     Py_ssize_t nslots;
@@ -171,11 +173,51 @@ static int check_scalar(const Param *p, PyObject *v, Slot *slots) {
     return 1;
 }
 
+#define STACK_SLOTS 32
+
+/* 1: no two buffers overlap where the kernel writes either, 0: some do (the full path refuses the launch, naming
+ * both), -1: a Python error is set. Buffer i covers [its data pointer, + its nbytes). */
+static int check_alias(FastLaunch *self, PyObject *const *items, Slot *slots) {
+    long long stack_nbytes[STACK_SLOTS];
+    long long *nbytes = stack_nbytes;
+    if (self->nparams > STACK_SLOTS && (nbytes = PyMem_Malloc(self->nparams * sizeof(long long))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < self->nparams && ok == 1; ++i) {
+        if (self->params[i].kind != K_BUFFER) continue;
+        PyObject *r = PyObject_GetAttr(items[i], s_nbytes);
+        if (r == NULL) {
+            ok = attribute_missing();
+            break;
+        }
+        nbytes[i] = PyLong_AsLongLong(r);
+        Py_DECREF(r);
+        if (nbytes[i] == -1 && PyErr_Occurred()) ok = -1;
+    }
+    for (Py_ssize_t i = 0; i < self->nparams && ok == 1; ++i) {
+        const Param *p = &self->params[i];
+        if (p->kind != K_BUFFER || nbytes[i] <= 0) continue;
+        uintptr_t a = (uintptr_t)slots[p->slot].ptr;
+        for (Py_ssize_t j = i + 1; j < self->nparams; ++j) {
+            const Param *q = &self->params[j];
+            if (q->kind != K_BUFFER || nbytes[j] <= 0 || (!p->written && !q->written)) continue;
+            uintptr_t b = (uintptr_t)slots[q->slot].ptr;
+            if (a < b + (uintptr_t)nbytes[j] && b < a + (uintptr_t)nbytes[i]) {
+                ok = 0;
+                break;
+            }
+        }
+    }
+    if (nbytes != stack_nbytes) PyMem_Free(nbytes);
+    return ok;
+}
+
 /* 1: launched, 0: the call does not match (nothing launched), -1: a Python error is set.
  * The argument slots and the void*[] the driver reads are this call's own (on the stack; copied from the template,
  * which holds the fixed grid sizes): Python code that runs during the checks (a constexpr key, the stream query) may
  * switch threads or re-enter this launcher, and must not be able to change another call's arguments. */
-#define STACK_SLOTS 32
 static int fast_try_with(FastLaunch *self, PyObject *const *items, Slot *slots, void **argv);
 
 static int fast_try(FastLaunch *self, PyObject *const *items, Py_ssize_t n) {
@@ -229,6 +271,10 @@ static int fast_try_with(FastLaunch *self, PyObject *const *items, Slot *slots, 
         }
         if (ok <= 0) return ok;
     }
+    if (self->alias_check) {
+        int ok = check_alias(self, items, slots);
+        if (ok <= 0) return ok;
+    }
     PyObject *dev = PyLong_FromLong(self->device);
     if (dev == NULL) return -1;
     PyObject *s = PyObject_CallOneArg(self->stream_of, dev);
@@ -260,7 +306,7 @@ static PyObject *FastLaunch_vectorcall(PyObject *callable, PyObject *const *args
 
 /* FastLaunch(launch_ptr, function_ptr, grid3, block3, shmem, device, single_device, backend, stream_of, ckey, error,
  *            name, params, slots)
- *   params: [(kind, slot, type, dtype, min_nbytes, key)] per Python parameter, in order
+ *   params: [(kind, slot, type, dtype, min_nbytes, key, written)] per Python parameter, in order
  *   slots:  [(kind, value)] per C parameter: kind 0 pointer (filled per call), 1 i32, 2 u32, 3 f32 (value: a
  *           fixed value, e.g. the exact-grid sizes) */
 static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -317,11 +363,12 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
         else if (kind == 3) self->slots[i].f32 = (float)PyFloat_AsDouble(value);
         if (PyErr_Occurred()) goto fail;
     }
+    int buffers = 0, written = 0;
     for (Py_ssize_t i = 0; i < self->nparams; ++i) {
         Param *p = &self->params[i];
         PyObject *ptype, *pdtype, *pkey;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(params, i), "iiOOLO", &p->kind, &p->slot, &ptype, &pdtype,
-                              &p->min_nbytes, &pkey))
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(params, i), "iiOOLOp", &p->kind, &p->slot, &ptype, &pdtype,
+                              &p->min_nbytes, &pkey, &p->written))
             goto fail;
         if (p->kind != K_CONSTEXPR && (p->slot < 0 || p->slot >= self->nslots)) {
             PyErr_SetString(PyExc_ValueError, "parameter slot out of range");
@@ -330,7 +377,12 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
         Py_INCREF(ptype); p->type = ptype;
         Py_INCREF(pdtype); p->dtype = pdtype;
         Py_INCREF(pkey); p->key = pkey;
+        if (p->kind == K_BUFFER) {
+            buffers += 1;
+            written += p->written;
+        }
     }
+    self->alias_check = buffers >= 2 && written > 0;
     return (PyObject *)self;
 fail:
     Py_DECREF(self);

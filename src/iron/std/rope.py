@@ -8,7 +8,8 @@ cache length). Pair i of a head rotates by angle index i:
 - ``INTERLEAVED = True`` (GPT-J, llama.cpp's "normal" mode): the pair is (x[2i], x[2i + 1]);
 - ``INTERLEAVED = False`` (rotate-half, the Hugging Face Llama layout): (x[i], x[i + D/2]).
 
-out = (x0 c - x1 s, x0 s + x1 c) in f32, rounded once to T; ``out`` may be ``x`` (in place). One thread per pair.
+out = (x0 c - x1 s, x0 s + x1 c) in f32, rounded once to T; ``out`` may be ``x`` (in place: ``launch_rope`` then
+reads a copy of ``x``). One thread per pair.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def rope_tables(max_pos: int, dim: int, base: float = BASE) -> tuple[np.ndarray,
 def launch_rope(x: Any, out: Any, cos: Any, sin: Any, pos: Any, offset: int = 0, interleaved: bool = False,
                 backend: str | None = None) -> None:
     tokens, heads, dim = x.shape
+    if out is x:  # in place: a kernel may not read through one argument memory it writes through another (dsl.md)
+        x = x.clone() if callable(getattr(x, "clone", None)) else x.copy()
     rope[tokens * heads * dim // 2](x, out, cos, sin, pos, heads, dim, offset, interleaved, backend=backend)
 
 

@@ -1,0 +1,156 @@
+"""LayerNorm over the last axis (issue 18): out = (x - mean) * rsqrt(var + eps) * w (+ b), weight and optional bias.
+
+Register path (norm.py's design, ``plan_rows``): one group per row holds the row in f32 registers from 16-byte
+loads; the mean, then the variance around it (two passes over registers, no cancellation from a large mean), each a
+group sum; one read of x, one write. Rows too long for one group run ``layer_norm_strided``: one group per row,
+three strided passes (mean, variance, write), three reads of the row. Statistics in f32; var is the biased (1/n)
+variance, as torch's layer_norm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..frontend import func, kernel
+from ..harness.registry import InputGen, bench, test_kernel
+from ..lang import (
+    T,
+    Tensor,
+    cast,
+    constexpr,
+    f32,
+    group_id,
+    local_array,
+    local_id,
+    rsqrt,
+    shared,
+    static_range,
+    vstore,
+)
+from .softmax import BLOCK, PER, VEC, RowPlan, group_total, load_vectors, tuned_rows
+
+__all__ = ["BLOCK", "EPS", "HAS_BIAS", "PER", "VEC", "launch_layer_norm", "layer_norm_rows", "layer_norm_strided"]
+
+EPS = 1e-5
+HAS_BIAS = True  # iron build's default
+STRIDED_BLOCK = 1024
+
+
+@func
+def centred_squares(vals, mean, start, nvec, BLOCK, VEC, PER):
+    """vals <- vals - mean for this thread's elements inside the row (0 outside); returns the sum of squares."""
+    tid = local_id(0)
+    s = 0.0
+    for k in static_range(PER):
+        inside = k * BLOCK + tid < nvec
+        for j in static_range(VEC):
+            d = vals[k * VEC + j] - mean
+            if not inside:
+                d = 0.0
+            vals[k * VEC + j] = d
+            s += d * d
+    return s
+
+
+@kernel
+def layer_norm_rows(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], ncols: int, eps: float,
+                    BLOCK: constexpr, VEC: constexpr, PER: constexpr, HAS_BIAS: constexpr):
+    """One group of BLOCK threads per row, the row in registers (ncols <= BLOCK * PER * VEC, a multiple of VEC)."""
+    start = group_id(0) * ncols
+    nvec = ncols // VEC
+    tid = local_id(0)
+    vals = local_array(f32, PER * VEC)
+    load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
+    s = 0.0
+    for i in static_range(PER * VEC):
+        s += vals[i]
+    mean = group_total(s, shared(f32, BLOCK), BLOCK) / cast(ncols, f32)
+    var = group_total(centred_squares(vals, mean, start, nvec, BLOCK, VEC, PER), shared(f32, BLOCK), BLOCK)
+    scale = rsqrt(var / cast(ncols, f32) + eps)
+    for k in static_range(PER):
+        v = k * BLOCK + tid
+        if v < nvec:
+            o = local_array(T, VEC)
+            for j in static_range(VEC):
+                y = vals[k * VEC + j] * scale * cast(w[v * VEC + j], f32)
+                if HAS_BIAS:
+                    y += cast(b[v * VEC + j], f32)
+                o[j] = y
+            vstore(out, start + v * VEC, o)
+
+
+@kernel
+def layer_norm_strided(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], ncols: int, eps: float,
+                       BLOCK: constexpr, HAS_BIAS: constexpr):
+    """Any row length: one group of BLOCK threads per row, strided passes for the mean, the variance and the
+    output. Launch rows * BLOCK threads."""
+    start = group_id(0) * ncols
+    tid = local_id(0)
+    s = 0.0
+    for c in range(tid, ncols, BLOCK):
+        s += cast(x[start + c], f32)
+    mean = group_total(s, shared(f32, BLOCK), BLOCK) / cast(ncols, f32)
+    q = 0.0
+    for c in range(tid, ncols, BLOCK):
+        d = cast(x[start + c], f32) - mean
+        q += d * d
+    scale = rsqrt(group_total(q, shared(f32, BLOCK), BLOCK) / cast(ncols, f32) + eps)
+    for c in range(tid, ncols, BLOCK):
+        y = (cast(x[start + c], f32) - mean) * scale * cast(w[c], f32)
+        if HAS_BIAS:
+            y += cast(b[c], f32)
+        out[start + c] = cast(y, T)
+
+
+def launch_layer_norm(x: Any, w: Any, b: Any | None, out: Any, eps: float = EPS,
+                      backend: str | None = None) -> RowPlan:
+    """out = layer_norm(x) * w (+ b) over the rows of a C-contiguous (rows, ncols) matrix; ``b`` None for no bias
+    (``w`` is then passed in its place, unread). Returns the plan it ran."""
+    return tuned_rows("std/layer_norm", x, backend, lambda p: _launch_plan(x, w, b, out, eps, p, backend))
+
+
+def _launch_plan(x: Any, w: Any, b: Any | None, out: Any, eps: float, p: RowPlan, backend: str | None) -> None:
+    rows, ncols = x.shape
+    has_bias = b is not None
+    bias = b if has_bias else w
+    if p.chunks == 1:
+        layer_norm_rows[rows * p.block, p.block](x, w, bias, out, ncols, eps, p.block, p.vec, p.per, has_bias,
+                                                 backend=backend)
+    else:
+        layer_norm_strided[rows * STRIDED_BLOCK, STRIDED_BLOCK](x, w, bias, out, ncols, eps, STRIDED_BLOCK,
+                                                                has_bias, backend=backend)
+
+
+def _setup(gen: InputGen) -> dict[str, np.ndarray]:
+    # a row offset of 3 makes the mean matter (a one-pass sum of squares would lose digits to it)
+    return {"x": gen.random() + np.asarray(3.0, gen.dtype), "w": gen.random(shape=gen.shape[1:]),
+            "b": gen.random(shape=gen.shape[1:]), "out": gen.poisoned()}
+
+
+def _oracle(d) -> np.ndarray:
+    x = d["x"].astype(np.float64)
+    mu = x.mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    return (x - mu) / np.sqrt(var + EPS) * d["w"].astype(np.float64) + d["b"].astype(np.float64)
+
+
+def _reference(d) -> np.ndarray:
+    return _oracle({k: v.astype(np.float32) for k, v in d.items() if k in "xwb"}).astype(d["x"].dtype)
+
+
+def _torch_reference(d):
+    import torch
+
+    return torch.nn.functional.layer_norm(d["x"], d["x"].shape[1:], d["w"], d["b"], eps=EPS)
+
+
+bench("std/norm/layer_norm", setup=_setup,
+      launch=lambda d, be: launch_layer_norm(d["x"], d["w"], d["b"], d["out"], EPS, be),
+      references={"numpy": _reference, "torch": _torch_reference, "mlx": "mlx.core.fast.layer_norm"},
+      bytes_moved=lambda shape, itemsize: (2 * int(np.prod(shape)) + 2 * shape[1]) * itemsize,
+      flops=lambda shape: 7 * int(np.prod(shape)),
+      device_shapes=[(4096, 4096), (16384, 8192), (32, 128256)])(layer_norm_rows)
+test_kernel(oracle=_oracle, domain="signed", shapes=[(64, 1024), (33, 100), (3, 40000)],
+            tolerance={"f32": (1e-5, 2e-5), "f16": (4e-3, 2e-3), "bf16": (3e-2, 1.6e-2)})(layer_norm_rows)

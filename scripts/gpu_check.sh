@@ -24,6 +24,8 @@
 #        (IRON_TILE_SWEEP=1 scripts/gpu_tile_bench.py) -> gemm_sweep.json
 #   scripts/gpu_check.sh rows
 #     6. iron bench -v on CUDA, bf16, for softmax, rms_norm and gemv (Iron beside torch and Triton) -> rows_*.json
+#   scripts/gpu_check.sh lib     issue 18: the new std kernels (elementwise, casts, SwiGLU, fused add + rms_norm,
+#                                 layer_norm, RoPE, embedding) on CUDA beside torch, bf16 -> lib_*.json
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -81,6 +83,14 @@ if [ "$PART" = rows ]; then
   for K in std/softmax std/norm std/gemv; do
     IRON_PROGRESS=lines timeout 110 $PY -m iron.cli.main bench --backend cuda -v --dtype bf16 --filter "$K" \
       --json "$OUT/rows_$(basename $K).json" 2>&1 | tee "$OUT/rows_$(basename $K).txt" | tail -n 14
+  done
+fi
+if [ "$PART" = lib ]; then
+  # issue 18: the new std kernels beside torch, bf16 (device shapes)
+  for K in std/elementwise/silu std/elementwise/add_row std/elementwise/swiglu std/cast/to_bf16 std/norm/add_rms_norm \
+      std/norm/layer_norm std/rope/rotate_half std/rope/interleaved std/gather/embedding; do
+    IRON_PROGRESS=lines timeout 70 $PY -m iron.cli.main bench --backend cuda -v --dtype bf16 --filter "$K" \
+      --json "$OUT/lib_$(echo $K | tr / _).json" 2>&1 | tee "$OUT/lib_$(echo $K | tr / _).txt" | grep "│" | tail -n 4
   done
 fi
 if [ "$PART" = bench ]; then

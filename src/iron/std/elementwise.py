@@ -175,6 +175,25 @@ _UNARY_F64 = {
     "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x ** 3))),
     "relu": lambda x: np.maximum(x, 0.0), "square": np.square,
 }
+_TORCH_UNARY = {"gelu": ("nn.functional.gelu", {}), "gelu_tanh": ("nn.functional.gelu", {"approximate": "tanh"}),
+                "silu": ("nn.functional.silu", {}), "relu": ("nn.functional.relu", {})}
+_TORCH_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "max": "maximum", "min": "minimum"}
+
+
+def _torch_fn(path: str):
+    import torch
+
+    fn = torch
+    for part in path.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def _torch_unary(op: str):
+    path, kw = _TORCH_UNARY.get(op, (op, {}))
+    return lambda d: _torch_fn(path)(d["a"], **kw)
+
+
 _BINARY_F64 = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
                "min": np.minimum}
 #: input domains: log/sqrt/rsqrt need positive inputs; div's divisor is kept away from 0 by its setup
@@ -211,7 +230,8 @@ def _register_unary(op: str) -> None:
     target = _Op(unary, op)
     bench(f"std/elementwise/{op}", setup=lambda g: {"a": g.random(), "out": g.poisoned()},
           launch=lambda d, be: launch_unary(op, d["a"], d["out"], be),
-          references={"numpy": lambda d: f64(d["a"].astype(np.float32)).astype(d["a"].dtype)},
+          references={"numpy": lambda d: f64(d["a"].astype(np.float32)).astype(d["a"].dtype),
+                      "torch": _torch_unary(op)},
           bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
           flops=lambda shape: int(np.prod(shape)), device_shapes=_DEVICE)(target)
     test_kernel(oracle=lambda d: f64(d["a"].astype(np.float64)), domain=_DOMAIN.get(op, "signed"), shapes=_HOST,
@@ -234,7 +254,8 @@ def _register_binary(op: str, mode: str) -> None:
     bench(f"std/elementwise/{op}{suffix}", setup=lambda g: _binary_setup(g, op, mode),
           launch=lambda d, be: launch_binary(op, d["a"], d["b"], d["out"], be),
           references={"numpy": lambda d: f64(d["a"].astype(np.float32), d["b"].astype(np.float32)
-                                             ).astype(d["a"].dtype)},
+                                             ).astype(d["a"].dtype),
+                      "torch": lambda d: _torch_fn(_TORCH_BINARY[op])(d["a"], d["b"])},
           bytes_moved=lambda shape, itemsize: streams * int(np.prod(shape)) * itemsize,
           flops=lambda shape: int(np.prod(shape)), device_shapes=_DEVICE if mode == "none" else [(16384, 8192)])(
         target)
@@ -246,11 +267,18 @@ def _register_swiglu() -> None:
     bench("std/elementwise/swiglu", setup=lambda g: {"gate": g.random(), "up": g.random(), "out": g.poisoned()},
           launch=lambda d, be: swiglu[_n(d["gate"])](d["gate"], d["up"], d["out"], backend=be),
           references={"numpy": lambda d: (_UNARY_F64["silu"](d["gate"].astype(np.float32))
-                                          * d["up"].astype(np.float32)).astype(d["gate"].dtype)},
+                                          * d["up"].astype(np.float32)).astype(d["gate"].dtype),
+                      "torch": lambda d: _torch_fn("nn.functional.silu")(d["gate"]) * d["up"]},
           bytes_moved=lambda shape, itemsize: 3 * int(np.prod(shape)) * itemsize,
           flops=lambda shape: 5 * int(np.prod(shape)), device_shapes=_DEVICE)(swiglu)
     test_kernel(oracle=lambda d: _UNARY_F64["silu"](d["gate"].astype(np.float64)) * d["up"].astype(np.float64),
                 domain="signed", shapes=_HOST, tolerance=_TRANSCENDENTAL)(swiglu)
+
+
+def _torch_out(name: str):
+    import torch
+
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
 _CAST_TARGETS = {"f32": (to_f32, np.float32), "f16": (to_f16, np.float16), "bf16": (to_bf16, None)}
@@ -268,7 +296,8 @@ def _register_cast(name: str) -> None:
 
     bench(f"std/cast/to_{name}", setup=lambda g: {"a": g.random(), "out": g.poisoned().astype(out_dtype())},
           launch=lambda d, be: k[_n(d["a"])](d["a"], d["out"], backend=be),
-          references={"numpy": lambda d: d["a"].astype(out_dtype())},
+          references={"numpy": lambda d: d["a"].astype(out_dtype()),
+                      "torch": lambda d: d["a"].to(_torch_out(name))},
           bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
           flops=lambda shape: int(np.prod(shape)), device_shapes=_DEVICE)(k)
     # one rounding of the input into the output type (exact when the output is wider)

@@ -92,6 +92,22 @@ def oracle(d: dict, offset: int, interleaved: bool) -> np.ndarray:
     return out
 
 
+def _torch_rope(d: dict, offset: int, interleaved: bool):
+    """The eager torch formulation (Hugging Face's apply_rotary_pos_emb for rotate-half), f32 math, cast back."""
+    import torch
+
+    x = d["x"].float()
+    rows = d["pos"].long() + offset
+    c, s = d["cos"][rows][:, None, :], d["sin"][rows][:, None, :]
+    if interleaved:
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2).to(d["x"].dtype)
+    c, s = torch.cat((c, c), dim=-1), torch.cat((s, s), dim=-1)
+    half = x.shape[-1] // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return (x * c + rot * s).to(d["x"].dtype)
+
+
 class _Layout:
     """``rope`` registered once per layout (the registry keeps one entry per object)."""
 
@@ -109,7 +125,8 @@ def _register(interleaved: bool, offset: int = 7) -> None:
     name = f"std/rope/{'interleaved' if interleaved else 'rotate_half'}"
     bench(name, setup=_setup,
           launch=lambda d, be: launch_rope(d["x"], d["out"], d["cos"], d["sin"], d["pos"], offset, interleaved, be),
-          references={"numpy": lambda d: oracle(d, offset, interleaved).astype(d["x"].dtype)},
+          references={"numpy": lambda d: oracle(d, offset, interleaved).astype(d["x"].dtype),
+                      "torch": lambda d: _torch_rope(d, offset, interleaved)},
           bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
           flops=lambda shape: 3 * int(np.prod(shape)),
           device_shapes=[(4096, 32, 128), (16384, 8, 128)])(target)

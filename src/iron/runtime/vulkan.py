@@ -190,8 +190,6 @@ class VulkanBackend(Backend):
     def run_spirv(self, spk, arrays: dict[str, np.ndarray], scalars: dict[str, Any], grid: tuple[int, int, int],
                   group: tuple[int, int, int], repeat: int = 1) -> float | None:
         """Run a SpirvKernel on NumPy arrays (by parameter name); returns the GPU ms per dispatch, or None."""
-        from .vulkan_select import pack_push
-
         ctx = self.context()
         host = {}
         for b in spk.buffers:
@@ -201,7 +199,7 @@ class VulkanBackend(Backend):
             if not b.readonly and not arr.flags.writeable:
                 raise LaunchError(f"argument '{b.param}' is read-only but {spk.entry} writes to it")
             host[b.param] = arr.reshape(-1)
-        push = pack_push(spk, scalars, grid)  # the exact grid, also for a lanes module
+        push = _pack_push(spk, scalars, grid)  # the exact grid, also for a lanes module
         lanes = getattr(spk, "lanes", 1)
         if lanes > 1:  # a lanes module: one invocation per `lanes` elements of axis 0
             grid = (-(-grid[0] // lanes), grid[1], grid[2])
@@ -223,3 +221,25 @@ class VulkanBackend(Backend):
     def artifacts(self, variant, targets=(), metallib: bool = False) -> list[Emitted]:
         """``.spv``: the portable SPIR-V module with its bindings, push constants and spec ids."""
         return [write_spirv(variant)]
+
+
+def _pack_push(spk, scalars: dict[str, Any], grid: tuple[int, int, int]) -> bytes:
+    """The push-constant block: Iron scalars by parameter name, and the exact grid sizes by ``SpirvPush.axis`` (never
+    by name: a scalar may be called ``iron_n0`` or ``iron_n5``)."""
+    import struct
+
+    data = bytearray(spk.push_size)
+    codes = {"i32": "<i", "u32": "<I", "f32": "<f"}
+    for p in spk.push:
+        axis = getattr(p, "axis", None)
+        if axis is not None:
+            value = int(grid[axis])
+        elif p.name in scalars:
+            value = scalars[p.name]
+        else:
+            raise LaunchError(f"{spk.entry}: no value for push constant '{p.name}'")
+        code = codes.get(str(p.dtype))
+        if code is None:
+            raise LaunchError(f"{spk.entry}: push constant '{p.name}' has unsupported type {p.dtype}")
+        struct.pack_into(code, data, p.offset, value.item() if isinstance(value, np.generic) else value)
+    return bytes(data)

@@ -26,6 +26,7 @@ from .dialect import (
     wrapping_int_helpers,
 )
 from .expr import UNARY, Expr
+from .names import GPU_TYPE_NAMES
 from .simd_lanes import SIMD_FUNCTIONS, relative_shuffles, scans, votes
 
 _F16 = Snippet("""\
@@ -219,7 +220,8 @@ class CudaDialect(CDialect):
     builtin_names: ClassVar[frozenset[str]] = frozenset(
         "threadIdx blockIdx blockDim gridDim warpSize __syncthreads __shfl_sync __shfl_xor_sync __activemask "
         "__ballot_sync __any_sync __all_sync __ffs iron_live "
-        "atomicAdd atomicMax atomicCAS atomicMin atomicAnd atomicOr atomicXor atomicExch asm min max abs".split())
+        "atomicAdd atomicMax atomicCAS atomicMin atomicAnd atomicOr atomicXor atomicExch asm min max abs".split()
+    ) | GPU_TYPE_NAMES  # float4, uint3, half... (issue 17)
     thread: ClassVar[dict[str, Template]] = {
         "program_id": Template("(int)(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis})", UNARY),
         "local_id": Template("(int)threadIdx.{axis}", UNARY),

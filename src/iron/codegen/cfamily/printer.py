@@ -37,7 +37,7 @@ from .calls import DialectCalls
 from .convergence import convergent_simd_ops
 from .dialect import CDialect, CParam, Features, LaneBuffer, VectorParts
 from .expr import Expr
-from .names import NameTable, sanitize
+from .names import NameTable, entry_hint, sanitize
 from .plan import plan_kernel
 from .tiles import TILE_STATEMENTS, TilePrinting, shared_layout
 from .vectorize import LanePlan, plan_lanes
@@ -136,7 +136,7 @@ class _Printer(TilePrinting, DialectCalls):
     # -- the whole kernel -----------------------------------------------------------------------------------------
 
     def run(self, vectorize: bool = True) -> KernelSource:
-        entry = self.names.claim(self.k.name)
+        entry = self.names.claim(entry_hint(self.k.name))
         params = self._params()
         body: list[str] = []
         self._guard(body)

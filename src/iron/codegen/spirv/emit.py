@@ -217,7 +217,9 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
             self.features.add("subgroup_uniform_control_flow")
         b.name(fn, self.k.name)
         words = b.build()
-        push_fields = tuple(SpirvPush(name, 4 * i, st) for i, (name, st) in enumerate(push))
+        scalars = len(self.push_uids)  # the Iron scalars come first, then the three grid sizes
+        push_fields = tuple(SpirvPush(name, 4 * i, st, i - scalars if i >= scalars else None)
+                            for i, (name, st) in enumerate(push))
         return SpirvKernel(words=words, entry=self.k.name, buffers=tuple(buffers), push=push_fields,
                            push_size=4 * len(push), local_size_spec_ids=SPEC_IDS, shared_bytes=self.shared_bytes,
                            features=frozenset(self.features), lanes=self.lanes.width if self.lanes else 1,
@@ -247,7 +249,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
             else:
                 push.append((p.name, p.type))
                 self.push_uids.append(p.value.uid)
-        push += [(f"iron_n{a}", t.i32) for a in range(3)]
+        push += [(_grid_field(a, {p.name for p in self.k.params}), t.i32) for a in range(3)]
         members = [self.reg_type(st) for _, st in push]
         block = b.type_struct(members)
         b.decorate(block, "Block")
@@ -353,3 +355,12 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
         if op.result is not None and op.result.name and op.result.uid in self.vals:
             self.b.name(self.vals[op.result.uid], op.result.name)
 
+
+
+def _grid_field(axis: int, params: set[str]) -> str:
+    """The push-constant field name of grid size ``axis``: ``iron_n{axis}``, with underscores added while a kernel
+    parameter has that name (issue 17: a scalar called ``iron_n0`` must not read the grid size)."""
+    name = f"iron_n{axis}"
+    while name in params:
+        name += "_"
+    return name

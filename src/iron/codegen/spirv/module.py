@@ -31,6 +31,9 @@ class SpirvPush:
     name: str  # Iron scalar parameter name, or "iron_n0"/"iron_n1"/"iron_n2" for the exact grid sizes
     offset: int  # bytes
     dtype: ScalarType  # i32, u32 or f32
+    #: the grid axis whose exact size the field holds; None for an Iron scalar. Launchers go by this, not the name:
+    #: a scalar may be called ``iron_n0`` (the grid fields then take a name no parameter has, ``iron_n0_``)
+    axis: int | None = None
 
 
 @dataclass(frozen=True)

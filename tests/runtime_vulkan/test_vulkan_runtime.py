@@ -55,8 +55,8 @@ def exp_affine(tmp_path_factory) -> SpirvKernel:
                    check=True)
     if shutil.which("spirv-val"):
         subprocess.run(["spirv-val", "--target-env", "vulkan1.3", str(out)], check=True)
-    push = (SpirvPush("scale", 0, t.f32), SpirvPush("bias", 4, t.i32), SpirvPush("iron_n0", 8, t.i32),
-            SpirvPush("iron_n1", 12, t.i32), SpirvPush("iron_n2", 16, t.i32))
+    push = (SpirvPush("scale", 0, t.f32), SpirvPush("bias", 4, t.i32), SpirvPush("iron_n0", 8, t.i32, 0),
+            SpirvPush("iron_n1", 12, t.i32, 1), SpirvPush("iron_n2", 16, t.i32, 2))
     buffers = (SpirvBuffer("x", 0, t.f32, True), SpirvBuffer("out", 1, t.f32, False))
     return SpirvKernel(out.read_bytes(), "main", buffers, push, 20, (0, 1, 2), 0, frozenset())
 

@@ -251,9 +251,9 @@ from types import SimpleNamespace as NS
 spk = NS(words=open({str(spv)!r}, "rb").read(), entry="main", push_size=20, local_size_spec_ids=(0, 1, 2),
          shared_bytes=0, features=frozenset(),
          buffers=(NS(param="x", binding=0, readonly=True), NS(param="out", binding=1, readonly=False)),
-         push=tuple(NS(name=n, offset=o, dtype=d) for n, o, d in
-                    (("scale", 0, t.f32), ("bias", 4, t.i32), ("iron_n0", 8, t.i32), ("iron_n1", 12, t.i32),
-                     ("iron_n2", 16, t.i32))))
+         push=tuple(NS(name=n, offset=o, dtype=d, axis=a) for n, o, d, a in
+                    (("scale", 0, t.f32, None), ("bias", 4, t.i32, None), ("iron_n0", 8, t.i32, 0),
+                     ("iron_n1", 12, t.i32, 1), ("iron_n2", 16, t.i32, 2))))
 out = np.zeros(5, np.float32)
 VulkanBackend().run_spirv(spk, {{"x": np.zeros(5, np.float32), "out": out}}, {{"scale": 1.0, "bias": 2}}, (5, 1, 1),
                           (4, 1, 1))

@@ -4,7 +4,6 @@ physical devices, plus the two small byte-level helpers a launch needs (push-con
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,21 +106,3 @@ def uses_local_size_id(words: bytes) -> bool:
             return False
         i += count
     return False
-
-
-def pack_push(spk, scalars: dict[str, Any], grid: tuple[int, int, int]) -> bytes:
-    """The push-constant block: Iron scalars by name, then ``iron_n0..2`` (exact grid sizes, i32)."""
-    data = bytearray(spk.push_size)
-    codes = {"i32": "<i", "u32": "<I", "f32": "<f"}
-    for p in spk.push:
-        if p.name.startswith("iron_n") and p.name[6:].isdigit():
-            value = int(grid[int(p.name[6:])])
-        elif p.name in scalars:
-            value = scalars[p.name]
-        else:
-            raise LaunchError(f"{spk.entry}: no value for push constant '{p.name}'")
-        code = codes.get(str(p.dtype))
-        if code is None:
-            raise LaunchError(f"{spk.entry}: push constant '{p.name}' has unsupported type {p.dtype}")
-        struct.pack_into(code, data, p.offset, value.item() if isinstance(value, np.generic) else value)
-    return bytes(data)

@@ -29,12 +29,17 @@
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
-# Several parts run in order: scripts/gpu_check.sh speed bench. Results go to $OUT (or ./gpu-out): logs and JSON,
+# Several parts run in order: scripts/gpu_check.sh speed bench. Results go to $OUT/results.tgz (or ./gpu-out): logs, JSON,
 # to be committed under bench/results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
+# The device tool returns at most 8 files: every part writes under a scratch folder and the folder is packed into
+# $OUT/results.tgz after each part (and at exit), so a part killed at the call's limit loses only itself.
+FINAL=${OUT:-gpu-out}
+OUT=${GPU_RAW:-/tmp/gpu-raw}
+mkdir -p "$OUT" "$FINAL"
+pack() { tar -czf "$FINAL/results.tgz" -C "$OUT" . 2>/dev/null; }
+trap pack EXIT
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 IRON_CACHE_DIR=/tmp/iron-cache IRON_GIT_SHA=${IRON_GIT_SHA:-unknown}
 PY=${PY:-python3}
 {
@@ -44,6 +49,8 @@ PY=${PY:-python3}
 } 2>&1 | tee "$OUT/env.txt"
 [ $# -eq 0 ] && set -- cuda
 for PART in "$@"; do
+pack
+echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = cuda ] || [ "$PART" = tests ]; then
   IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
@@ -87,8 +94,8 @@ if [ "$PART" = rows ]; then
 fi
 if [ "$PART" = lib ]; then
   # issue 18: the new std kernels beside torch, bf16 (device shapes)
-  for K in std/elementwise/silu std/elementwise/add_row std/elementwise/swiglu std/cast/to_bf16 std/norm/add_rms_norm \
-      std/norm/layer_norm std/rope/rotate_half std/rope/interleaved std/gather/embedding; do
+  for K in ${LIB_KERNELS:-std/elementwise/silu std/elementwise/add_row std/elementwise/swiglu std/cast/to_bf16 \
+      std/norm/add_rms_norm std/norm/layer_norm std/rope/rotate_half std/rope/interleaved std/gather/embedding}; do
     IRON_PROGRESS=lines timeout 70 $PY -m iron.cli.main bench --backend cuda -v --dtype bf16 --filter "$K" \
       --json "$OUT/lib_$(echo $K | tr / _).json" 2>&1 | tee "$OUT/lib_$(echo $K | tr / _).txt" | grep "│" | tail -n 4
   done

@@ -235,8 +235,8 @@ def bind_arguments(kfn, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 def array_dtype(value: Any) -> t.ScalarType | None:
     dt = getattr(value, "dtype", None)
-    if dt is None:
-        return None
+    if dt is None or isinstance(dt, t.ScalarType):  # an iron Array's dtype is Iron's own
+        return dt
     try:
         return t.scalar_type_of_numpy(np.dtype(dt))
     except TypeError:

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from ..errors import LaunchError
+from .arrays import is_iron_array
 from .backend import Backend
 
 __all__ = ["ALIASES", "BACKENDS", "PLANNED", "PREFERENCE", "Backend", "backend_class", "best_backend", "get_backend",
@@ -85,6 +86,9 @@ def resolve_backend_name(backend: str | None, bound: dict[str, Any]) -> str:
     env = os.environ.get("IRON_BACKEND")
     if env:
         return env
+    for value in bound.values():
+        if is_iron_array(value):
+            return value.backend
     for value in bound.values():
         mod = type(value).__module__
         if mod.startswith("torch") and getattr(value, "is_cuda", False):

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import LaunchError
 from ..ir.variant import Variant
+from .arrays import HostStore
 from .artifacts import Emitted
 
 
@@ -87,6 +88,17 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for the work this backend queued (a no-op where launches are synchronous)."""
+
+    # -- device arrays (``iron.asarray``; runtime/device_array.py) ----------------------------------------------------
+
+    def array_store(self, nbytes: int) -> Any:
+        """Memory for an ``iron.Array`` of ``nbytes``: an object with ``device``, ``write(offset, u8)`` and
+        ``read(offset, nbytes) -> u8``; host memory (``view(offset, nbytes)``) unless the backend has device memory."""
+        return HostStore(nbytes)
+
+    def array_device(self) -> int:
+        """The device index this backend's arrays live on."""
+        return 0
 
     # -- timing ------------------------------------------------------------------------------------------------------
 

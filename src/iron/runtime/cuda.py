@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IronError, LaunchError
+from .arrays import check_array_backend, is_iron_array
 from .artifacts import Emitted, write_cuda
 from .backend import Backend
 from .cache import cache_key, cached_binary
@@ -268,6 +269,8 @@ class CudaBackend(Backend):
                 raise LaunchError(f"argument '{param}' is not contiguous (strides {tuple(value.stride())})", where(),
                                   f"pass {param}.contiguous()")
             return DeviceArg(value.data_ptr(), value.numel(), value.numel() * value.element_size(), True)
+        if is_iron_array(value) and value.backend not in ("cuda", "hip-on-cuda"):
+            check_array_backend(self.name, param, value, where)
         cai = getattr(value, "__cuda_array_interface__", None)
         if cai is not None:
             itemsize = np.dtype(cai["typestr"]).itemsize
@@ -374,6 +377,30 @@ class CudaBackend(Backend):
     def synchronize(self) -> None:
         if self.stream is not None:
             self.stream.sync()
+
+    def synchronize_all(self) -> None:
+        """Wait for this backend's stream and, where torch has initialised CUDA, torch's current stream."""
+        self.synchronize()
+        import sys
+
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.current_stream().synchronize()
+
+    # -- device arrays (runtime/cuda_array.py) ----------------------------------------------------------------------
+
+    def array_store(self, nbytes: int):
+        from .cuda_array import CudaStore
+
+        return CudaStore(self, nbytes)
+
+    def array_device(self) -> int:
+        return self.device().device_id
+
+    def array_from_dlpack(self, obj):
+        from .cuda_array import wrap_dlpack
+
+        return wrap_dlpack(self, obj)
 
     # -- ahead-of-time builds -------------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, IronError, LaunchError
+from .arrays import host_array, is_iron_array
 from .artifacts import Emitted, write_hip
 from .backend import Backend
 from .cache import cache_key, cached_binary
@@ -355,6 +356,8 @@ class HipBackend(Backend):
     # -- launch ---------------------------------------------------------------------------------------------------
 
     def check_array(self, param: str, value: Any, where) -> Any:
+        if is_iron_array(value):  # kept in host memory on HIP for now, copied at launch as NumPy arrays are
+            return host_array("hip", param, value, where)
         if isinstance(value, np.ndarray):
             if not value.flags.c_contiguous:
                 raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),

@@ -1,9 +1,12 @@
 """The Vulkan backend: SPIR-V from ``iron.codegen.spirv``, run through the ``vulkan`` PyPI package (cffi over the
 system loader), so any Vulkan 1.1+ device runs Iron kernels with no SDK or shader compiler installed.
 
-Arrays are NumPy arrays (C-contiguous): copied in before each launch and, for buffers the kernel writes, copied back
-after it; launches are synchronous. Device choice: ``IRON_VULKAN_DEVICE`` (an index into the loader's device list,
-or a case-insensitive substring of the device name), else discrete GPU > integrated > virtual > CPU.
+Arrays are NumPy arrays (C-contiguous), copied in before each launch and, for buffers the kernel writes, copied back
+after it (such launches wait), or ``iron.Array``s in device memory (``iron.asarray(x, backend="vulkan")``): a launch
+on arrays alone is recorded and not waited for (``vulkan_queue.py``); ``synchronize()`` and ``x.numpy()`` wait.
+
+Device choice: ``IRON_VULKAN_DEVICE`` (an index into the loader's device list, or a case-insensitive substring of
+the device name), else discrete GPU > integrated > virtual > CPU.
 
 Timing: every launch records two timestamp queries around its dispatches; ``backend.last_gpu_time_ms`` holds the
 GPU time of the last launch (dispatch only, no copies; None where the queue cannot time), and
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IronError, LaunchError
+from .arrays import check_array_backend, is_iron_array
 from .artifacts import Emitted, write_spirv
 from .backend import Backend, LaunchRecorder
 
@@ -70,6 +74,7 @@ class VulkanBackend(Backend):
 
     def __init__(self) -> None:
         self._ctx = None
+        self._queue = None
         self._timer = LaunchRecorder()
 
     # -- device ---------------------------------------------------------------------------------------------------
@@ -87,10 +92,32 @@ class VulkanBackend(Backend):
         return self._ctx
 
     def close(self) -> None:
-        """Destroy every Vulkan object now (also runs at interpreter exit); a later launch starts afresh."""
+        """Destroy every Vulkan object now (also runs at interpreter exit); a later launch starts afresh (arrays made
+        before are refused then)."""
         ctx, self._ctx = self._ctx, None
+        queue, self._queue = self._queue, None
         if ctx is not None:
+            if queue is not None:
+                ctx.vk.vkDeviceWaitIdle(ctx.device)
+                queue.destroy()
             ctx.destroy()
+
+    def queue(self):
+        """The device arrays' recording queue (``vulkan_queue.VulkanQueue``), created on first use."""
+        if self._queue is None:
+            from .vulkan_queue import VulkanQueue
+
+            self._queue = VulkanQueue(self.context())
+        return self._queue
+
+    def array_store(self, nbytes: int):
+        from .vulkan_queue import VulkanStore
+
+        return VulkanStore(self.queue(), nbytes)
+
+    def synchronize(self) -> None:
+        if self._queue is not None:
+            self._queue.synchronize()
 
     def info(self) -> dict[str, Any]:
         """What ``iron device`` shows: name, type, API version, driver, subgroup size, limits, features."""
@@ -169,7 +196,15 @@ class VulkanBackend(Backend):
 
     # -- launch ---------------------------------------------------------------------------------------------------
 
-    def check_array(self, param: str, value: Any, where) -> np.ndarray:
+    def check_array(self, param: str, value: Any, where) -> Any:
+        if is_iron_array(value):
+            check_array_backend("vulkan", param, value, where)
+            if self._queue is None or value.store.queue is not self._queue:
+                raise LaunchError(f"argument '{param}' was made on a Vulkan context that has been closed", where(),
+                                  "make the array again after closing the backend")
+            from .vulkan_queue import ArrayArg
+
+            return ArrayArg(value)
         if not isinstance(value, np.ndarray):
             mod = type(value).__module__
             raise LaunchError(f"argument '{param}' is a {mod}.{type(value).__name__}; the vulkan backend takes "
@@ -191,11 +226,14 @@ class VulkanBackend(Backend):
                   group: tuple[int, int, int], repeat: int = 1) -> float | None:
         """Run a SpirvKernel on NumPy arrays (by parameter name); returns the GPU ms per dispatch, or None."""
         ctx = self.context()
-        host = {}
+        host, dev = {}, {}
         for b in spk.buffers:
             arr = arrays.get(b.param)
             if arr is None:
                 raise LaunchError(f"{spk.entry}: no array for buffer '{b.param}'")
+            if not isinstance(arr, np.ndarray):
+                dev[b.param] = arr
+                continue
             if not b.readonly and not arr.flags.writeable:
                 raise LaunchError(f"argument '{b.param}' is read-only but {spk.entry} writes to it")
             host[b.param] = arr.reshape(-1)
@@ -203,12 +241,43 @@ class VulkanBackend(Backend):
         lanes = getattr(spk, "lanes", 1)
         if lanes > 1:  # a lanes module: one invocation per `lanes` elements of axis 0
             grid = (-(-grid[0] // lanes), grid[1], grid[2])
+        if dev and not host and repeat == 1:  # device arrays alone: recorded, not waited for
+            self._queue.enqueue(spk, dev, push, tuple(grid), tuple(group))
+            self._timer.record(None)
+            return None
+        if dev:
+            return self._run_mixed(spk, host, dev, push, grid, group, repeat)
         try:
             ms = ctx.dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat)
         except IronError:
             raise
         except Exception as e:  # a Vulkan error the checks above did not foresee: name the kernel, not our frames
             raise LaunchError(f"Vulkan launch of {spk.entry} failed: {type(e).__name__}: {e}") from None
+        self._timer.record(None if ms is None else ms * 1e-3)
+        return ms
+
+    def _run_mixed(self, spk, host, dev, push, grid, group, repeat) -> float | None:
+        """A launch on NumPy arrays and device arrays: after the queued work, device arrays bound in place (a
+        misaligned view goes through a host copy), NumPy ones copied; waits."""
+        q = self._queue
+        with q.lock:
+            q.synchronize()
+            bound, copied = {}, {}
+            for name, a in dev.items():
+                if a.offset % q.align:
+                    copied[name] = host[name] = a.array.numpy().reshape(-1)
+                else:
+                    bound[name] = (a.buf, a.offset, a.nbytes)
+            try:
+                ms = self.context().dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat, bound=bound)
+            except IronError:
+                raise
+            except Exception as e:
+                raise LaunchError(f"Vulkan launch of {spk.entry} failed: {type(e).__name__}: {e}") from None
+            for b in spk.buffers:
+                if b.param in copied and not b.readonly:
+                    a = dev[b.param]
+                    a.array.store.write(a.offset, copied[b.param].view(np.uint8))
         self._timer.record(None if ms is None else ms * 1e-3)
         return ms
 

@@ -59,6 +59,7 @@ class _LaunchArgs:
     host: dict[str, np.ndarray]
     bufs: dict[str, Buffer]
     stages: dict[str, Buffer]
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # param -> (offset, bytes) bound
 
 
 def coopmat_mode() -> str:
@@ -390,9 +391,10 @@ class VulkanContext:
     # -- dispatch -------------------------------------------------------------------------------------------------
 
     def dispatch(self, spk, host: dict[str, np.ndarray], push: bytes, grid: tuple[int, int, int],
-                 group: tuple[int, int, int], repeat: int = 1) -> float | None:
+                 group: tuple[int, int, int], repeat: int = 1, bound: dict | None = None) -> float | None:
         """Run ``spk`` ``repeat`` times on the NumPy arrays ``host`` (param -> flat array, copied in and, for
-        written buffers, back); returns the GPU time per dispatch in ms (timestamp queries), or None."""
+        written buffers, back) and the device arrays ``bound`` (param -> (Buffer, offset, bytes), bound in place);
+        returns the GPU time per dispatch in ms (timestamp queries), or None."""
         vk = self.vk
         self.check_kernel(spk, group)
         groups = self._group_counts(grid, group)
@@ -400,11 +402,11 @@ class VulkanContext:
         pipe = self.pipeline(spk, prog, group)
         taken: list[tuple[str, Buffer]] = []
         try:
-            args = self._upload(spk, host, taken)
+            args = self._upload(spk, host, taken, bound or {})
             dset = self._descriptor_set(spk, prog, args)
             self._record(spk, prog, pipe, dset, push, args, groups, repeat)
             self._submit_and_wait(spk.entry)
-            for name in (b.param for b in spk.buffers if not b.readonly):
+            for name in (b.param for b in spk.buffers if not b.readonly and b.param in host):
                 arr = host[name]
                 src = args.stages[name] if args.stages else args.bufs[name]
                 arr.view(np.uint8)[:] = src.view[: arr.nbytes]
@@ -427,13 +429,20 @@ class VulkanContext:
                                   f"{self.limits.maxComputeWorkGroupCount[i]}")
         return groups
 
-    def _upload(self, spk, host: dict[str, np.ndarray], taken: list[tuple[str, Buffer]]) -> _LaunchArgs:
+    def _upload(self, spk, host: dict[str, np.ndarray], taken: list[tuple[str, Buffer]], bound: dict) -> _LaunchArgs:
         """A buffer per argument holding its array: mapped directly (unified memory) or filled through a staging
-        buffer, copied at the start of the submission. Every buffer taken from the pool is added to ``taken``."""
+        buffer, copied at the start of the submission; device arrays (``bound``) as they are. Every buffer taken
+        from the pool is added to ``taken``."""
         kind = "unified" if self.unified else "device"
         args = _LaunchArgs(host, {}, {})
         for b in spk.buffers:
+            if b.param in bound:
+                buf, offset, nbytes = bound[b.param]
+                args.bufs[b.param] = buf
+                args.ranges[b.param] = (offset, nbytes)
+                continue
             arr = host[b.param]
+            args.ranges[b.param] = (0, arr.nbytes)
             buf = self.get_buffer(kind, arr.nbytes)
             taken.append((kind, buf))
             args.bufs[b.param] = buf
@@ -453,8 +462,8 @@ class VulkanContext:
             descriptorPool=self.desc_pool, descriptorSetCount=1, pSetLayouts=[prog.set_layout]))
         dset = sets[0]
         if spk.buffers:
-            infos = [vk.VkDescriptorBufferInfo(buffer=args.bufs[b.param].handle, offset=0,
-                                               range=max(4, args.host[b.param].nbytes)) for b in spk.buffers]
+            infos = [vk.VkDescriptorBufferInfo(buffer=args.bufs[b.param].handle, offset=args.ranges[b.param][0],
+                                               range=max(4, args.ranges[b.param][1])) for b in spk.buffers]
             writes = [vk.VkWriteDescriptorSet(dstSet=dset, dstBinding=b.binding, descriptorCount=1,
                                               descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                               pBufferInfo=[info]) for b, info in zip(spk.buffers, infos)]
@@ -485,7 +494,7 @@ class VulkanContext:
         if args.stages:
             self._barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
                           vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT)
-            for name in (b.param for b in spk.buffers if not b.readonly):
+            for name in (b.param for b in spk.buffers if not b.readonly and b.param in args.stages):
                 n = args.host[name].nbytes
                 if n:
                     vk.vkCmdCopyBuffer(cmd, args.bufs[name].handle, args.stages[name].handle, 1,

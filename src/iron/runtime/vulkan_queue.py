@@ -1,0 +1,293 @@
+"""Device arrays on Vulkan and launches on them recorded without waiting (issue 16).
+
+An ``iron.Array`` on Vulkan owns a device-local buffer (device-local *and* host-visible where the device has unified
+memory, as lavapipe and integrated GPUs do), taken from the context's buffer pool. A launch whose buffers are all such
+arrays is recorded into the current batch command buffer and not waited for: each dispatch is followed by a
+compute-to-compute/transfer memory barrier, so a chain of dependent launches sees every earlier write, and each batch
+starts with one so that it sees the batches submitted before it. A batch is submitted once it holds ``BATCH``
+dispatches (the GPU starts on it while the host records the next) and by ``synchronize()``, which ``x.numpy()`` calls
+before it copies. Descriptor sets are cached by (program, buffers, offsets, sizes), so a repeat launch on the same
+arrays allocates nothing. An array freed while recorded work may still use its buffer returns the buffer to the pool
+only after that work has finished.
+
+A view whose offset is not a multiple of the device's ``minStorageBufferOffsetAlignment`` cannot be bound in place: it
+is copied into an aligned scratch buffer before the dispatch and, when the kernel writes it, back after it, inside the
+same command buffer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..errors import LaunchError
+
+#: dispatches recorded before a batch is submitted without waiting
+BATCH = 64
+_SETS = 512  # descriptor sets in the arrays' pool (the pool is reset, after a wait, when it runs out)
+
+
+class VulkanStore:
+    """The device memory of one iron Array on Vulkan."""
+
+    device = 0
+
+    def __init__(self, queue: VulkanQueue, nbytes: int):
+        ctx = queue.ctx
+        self.queue = queue
+        self.nbytes = nbytes
+        self.kind = "unified" if ctx.unified else "device"
+        self.buf = ctx.get_buffer(self.kind, max(nbytes, 4))
+        weakref.finalize(self, queue.release, self.kind, self.buf)  # the finalizer must not hold self
+
+    def write(self, offset: int, data: np.ndarray) -> None:
+        self.queue.write(self.buf, offset, data)
+
+    def read(self, offset: int, nbytes: int) -> np.ndarray:
+        return self.queue.read(self.buf, offset, nbytes)
+
+
+class ArrayArg:
+    """A launch argument that is a Vulkan array: its buffer, byte offset and size (what the launch binds)."""
+
+    __slots__ = ("buf", "offset", "nbytes", "size", "array")
+
+    def __init__(self, array: Any):
+        self.array = array
+        self.buf = array.store.buf
+        self.offset = array.offset
+        self.nbytes = array.nbytes
+        self.size = array.size
+
+
+class VulkanQueue:
+    """The recording side of a VulkanContext: batch command buffers in flight, cached descriptor sets, transfers."""
+
+    def __init__(self, ctx) -> None:
+        vk, dev = ctx.vk, ctx.device
+        self.ctx = ctx
+        self.lock = threading.RLock()
+        self.align = max(1, int(ctx.limits.minStorageBufferOffsetAlignment))
+        self.cmd: Any = None  # the batch being recorded, with its fence
+        self.count = 0
+        self.inflight: list[tuple[Any, Any, list]] = []
+        self.idle: list[tuple[Any, Any]] = []
+        self.deferred: list[tuple[str, Any]] = []  # buffers to pool once the recorded batch has finished
+        self.sets: dict[Any, Any] = {}
+        self.set_pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
+            maxSets=_SETS, pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                               descriptorCount=_SETS * 8)]), None)
+
+    # -- launches -------------------------------------------------------------------------------------------------
+
+    def enqueue(self, spk, args: dict[str, ArrayArg], push: bytes, grid: tuple[int, int, int],
+                group: tuple[int, int, int]) -> None:
+        """Record one dispatch of ``spk`` on arrays (by parameter) into the current batch."""
+        ctx, vk = self.ctx, self.ctx.vk
+        with self.lock:
+            ctx.check_kernel(spk, group)
+            groups = ctx._group_counts(grid, group)
+            prog = ctx.program(spk)
+            pipe = ctx.pipeline(spk, prog, group)
+            binds = {name: (a.buf, a.offset, a.nbytes) for name, a in args.items()}
+            moved = self._align_views(spk, binds)
+            dset = self._set(spk, prog, binds)
+            cmd = self._begin()
+            vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, [dset],
+                                       0, None)
+            if spk.push_size:
+                vk.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size,
+                                      ctx.ffi.new("char[]", push))
+            vk.vkCmdDispatch(cmd, *groups)
+            self._barrier(cmd)
+            for name, (scratch, (buf, off, n)) in moved.items():
+                if not next(b for b in spk.buffers if b.param == name).readonly and n:
+                    vk.vkCmdCopyBuffer(cmd, scratch.handle, buf.handle, 1,
+                                       [vk.VkBufferCopy(srcOffset=0, dstOffset=off, size=n)])
+                self.deferred.append(("device", scratch))
+            if moved:
+                self._barrier(cmd)
+            self.count += 1
+            if self.count >= BATCH:
+                self._submit()
+
+    def _align_views(self, spk, binds: dict[str, tuple]) -> dict[str, tuple]:
+        """Copy each misaligned view into an aligned scratch buffer (recorded), rebinding it there."""
+        moved = {}
+        vk = self.ctx.vk
+        for name, (buf, off, n) in list(binds.items()):
+            if off % self.align:
+                scratch = self.ctx.get_buffer("device", max(n, 4))
+                cmd = self._begin()
+                if n:
+                    vk.vkCmdCopyBuffer(cmd, buf.handle, scratch.handle, 1,
+                                       [vk.VkBufferCopy(srcOffset=off, dstOffset=0, size=n)])
+                moved[name] = (scratch, (buf, off, n))
+                binds[name] = (scratch, 0, n)
+        if moved:
+            self._barrier(self.cmd[0])
+        return moved
+
+    def _set(self, spk, prog, binds: dict[str, tuple]):
+        """The (cached) descriptor set binding each buffer parameter to its array's range."""
+        key = (id(prog), tuple((b.binding, id(binds[b.param][0]), binds[b.param][1], binds[b.param][2])
+                               for b in spk.buffers))
+        dset = self.sets.get(key)
+        if dset is not None:
+            return dset
+        vk, dev = self.ctx.vk, self.ctx.device
+        info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self.set_pool, descriptorSetCount=1,
+                                              pSetLayouts=[prog.set_layout])
+        try:
+            dset = vk.vkAllocateDescriptorSets(dev, info)[0]
+        except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool):
+            self.synchronize()  # every set may be in use by recorded work until it has run
+            vk.vkResetDescriptorPool(dev, self.set_pool, 0)
+            self.sets.clear()
+            dset = vk.vkAllocateDescriptorSets(dev, info)[0]
+        if spk.buffers:
+            writes = [vk.VkWriteDescriptorSet(
+                dstSet=dset, dstBinding=b.binding, descriptorCount=1,
+                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=binds[b.param][0].handle, offset=binds[b.param][1],
+                                                       range=max(4, binds[b.param][2]))]) for b in spk.buffers]
+            vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+        self.sets[key] = dset
+        return dset
+
+    # -- batches --------------------------------------------------------------------------------------------------
+
+    def _begin(self):
+        """The batch command buffer being recorded (begun, with its leading barrier, on first use)."""
+        if self.cmd is None:
+            vk, dev = self.ctx.vk, self.ctx.device
+            if self.ctx.lost:
+                raise LaunchError(self.ctx.lost)
+            if self.idle:
+                cmd, fence = self.idle.pop()
+            else:
+                cmd = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
+                    commandPool=self.ctx.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                    commandBufferCount=1))[0]
+                fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
+                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            self.cmd = (cmd, fence)
+            self._barrier(cmd)  # see the writes of batches submitted earlier
+        return self.cmd[0]
+
+    def _barrier(self, cmd) -> None:
+        vk = self.ctx.vk
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        self.ctx._barrier(cmd, stages, vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT, stages,
+                          vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+                          | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+
+    def _submit(self) -> None:
+        if self.cmd is None:
+            return
+        vk = self.ctx.vk
+        cmd, fence = self.cmd
+        self.cmd, self.count = None, 0
+        vk.vkEndCommandBuffer(cmd)
+        vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])], fence)
+        self.inflight.append((cmd, fence, self.deferred))
+        self.deferred = []
+
+    def synchronize(self) -> None:
+        """Submit the batch being recorded and wait for every batch in flight."""
+        vk, dev = self.ctx.vk, self.ctx.device
+        with self.lock:
+            self._submit()
+            limit = float(os.environ.get("IRON_VULKAN_TIMEOUT", "120"))
+            while self.inflight:
+                cmd, fence, freed = self.inflight[0]
+                try:
+                    vk.vkWaitForFences(dev, 1, [fence], vk.VK_TRUE, int(limit * 1e9))
+                except vk.VkTimeout:
+                    self.ctx.lost = (f"a batch of launches did not finish within {limit:g} s on Vulkan device "
+                                     f"{self.ctx.phys.name} (an endless loop?); this process cannot use it again "
+                                     "(IRON_VULKAN_TIMEOUT sets the limit)")
+                    raise LaunchError(self.ctx.lost) from None
+                vk.vkResetFences(dev, 1, [fence])
+                vk.vkResetCommandBuffer(cmd, 0)
+                self.inflight.pop(0)
+                self.idle.append((cmd, fence))
+                for kind, buf in freed:
+                    self.ctx.put_buffer(kind, buf)
+
+    @property
+    def busy(self) -> bool:
+        return self.cmd is not None or bool(self.inflight)
+
+    def release(self, kind: str, buf) -> None:
+        """Return an array's buffer to the pool once no recorded work can use it."""
+        if self.ctx._destroyed:
+            return
+        with self.lock:
+            if self.cmd is not None:
+                self.deferred.append((kind, buf))
+            elif self.inflight:
+                self.inflight[-1][2].append((kind, buf))
+            else:
+                self.ctx.put_buffer(kind, buf)
+
+    # -- transfers (waiting) --------------------------------------------------------------------------------------
+
+    def write(self, buf, offset: int, data: np.ndarray) -> None:
+        """Copy host bytes into ``buf`` at ``offset``, after the work queued so far."""
+        with self.lock:
+            self.synchronize()
+            if buf.view is not None:
+                buf.view[offset: offset + data.nbytes] = data
+                return
+            st = self.ctx.get_buffer("staging", data.nbytes)
+            try:
+                st.view[: data.nbytes] = data
+                self._copy(st, 0, buf, offset, data.nbytes)
+            finally:
+                self.ctx.put_buffer("staging", st)
+
+    def read(self, buf, offset: int, nbytes: int) -> np.ndarray:
+        """The bytes of ``buf`` at ``offset``, once the work queued so far has finished."""
+        with self.lock:
+            self.synchronize()
+            if buf.view is not None:
+                return buf.view[offset: offset + nbytes].copy()
+            st = self.ctx.get_buffer("staging", nbytes)
+            try:
+                self._copy(buf, offset, st, 0, nbytes)
+                return st.view[:nbytes].copy()
+            finally:
+                self.ctx.put_buffer("staging", st)
+
+    def _copy(self, src, src_off: int, dst, dst_off: int, n: int) -> None:
+        if not n:
+            return
+        ctx, vk = self.ctx, self.ctx.vk
+        cmd = ctx.cmd
+        vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1,
+                           [vk.VkBufferCopy(srcOffset=src_off, dstOffset=dst_off, size=n)])
+        ctx._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                     vk.VK_PIPELINE_STAGE_HOST_BIT | vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                     vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_SHADER_READ_BIT)
+        vk.vkEndCommandBuffer(cmd)
+        ctx._submit_and_wait("copy")
+
+    def destroy(self) -> None:
+        """Free the queue's Vulkan objects (the context waits for the device first)."""
+        vk, dev = self.ctx.vk, self.ctx.device
+        for _, fence, _ in self.inflight:
+            vk.vkDestroyFence(dev, fence, None)
+        for _, fence in self.idle:
+            vk.vkDestroyFence(dev, fence, None)
+        if self.cmd is not None:
+            vk.vkDestroyFence(dev, self.cmd[1], None)
+        self.inflight, self.idle, self.cmd = [], [], None
+        vk.vkDestroyDescriptorPool(dev, self.set_pool, None)

@@ -1,0 +1,169 @@
+"""iron.asarray / empty / zeros / numpy / views / synchronize (issue 16) on every backend, against NumPy."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import iron
+from iron import T, Tensor, program_id
+
+from ..frontend.test_kernels import as_dtype
+
+
+@iron.kernel
+def axpy(x: Tensor[T], y: Tensor[T], out: Tensor[T], a: float):
+    i = program_id(0)
+    out[i] = a * x[i] + y[i]
+
+
+@iron.kernel
+def step(src: Tensor[T], dst: Tensor[T], n: int):
+    """dst[i] = 0.5 * src[i] + 0.25 * src[(i + 1) % n] + 1: each launch depends on the whole previous one."""
+    i = program_id(0)
+    dst[i] = 0.5 * src[i] + 0.25 * src[(i + 1) % n] + 1.0
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_round_trip_and_facts(backend, dtype, rng):
+    host = as_dtype(rng.standard_normal((5, 7)), dtype)
+    x = iron.asarray(host, backend=backend)
+    assert (x.shape, x.dtype, x.nbytes, x.backend, x.device, x.size) == (
+        (5, 7), getattr(iron, dtype), host.nbytes, backend, 0, 35)
+    assert np.array_equal(x.numpy().view(np.uint8), host.view(np.uint8))
+    assert np.array_equal(x[1:3].numpy().view(np.uint8), host[1:3].view(np.uint8))
+    assert np.array_equal(x[4].numpy().view(np.uint8), host[4].view(np.uint8))
+    z = iron.zeros((3, 2), dtype, backend=backend)
+    assert z.numpy().dtype == host.dtype and not z.numpy().astype(np.float64).any()
+    assert iron.asarray(x, backend=backend) is x
+
+
+def test_launch_in_place(backend, rng):
+    n = 1000
+    xs, ys = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x, y = iron.asarray(xs, backend=backend), iron.asarray(ys, backend=backend)
+    out = iron.asarray(np.full(n, np.nan, np.float32), backend=backend)
+    axpy[n](x, y, out, 2.0)
+    want = 2.0 * xs.astype(np.float64) + ys
+    assert np.allclose(out.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("start", [1, 3, 64], ids=["offset4", "offset12", "offset256"])
+def test_views_write_through(backend, rng, start):
+    """A launch on views (aligned or not to the device's binding alignment) writes into the parent array."""
+    n, m = 300, 100
+    base = rng.standard_normal(n).astype(np.float32)
+    x = iron.asarray(base, backend=backend)
+    y = iron.asarray(rng.standard_normal(m).astype(np.float32), backend=backend)
+    out = iron.asarray(np.full(n, np.nan, np.float32), backend=backend)
+    axpy[m](x[start:start + m], y, out[start:start + m], -1.0)
+    got = out.numpy()
+    want = -base[start:start + m].astype(np.float64) + y.numpy()
+    assert np.allclose(got[start:start + m], want, rtol=1e-6, atol=1e-6)
+    assert np.isnan(got[:start]).all() and np.isnan(got[start + m:]).all()
+
+
+def test_dependent_chain_matches_interpreter(backend, rng):
+    """1,000 dependent launches on device arrays (recorded without waiting on Vulkan) equal the interpreter's."""
+    n, steps = 256, 1000
+    init = rng.standard_normal(n).astype(np.float32)
+
+    def run(be):
+        a, b = iron.asarray(init, backend=be), iron.empty(n, iron.f32, backend=be)
+        for _ in range(steps // 2):
+            step[n](a, b, n)
+            step[n](b, a, n)
+        return a.numpy()
+
+    got = run(backend)
+    want = init.astype(np.float64)
+    for _ in range(steps):
+        want = 0.5 * want + 0.25 * np.roll(want, -1) + 1.0
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
+    if backend != "cpu":
+        assert np.array_equal(got, run("cpu"))
+
+
+def test_numpy_and_device_arrays_mixed(backend, rng):
+    n = 129
+    xs, ys = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x = iron.asarray(xs, backend=backend)
+    out = np.full(n, np.nan, np.float32)
+    axpy[n](x, ys, out, 3.0, backend=backend)  # NumPy output: copied back as before
+    assert np.allclose(out, 3.0 * xs.astype(np.float64) + ys, rtol=1e-6, atol=1e-6)
+    dev_out = iron.empty(n, iron.f32, backend=backend)
+    axpy[n](xs, x[0:n], dev_out, 1.0, backend=backend)
+    assert np.allclose(dev_out.numpy(), xs.astype(np.float64) + xs, rtol=1e-6, atol=1e-6)
+
+
+def test_freed_arrays_do_not_disturb_queued_work(backend, rng):
+    """Arrays dropped while their launches may still be queued: the memory is reused only after the work ran."""
+    n = 512
+    results = []
+    for k in range(20):
+        x = iron.asarray(np.full(n, float(k), np.float32), backend=backend)
+        y = iron.asarray(np.ones(n, np.float32), backend=backend)
+        out = iron.empty(n, iron.f32, backend=backend)
+        axpy[n](x, y, out, 2.0)
+        results.append(out)
+        del x, y
+        gc.collect()
+    iron.synchronize()
+    for k, out in enumerate(results):
+        assert np.array_equal(out.numpy(), np.full(n, 2.0 * k + 1.0, np.float32))
+
+
+def test_refusals(backend):
+    x = iron.zeros(16, iron.f32, backend=backend)
+    other = "msl-cpu" if backend == "cpu" else "cpu"
+    with pytest.raises(iron.LaunchError, match=f"iron array on {backend}; this launch runs on {other}"):
+        axpy[16](x, x, iron.empty(16, iron.f32, backend=backend), 1.0, backend=other)
+    with pytest.raises(iron.LaunchError, match="share memory"):
+        axpy[8](x[0:8], x[4:12], x[8:16], 1.0)  # out overlaps y
+    axpy[8](x[0:8], x[0:8], x[8:16], 1.0)  # read-only views may overlap; disjoint output is fine
+    with pytest.raises(IndexError, match="step 1"):
+        x[::2]
+    with pytest.raises(TypeError, match="f32, f16, bf16, i32 or u32"):
+        iron.empty(4, np.complex64, backend=backend)
+
+
+def test_dlpack_on_host_backends(rng):
+    host = rng.standard_normal(10).astype(np.float32)
+    x = iron.from_dlpack(host, backend="cpu")
+    assert x.backend == "cpu" and np.array_equal(x.numpy(), host)
+    back = np.from_dlpack(x)
+    assert x.__dlpack_device__() == (1, 0) and np.array_equal(back, host)
+    back[0] = 42.0  # the export shares memory
+    assert x.numpy()[0] == 42.0
+
+
+def test_vulkan_array_after_close_is_refused():
+    from iron.runtime import get_backend, unavailable_reason
+
+    if unavailable_reason("vulkan"):
+        pytest.skip("no Vulkan device")
+    x = iron.zeros(8, iron.f32, backend="vulkan")
+    get_backend("vulkan").close()
+    with pytest.raises(iron.LaunchError, match="closed"):
+        axpy[8](x, x, iron.empty(8, iron.f32, backend="vulkan"), 1.0)
+
+
+def test_cuda_dlpack_and_torch_exchange(rng):
+    """CUDA: a torch tensor wrapped without a copy (iron.from_dlpack), written by an Iron launch, seen by torch."""
+    torch = pytest.importorskip("torch")
+    from iron.runtime import unavailable_reason
+
+    if unavailable_reason("cuda") or not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    xs = torch.tensor(rng.standard_normal(300).astype(np.float32), device="cuda")
+    out_t = torch.full((300,), float("nan"), device="cuda")
+    x, out = iron.from_dlpack(xs), iron.from_dlpack(out_t)
+    assert x.backend == "cuda" and x.shape == (300,) and x.__cuda_array_interface__["data"][0] == xs.data_ptr()
+    y = iron.asarray(np.ones(300, np.float32), backend="cuda")
+    axpy[300](x, y, out, 2.0)
+    iron.synchronize()
+    assert np.allclose(out_t.cpu().numpy(), 2.0 * xs.cpu().numpy().astype(np.float64) + 1.0, rtol=1e-6, atol=1e-6)
+    back = torch.as_tensor(y, device="cuda")  # through __cuda_array_interface__, no copy
+    assert back.data_ptr() == y.__cuda_array_interface__["data"][0]

@@ -167,3 +167,27 @@ def test_cuda_dlpack_and_torch_exchange(rng):
     assert np.allclose(out_t.cpu().numpy(), 2.0 * xs.cpu().numpy().astype(np.float64) + 1.0, rtol=1e-6, atol=1e-6)
     back = torch.as_tensor(y, device="cuda")  # through __cuda_array_interface__, no copy
     assert back.data_ptr() == y.__cuda_array_interface__["data"][0]
+
+
+def test_repeat_launches_are_checked_again(backend):
+    """After a first launch (which may install a backend's fast launcher) every call is still checked."""
+    n = 64
+    x = iron.asarray(np.ones(n, np.float32), backend=backend)
+    y = iron.asarray(np.full(n, 2.0, np.float32), backend=backend)
+    out = iron.empty(n, iron.f32, backend=backend)
+    for a in (1.0, 2.0, 3):
+        axpy[n](x, y, out, a)
+        assert np.array_equal(out.numpy(), np.full(n, a + 2.0, np.float32))
+    with pytest.raises(iron.LaunchError, match="share memory"):
+        axpy[n](x, y, y, 1.0)
+    with pytest.raises(iron.LaunchError, match="has 10 elements"):
+        axpy[n](x[:10], y, out, 1.0)
+    with pytest.raises(iron.LaunchError, match="must be a number"):
+        axpy[n](x, y, out, "2")
+    with pytest.raises(iron.LaunchError, match="same dtype"):
+        axpy[n](x, iron.zeros(n, iron.f16, backend=backend), out, 1.0)
+    other = "cpu" if backend != "cpu" else "msl-cpu"
+    hx, hy = iron.asarray(np.ones(n, np.float32), backend=other), iron.zeros(n, iron.f32, backend=other)
+    hout = iron.empty(n, iron.f32, backend=other)
+    axpy[n](hx, hy, hout, 5.0)  # the same k[grid] with another backend's arrays
+    assert np.array_equal(hout.numpy(), np.full(n, 5.0, np.float32))

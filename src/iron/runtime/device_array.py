@@ -28,7 +28,7 @@ __all__ = ["Array", "HostStore", "asarray", "empty", "from_dlpack", "synchronize
 class Array:
     """A C-contiguous array in one backend's memory; launches take it in place (see the module docstring)."""
 
-    __slots__ = ("_store", "_offset", "shape", "dtype", "backend", "__weakref__")
+    __slots__ = ("_store", "_offset", "shape", "dtype", "backend", "size", "nbytes", "__weakref__")
 
     def __init__(self, store: Any, offset: int, shape: tuple[int, ...], dtype: t.ScalarType, backend: str):
         self._store = store
@@ -36,12 +36,10 @@ class Array:
         self.shape = shape
         self.dtype = dtype
         self.backend = backend
+        self.size = math.prod(shape)
+        self.nbytes = self.size * dtype.itemsize
 
     # -- facts ---------------------------------------------------------------------------------------------------
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:
@@ -49,11 +47,7 @@ class Array:
 
     @property
     def itemsize(self) -> int:
-        return self.dtype.np_dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.itemsize
+        return self.dtype.itemsize
 
     @property
     def device(self) -> int:

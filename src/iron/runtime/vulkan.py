@@ -256,6 +256,16 @@ class VulkanBackend(Backend):
         self._timer.record(None if ms is None else ms * 1e-3)
         return ms
 
+    def fast_launcher(self, kfn, variant, args, bound, grid, group, min_sizes):
+        """A launcher for repeat calls on Vulkan arrays shaped like this one (``vulkan_fast``), or None."""
+        import os
+
+        if os.environ.get("IRON_VULKAN_FAST", "1") == "0":
+            return None
+        from .vulkan_fast import make_fast_launch
+
+        return make_fast_launch(self, kfn, variant, args, grid, group, min_sizes)
+
     def _run_mixed(self, spk, host, dev, push, grid, group, repeat) -> float | None:
         """A launch on NumPy arrays and device arrays: after the queued work, device arrays bound in place (a
         misaligned view goes through a host copy), NumPy ones copied; waits."""

@@ -78,6 +78,16 @@ class VulkanQueue:
         self.idle: list[tuple[Any, Any]] = []
         self.deferred: list[tuple[str, Any]] = []  # buffers to pool once the recorded batch has finished
         self.sets: dict[Any, Any] = {}
+        from vulkan._vulkan import lib  # the loader's functions through cffi (see ``record``)
+
+        self.lib = lib
+        self.bound: tuple[Any, Any] = (None, None)  # pipeline and descriptor set bound in the recording batch
+        self.stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        self.memory_barrier = ctx.ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            "dstAccessMask": vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+            | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT})
         self.set_pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
             maxSets=_SETS, pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                                descriptorCount=_SETS * 8)]), None)
@@ -87,34 +97,49 @@ class VulkanQueue:
     def enqueue(self, spk, args: dict[str, ArrayArg], push: bytes, grid: tuple[int, int, int],
                 group: tuple[int, int, int]) -> None:
         """Record one dispatch of ``spk`` on arrays (by parameter) into the current batch."""
-        ctx, vk = self.ctx, self.ctx.vk
         with self.lock:
-            ctx.check_kernel(spk, group)
-            groups = ctx._group_counts(grid, group)
-            prog = ctx.program(spk)
-            pipe = ctx.pipeline(spk, prog, group)
-            binds = {name: (a.buf, a.offset, a.nbytes) for name, a in args.items()}
-            moved = self._align_views(spk, binds)
-            dset = self._set(spk, prog, binds)
-            cmd = self._begin()
-            vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
-            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, [dset],
-                                       0, None)
-            if spk.push_size:
-                vk.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size,
-                                      ctx.ffi.new("char[]", push))
-            vk.vkCmdDispatch(cmd, *groups)
+            prog, pipe, groups = self.prepare(spk, grid, group)
+            self.record(spk, prog, pipe, groups, {name: (a.buf, a.offset, a.nbytes) for name, a in args.items()},
+                        push)
+
+    def prepare(self, spk, grid: tuple[int, int, int], group: tuple[int, int, int]):
+        """(program, pipeline, group counts) of a launch shape, after the device checks."""
+        ctx = self.ctx
+        ctx.check_kernel(spk, group)
+        groups = ctx._group_counts(grid, group)
+        prog = ctx.program(spk)
+        return prog, ctx.pipeline(spk, prog, group), groups
+
+    def record(self, spk, prog, pipe, groups, binds: dict[str, tuple], push: bytes) -> None:
+        """Record a prepared dispatch on buffers (param -> (Buffer, offset, bytes)); hold ``lock``."""
+        ctx, vk, lib = self.ctx, self.ctx.vk, self.lib
+        moved = self._align_views(spk, binds)
+        dset = self._set(spk, prog, binds)
+        cmd = self._begin()
+        # the hot path calls the loader through cffi directly (the `vulkan` package's wrappers convert every
+        # argument in Python); state already bound in this command buffer is not bound again
+        if self.bound[0] is not pipe:
+            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+            self.bound = (pipe, None)
+        if self.bound[1] is not dset:
+            lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, dset,
+                                        0, ctx.ffi.NULL)
+            self.bound = (pipe, dset)
+        if spk.push_size:
+            lib.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size,
+                                   ctx.ffi.from_buffer(push))
+        lib.vkCmdDispatch(cmd, *groups)
+        self._barrier(cmd)
+        for name, (scratch, (buf, off, n)) in moved.items():
+            if not next(b for b in spk.buffers if b.param == name).readonly and n:
+                vk.vkCmdCopyBuffer(cmd, scratch.handle, buf.handle, 1,
+                                   [vk.VkBufferCopy(srcOffset=0, dstOffset=off, size=n)])
+            self.deferred.append(("device", scratch))
+        if moved:
             self._barrier(cmd)
-            for name, (scratch, (buf, off, n)) in moved.items():
-                if not next(b for b in spk.buffers if b.param == name).readonly and n:
-                    vk.vkCmdCopyBuffer(cmd, scratch.handle, buf.handle, 1,
-                                       [vk.VkBufferCopy(srcOffset=0, dstOffset=off, size=n)])
-                self.deferred.append(("device", scratch))
-            if moved:
-                self._barrier(cmd)
-            self.count += 1
-            if self.count >= BATCH:
-                self._submit()
+        self.count += 1
+        if self.count >= BATCH:
+            self._submit()
 
     def _align_views(self, spk, binds: dict[str, tuple]) -> dict[str, tuple]:
         """Copy each misaligned view into an aligned scratch buffer (recorded), rebinding it there."""
@@ -144,15 +169,16 @@ class VulkanQueue:
         info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self.set_pool, descriptorSetCount=1,
                                               pSetLayouts=[prog.set_layout])
         try:
-            dset = vk.vkAllocateDescriptorSets(dev, info)[0]
+            handle = vk.vkAllocateDescriptorSets(dev, info)[0]
         except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool):
             self.synchronize()  # every set may be in use by recorded work until it has run
             vk.vkResetDescriptorPool(dev, self.set_pool, 0)
             self.sets.clear()
-            dset = vk.vkAllocateDescriptorSets(dev, info)[0]
+            handle = vk.vkAllocateDescriptorSets(dev, info)[0]
+        dset = self.ctx.ffi.new("VkDescriptorSet[1]", [handle])  # what vkCmdBindDescriptorSets takes
         if spk.buffers:
             writes = [vk.VkWriteDescriptorSet(
-                dstSet=dset, dstBinding=b.binding, descriptorCount=1,
+                dstSet=handle, dstBinding=b.binding, descriptorCount=1,
                 descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                 pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=binds[b.param][0].handle, offset=binds[b.param][1],
                                                        range=max(4, binds[b.param][2]))]) for b in spk.buffers]
@@ -178,15 +204,14 @@ class VulkanQueue:
             vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
                 flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
             self.cmd = (cmd, fence)
+            self.bound = (None, None)
             self._barrier(cmd)  # see the writes of batches submitted earlier
         return self.cmd[0]
 
     def _barrier(self, cmd) -> None:
-        vk = self.ctx.vk
-        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-        self.ctx._barrier(cmd, stages, vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT, stages,
-                          vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-                          | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        """Compute and transfer writes before this point are visible to compute and transfer work after it."""
+        self.lib.vkCmdPipelineBarrier(cmd, self.stages, self.stages, 0, 1, self.memory_barrier, 0, self.ctx.ffi.NULL,
+                                      0, self.ctx.ffi.NULL)
 
     def _submit(self) -> None:
         if self.cmd is None:

@@ -58,6 +58,7 @@ from ..lang import (
     vstore,
 )
 from ..runtime import get_backend
+from ..runtime.device_array import Array, empty
 
 #: threads per group of the strided baseline; the register kernels' default variant (``iron build``, golden tests)
 BLOCK = 256
@@ -140,6 +141,8 @@ def scratch_f32(like: Any, n: int) -> Any:
     """An f32 workspace of n elements where ``like`` lives: NumPy on the host, torch or CuPy on the device."""
     if isinstance(like, np.ndarray):
         return np.empty(n, np.float32)
+    if isinstance(like, Array):  # an iron device array: the workspace on its backend
+        return empty(n, f32, backend=like.backend)
     if hasattr(like, "new_empty"):  # torch: the caching allocator makes this cheap per launch
         import torch
 

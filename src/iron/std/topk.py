@@ -1,0 +1,305 @@
+"""Top-k over the last axis (issue 18): the k <= 64 largest logits of each row, values and i32 indices.
+
+Order. Elements are ranked by value, descending; **equal values rank by the lower index first** (a total order, so
+the result is unique: ``np.lexsort((index, -value))[:k]``). The values come back in the logits' dtype, exactly the
+logits' own values; indices are column numbers within the row. NaN logits are not supported (their rank is
+unspecified). ``k`` must be at most 64 and at most the row length.
+
+Design (two launches, the split of long rows that softmax.py uses):
+
+- ``topk_partial``: the row is cut into chunks of ``BLOCK * PER * VEC`` elements, one group per chunk. Each thread
+  loads its ``PER`` vectors of ``VEC`` elements (16-byte ``vload``s, a SIMD group's accesses contiguous) into f32
+  registers, once. The group then runs k *selection rounds*: each thread offers its best element that ranks after
+  the previous round's winner (a scan of its registers, redone only by the thread that won), the group takes the
+  best offer (``simd_max`` of the values, ``simd_min`` of the tied indices, one shared slot per SIMD group, double
+  buffered so that one barrier per round suffices) and thread 0 writes it. No element is ever marked or moved: the
+  "ranks after the last winner" filter makes equal values and -inf safe. The chunk's k winners, in order, go to an
+  f32/i32 workspace.
+- ``topk_merge``: one group per row runs the same rounds over the row's ``chunks * k`` candidates and writes the k
+  winners: values cast back to the logits' dtype (exact: they were read from it), indices as i32.
+
+Reading: 32 x 128256 bf16 is 8.2 MB, one read. Each round costs two SIMD reductions, a shared write, a barrier and
+two more reductions (about 0.1-0.2 us), so 64 rounds put each launch near 8-12 us of latency on an H200 whatever the
+bandwidth: the 2000 GB/s target (4.1 us) needs fewer rounds (a radix threshold first); not measured here.
+
+``topk_merge_f32`` is ``topk_merge`` writing the indices as f32 (exact below 2^24): the registered entry's checked
+output, since the harness compares one NaN-poisoned float array.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..frontend import func, kernel
+from ..harness.registry import InputGen, bench, test_kernel
+from ..lang import (
+    T,
+    Tensor,
+    barrier,
+    constexpr,
+    f32,
+    group_id,
+    i32,
+    local_array,
+    local_id,
+    shared,
+    simd_group,
+    simd_lane,
+    simd_max,
+    simd_min,
+    simd_size,
+    static_range,
+    vload,
+    where,
+)
+from .softmax import chunk_span
+
+__all__ = ["BLOCK", "MAX_K", "PER", "VEC", "launch_topk", "topk_merge", "topk_partial", "topk_oracle"]
+
+#: defaults of the constexprs (``iron build``); valid for every dtype
+BLOCK = 256
+VEC = 4
+PER = 4
+#: the largest k
+MAX_K = 64
+#: elements per thread of the chunk pass (16: four 16-byte loads in flight per thread for f32, two for 16-bit)
+ELEMS_PER_THREAD = 16
+#: threads of the merge pass's group (one per row)
+MERGE_BLOCK = 256
+#: an index after every real one: the rank of "no element"
+NO_INDEX = 2147483647
+#: indices of the merge pass's padding slots start here (distinct, after every column)
+PAD_INDEX = 1 << 30
+
+
+@func
+def ranks_before(v, i, bv, bi):
+    """(v, i) ranks before (bv, bi): a larger value, or the same value at a lower index."""
+    return v > bv or (v == bv and i < bi)
+
+
+@func
+def best_after(vals, idxs, pv, pi, N):
+    """The best (value, index) of the thread's N registers among those ranking after (pv, pi); (-inf, NO_INDEX)
+    when none is left."""
+    bv = -math.inf
+    bi = NO_INDEX
+    for r in static_range(N):
+        v = vals[r]
+        i = idxs[r]
+        if ranks_before(pv, pi, v, i) and ranks_before(v, i, bv, bi):
+            bv = v
+            bi = i
+    return bv, bi
+
+
+@func
+def simd_best(v, i):
+    """The best (value, index) over the SIMD group, given to every lane."""
+    m = simd_max(v)
+    return m, simd_min(where(v == m, i, NO_INDEX))
+
+
+@func
+def select_rounds(vals, idxs, N, K, out_v, out_i, base, sv, si, BLOCK):
+    """K selection rounds over the group's registers (N per thread): out_v/out_i[base + t] = the t-th ranked
+    (value, index). ``sv``/``si`` are shared arrays of 2 * BLOCK (two buffers of one slot per SIMD group: round t
+    writes buffer t % 2, so one barrier per round keeps readers of round t ahead of writers of round t + 2)."""
+    bv, bi = best_after(vals, idxs, math.inf, -1, N)
+    nsg = (BLOCK + simd_size() - 1) // simd_size()
+    for t in range(K):
+        off = (t % 2) * BLOCK
+        m, c = simd_best(bv, bi)
+        if simd_lane() == 0:
+            sv[off + simd_group()] = m
+            si[off + simd_group()] = c
+        barrier()
+        gv = -math.inf
+        gi = NO_INDEX
+        for s in range(simd_lane(), nsg, simd_size()):
+            v = sv[off + s]
+            i = si[off + s]
+            if ranks_before(v, i, gv, gi):
+                gv = v
+                gi = i
+        m, c = simd_best(gv, gi)
+        if local_id(0) == 0:
+            out_v[base + t] = m
+            out_i[base + t] = c
+        if bi == c:
+            bv, bi = best_after(vals, idxs, m, c, N)
+
+
+@kernel
+def topk_partial(x: Tensor[T], cand_v: Tensor[f32], cand_i: Tensor[i32], ncols: int, nchunks: int, k: int,
+                 BLOCK: constexpr, VEC: constexpr, PER: constexpr):
+    """Each group's chunk (group g: chunk g % nchunks of row g // nchunks) -> its k best, ranked, at
+    cand_v/cand_i[g * k ...] (indices are columns of the row). Launch rows * nchunks * BLOCK threads."""
+    start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
+    row = start // ncols
+    col0 = start - row * ncols
+    tid = local_id(0)
+    vals = local_array(f32, PER * VEC)
+    idxs = local_array(i32, PER * VEC)
+    for q in static_range(PER):
+        v = q * BLOCK + tid
+        if v < nvec:
+            chunk = vload(x, start + v * VEC, VEC)
+            for j in static_range(VEC):
+                vals[q * VEC + j] = chunk[j]
+        else:
+            for j in static_range(VEC):
+                vals[q * VEC + j] = -math.inf  # past the row: ranks after every real element (its column is larger)
+        for j in static_range(VEC):
+            idxs[q * VEC + j] = col0 + v * VEC + j
+    select_rounds(vals, idxs, PER * VEC, k, cand_v, cand_i, group_id(0) * k, shared(f32, 2 * BLOCK),
+                  shared(i32, 2 * BLOCK), BLOCK)
+
+
+@func
+def merge_candidates(cand_v, cand_i, values, indices, ncand, k, BLOCK, PER):
+    """Row r = group_id(0): its ncand candidates (thread tid holds candidates q * BLOCK + tid) -> its k best at
+    values/indices[r * k ...]."""
+    row = group_id(0)
+    tid = local_id(0)
+    vals = local_array(f32, PER)
+    idxs = local_array(i32, PER)
+    for q in static_range(PER):
+        p = q * BLOCK + tid
+        if p < ncand:
+            vals[q] = cand_v[row * ncand + p]
+            idxs[q] = cand_i[row * ncand + p]
+        else:
+            vals[q] = -math.inf
+            idxs[q] = PAD_INDEX + p
+    select_rounds(vals, idxs, PER, k, values, indices, row * k, shared(f32, 2 * BLOCK), shared(i32, 2 * BLOCK),
+                  BLOCK)
+
+
+@kernel
+def topk_merge(cand_v: Tensor[f32], cand_i: Tensor[i32], values: Tensor[T], indices: Tensor[i32], ncand: int,
+               k: int, BLOCK: constexpr, PER: constexpr):
+    """Row r (one group each) -> the k best of its ncand candidates at values/indices[r * k ...]. Launch
+    rows * BLOCK threads; ncand <= BLOCK * PER."""
+    merge_candidates(cand_v, cand_i, values, indices, ncand, k, BLOCK, PER)
+
+
+@kernel
+def topk_merge_f32(cand_v: Tensor[f32], cand_i: Tensor[i32], values: Tensor[T], indices: Tensor[f32], ncand: int,
+                   k: int, BLOCK: constexpr, PER: constexpr):
+    """``topk_merge`` with the indices written as f32 (the registered entry's checked output)."""
+    merge_candidates(cand_v, cand_i, values, indices, ncand, k, BLOCK, PER)
+
+
+@dataclass(frozen=True)
+class TopkPlan:
+    """The chunk pass's variant (``block`` threads, ``per`` vectors of ``vec``, ``chunks`` groups per row) and the
+    merge pass's ``merge_per`` candidates per thread."""
+
+    block: int
+    vec: int
+    per: int
+    chunks: int
+    merge_per: int
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def plan_topk(ncols: int, k: int, itemsize: int) -> TopkPlan:
+    """16-byte vectors when the row length allows (every chunk start is then aligned), else scalars; groups of up
+    to BLOCK threads x ELEMS_PER_THREAD elements, smaller for short rows."""
+    wide = 16 // itemsize
+    vec = wide if ncols % wide == 0 else 1
+    per = max(1, ELEMS_PER_THREAD // vec)
+    block = min(BLOCK, max(64, _pow2(-(-ncols // (per * vec)))))
+    chunks = -(-ncols // (block * per * vec))
+    return TopkPlan(block, vec, per, chunks, _pow2(-(-chunks * k // MERGE_BLOCK)))
+
+
+def scratch(like: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    """An uninitialised array of ``dtype`` ("f32", "i32", or "like": like's dtype) where ``like`` lives."""
+    if isinstance(like, np.ndarray):
+        return np.empty(shape, like.dtype if dtype == "like" else {"f32": np.float32, "i32": np.int32}[dtype])
+    if hasattr(like, "new_empty"):  # torch: the caching allocator makes this cheap per launch
+        import torch
+
+        kind = {"like": like.dtype, "f32": torch.float32, "i32": torch.int32}[dtype]
+        return like.new_empty(shape, dtype=kind)
+    import cupy
+
+    return cupy.empty(shape, dtype=like.dtype if dtype == "like" else {"f32": cupy.float32, "i32": cupy.int32}[dtype])
+
+
+def _is_f32(a: Any) -> bool:
+    return str(getattr(a, "dtype", "")).replace("torch.", "") in ("float32", "f32")
+
+
+def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None = None) -> TopkPlan:
+    """values[r, :], indices[r, :] = the k best of x[r, :] (module docstring's order) for a C-contiguous (rows,
+    ncols) x; values (rows, k) in x's dtype, indices (rows, k) i32 (or f32: ``topk_merge_f32``). Returns the plan."""
+    rows, ncols = x.shape
+    if not 1 <= k <= min(MAX_K, ncols):
+        raise ValueError(f"top-k: k = {k} must be in 1 .. min({MAX_K}, row length {ncols})")
+    p = plan_topk(ncols, k, x.dtype.itemsize)
+    cand_v = scratch(x, (rows * p.chunks * k,), "f32")
+    cand_i = scratch(x, (rows * p.chunks * k,), "i32")
+    topk_partial[rows * p.chunks * p.block, p.block](x, cand_v, cand_i, ncols, p.chunks, k, p.block, p.vec, p.per,
+                                                     backend=backend)
+    merge = topk_merge_f32 if _is_f32(indices) else topk_merge
+    merge[rows * MERGE_BLOCK, MERGE_BLOCK](cand_v, cand_i, values, indices, p.chunks * k, k, MERGE_BLOCK,
+                                           p.merge_per, backend=backend)
+    return p
+
+
+def topk_oracle(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values as float64, indices as int64) of each row's k best: a stable sort by descending value (float64),
+    which keeps equal values in index order."""
+    x64 = np.asarray(x).astype(np.float64)
+    order = np.argsort(-x64, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(x64, order, axis=1), order
+
+
+# --- registration: std/sample/topk with k = 64; the checked output is the indices (f32) -------------------------
+
+K_REGISTERED = 64
+
+
+def _setup(gen: InputGen) -> dict[str, np.ndarray]:
+    """Random logits, a quarter of them snapped to a coarse grid (ties below the top), and k + 1 distinct values
+    above all of them at random columns: the top is tie-free so that torch.topk, whose order among equal values is
+    unspecified, is a valid peer (ties inside the top k and at its edge: tests/std/test_sampling.py)."""
+    rows, ncols = gen.shape
+    x = gen.random(scale=3.0).astype(np.float64)
+    tied = gen.rng.random(gen.shape) < 0.25
+    x[tied] = np.round(x[tied] * 2.0) / 2.0
+    top = np.ceil(x.max()) + 1.0 + 0.25 * np.arange(K_REGISTERED + 1)  # 0.25 apart: distinct in bf16 below 32
+    for r in range(rows):
+        x[r, gen.rng.permutation(ncols)[: K_REGISTERED + 1]] = gen.rng.permutation(top)
+    return {"x": x.astype(gen.dtype), "values": gen.poisoned(shape=(rows, K_REGISTERED)),
+            "out": np.full((rows, K_REGISTERED), np.nan, np.float32)}
+
+
+def _torch_topk(d):
+    import torch
+
+    v, i = torch.topk(d["x"], K_REGISTERED, dim=1, sorted=True)
+    return i.to(torch.float32)
+
+
+bench("std/sample/topk", setup=_setup,
+      launch=lambda d, be: launch_topk(d["x"], d["values"], d["out"], K_REGISTERED, be),
+      references={"numpy": lambda d: topk_oracle(d["x"], K_REGISTERED)[1].astype(np.float32),
+                  "torch": _torch_topk},
+      bytes_moved=lambda shape, itemsize: int(np.prod(shape)) * itemsize,
+      flops=lambda shape: int(np.prod(shape)),
+      device_shapes=[(32, 128256)])(topk_merge_f32)
+# exact indices: the order is total, so there is one right answer
+test_kernel(oracle=lambda d: topk_oracle(d["x"], K_REGISTERED)[1].astype(np.float64), domain="signed",
+            shapes=[(3, 5000), (4, 100)],
+            tolerance={"f32": (0.0, 0.0), "f16": (0.0, 0.0), "bf16": (0.0, 0.0)})(topk_merge_f32)

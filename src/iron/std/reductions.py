@@ -51,6 +51,7 @@ from ..lang import (
     vload,
 )
 from ..runtime import get_backend
+from ..runtime.device_array import Array, empty
 from .softmax import (
     BLOCK,
     ELEMS_PER_THREAD,
@@ -240,16 +241,20 @@ def argmax_combine(pval: Tensor[f32], pidx: Tensor[i32], out: Tensor[i32], outf:
 # --- launches -------------------------------------------------------------------------------------------------------
 
 
-def _scratch_i32(like: Any, n: int) -> Any:
+def _scratch(like: Any, n: int, dtype: Any = None) -> Any:
+    """n elements of ``dtype`` (an Iron scalar type; default ``like``'s) where ``like`` lives: NumPy, an Iron device
+    array, torch or CuPy."""
     if isinstance(like, np.ndarray):
-        return np.empty(n, np.int32)
+        return np.empty(n, like.dtype if dtype is None else dtype.np_dtype)
+    if isinstance(like, Array):
+        return empty(n, like.dtype if dtype is None else dtype, backend=like.backend)
     if hasattr(like, "new_empty"):
         import torch
 
-        return like.new_empty((n,), dtype=torch.int32)
+        return like.new_empty((n,)) if dtype is None else like.new_empty((n,), dtype=torch.int32)
     import cupy
 
-    return cupy.empty(n, dtype=cupy.int32)
+    return cupy.empty(n, dtype=like.dtype if dtype is None else dtype.np_dtype)
 
 
 def span_columns(ncols: int, p: RowPlan) -> int:
@@ -291,7 +296,7 @@ def reduce_partials(x: Any, p: RowPlan, backend: str | None, out: Any = None, op
     rows, ncols = x.shape
     part = scratch_f32(x, rows * p.chunks if p.chunks > 1 else 1)
     if out is None:  # a T-typed dummy: with several spans per row, reduce_rows writes only the partials
-        out = np.empty(1, x.dtype) if isinstance(x, np.ndarray) else x.new_empty((1,))
+        out = _scratch(x, 1)
     reduce_rows[rows * p.chunks * p.block, p.block](x, out, part, ncols, p.chunks,
                                                     span_columns(ncols, p), op, p.block, p.vec, p.per,
                                                     backend=backend)
@@ -313,14 +318,14 @@ def launch_reduce(x: Any, out: Any, op: str, backend: str | None = None, plan: R
 
 def launch_argmax(x: Any, out: Any, backend: str | None = None, plan: RowPlan | None = None) -> RowPlan:
     """out[r] = the first column of x[r, :]'s maximum; out (rows,) i32, or f32 (indices written exactly)."""
-    as_f32 = "float32" in str(out.dtype)
-    dummy = _scratch_i32(x, 1) if as_f32 else scratch_f32(x, 1)
+    as_f32 = dtype_label(out) == "f32"
+    dummy = _scratch(x, 1, i32) if as_f32 else scratch_f32(x, 1)
     out_i, out_f = (dummy, out) if as_f32 else (out, dummy)
 
     def run(p: RowPlan) -> None:
         rows, ncols = x.shape
         n = rows * p.chunks if p.chunks > 1 else 1
-        pval, pidx = scratch_f32(x, n), _scratch_i32(x, n)
+        pval, pidx = scratch_f32(x, n), _scratch(x, n, i32)
         argmax_rows[rows * p.chunks * p.block, p.block](x, out_i, out_f, pval, pidx, ncols, p.chunks,
                                                         span_columns(ncols, p), as_f32, p.block, p.vec, p.per,
                                                         backend=backend)

@@ -1,0 +1,254 @@
+"""Attention prefill (issue 18): causal flash attention with an online softmax and grouped-query heads.
+
+Layout: ``q``/``out`` are (tokens, HQ, D), ``k``/``v`` (tokens, HKV, D), one sequence, row-major; HQ a multiple of
+HKV (query head h reads key/value head h // (HQ // HKV)); D is 64 or 128; scale 1/sqrt(D) unless given. Inputs are
+f16/bf16 (matrix fragments read half types); sums and the softmax run in f32.
+
+Design (FlashAttention-2's loop, on the DSL's matrix fragments). One group owns BM = 16 * WARPS query rows of one
+head; SIMD group w owns 16 of them. The group stages its Q tile once in shared memory, then walks the key/value
+blocks of BN tokens (up to its last row when causal):
+
+1. stage K (BN x D) in shared memory; each SIMD group computes S = Q K^T (16 x BN) with ``mma`` over D / 16 steps
+   (``frag_b`` reads K transposed) and stores it to an f32 shared scratch;
+2. its lanes run the online softmax on its 16 rows: scale, causal and length masks, row max (``simd_max``), the new
+   running max m, alpha = exp(m_old - m), P = exp(S - m) rounded to the input type into shared memory, and the running
+   sum l = l * alpha + rowsum(P) (in f32 registers, replicated across the lanes);
+3. stage V in the same shared buffer; PV = P V (16 x D) by ``mma`` over BN / 16 steps, stored to the scratch; each
+   lane then updates its slice of O (16 rows x D / simd_size() columns, f32 registers): O = O * alpha + PV.
+
+At the end O / l is written. Fragments cannot be scaled in place in the DSL (no element-wise ops on fragments), so O
+lives in lane registers and every block's PV passes through shared memory: correct on every backend, but the shared
+traffic keeps this well below FlashAttention's speed on the H200 (not measured here; the 430 TF/s target needs O in
+the accumulator fragments, i.e. a fragment-scaling builtin).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..frontend import func, kernel
+from ..harness.registry import InputGen, bench, test_kernel
+from ..lang import (
+    Tensor,
+    async_commit,
+    async_copy,
+    async_wait,
+    barrier,
+    constexpr,
+    exp,
+    f32,
+    frag_a,
+    frag_acc,
+    frag_b,
+    frag_store,
+    group_id,
+    group_size,
+    local_array,
+    local_id,
+    mma,
+    shared,
+    simd_group,
+    simd_lane,
+    simd_max,
+    simd_size,
+    simd_sum,
+    static_range,
+)
+from ..runtime import get_backend
+from .gemm import H
+
+#: the default variant (``iron build``): head dim 128, 32-token key blocks, 2 SIMD groups (32 query rows), causal
+D = 128
+BN = 32
+WARPS = 2
+CAUSAL = True
+VEC = 8  # 16-byte copies of f16/bf16
+
+
+@func
+def stage_rows(src, col0, stride, dst, ld, r0, n, R, D, tid, nth):
+    """Copy rows r0 .. r0 + R - 1 (columns col0 .. col0 + D - 1, row stride ``stride``) of ``src`` into ``dst``
+    (row stride ld), zeros for rows at or past n; 16-byte asynchronous copies, waited for, then a barrier."""
+    per = D // VEC
+    for i in range(tid, R * per, nth):
+        r = i // per
+        c = (i % per) * VEC
+        if r0 + r < n:
+            async_copy(dst, r * ld + c, src, (r0 + r) * stride + col0 + c, VEC)
+        else:
+            for e in static_range(VEC):
+                dst[r * ld + c + e] = 0.0
+    async_commit()
+    async_wait(0)
+    barrier()
+
+
+@func
+def online_softmax(ss, sp, m, l, al, row0, q0, k0, n, scale, LS, LP, BN, CAUSAL):
+    """The online-softmax step of one SIMD group's 16 rows (shared rows row0 ..): P into sp, m/l/alpha updated."""
+    lane = simd_lane()
+    S = simd_size()
+    for r in static_range(16):
+        qi = q0 + r
+        mx = -math.inf
+        for c in range(lane, BN, S):
+            kj = k0 + c
+            s = ss[(row0 + r) * LS + c] * scale
+            if kj >= n or (CAUSAL and kj > qi):
+                s = -math.inf
+            mx = max(mx, s)
+        mx = simd_max(mx)
+        m_new = max(m[r], mx)
+        m_use = m_new if m_new > -math.inf else 0.0  # a row with nothing seen yet: exp(-inf - 0) = 0, not NaN
+        tot = 0.0
+        for c in range(lane, BN, S):
+            kj = k0 + c
+            s = ss[(row0 + r) * LS + c] * scale
+            p = exp(s - m_use)
+            if kj >= n or (CAUSAL and kj > qi):
+                p = 0.0
+            sp[(row0 + r) * LP + c] = p
+            tot += p
+        tot = simd_sum(tot)
+        alpha = exp(m[r] - m_use)
+        l[r] = l[r] * alpha + tot
+        al[r] = alpha
+        m[r] = m_new
+
+
+@kernel
+def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: int, HQ: int, HKV: int, scale: float,
+                 D: constexpr, BN: constexpr, WARPS: constexpr, CAUSAL: constexpr):
+    """out = softmax(scale * Q K^T [causal]) V per query head (GQA); launch (ceil(n / BM) * G, HQ) threads in groups
+    of (G, 1), BM = 16 * WARPS, G = WARPS * simd_size()."""
+    BM = 16 * WARPS
+    LQ = D + VEC  # padded shared rows
+    LP = BN + VEC
+    LS = max(BN, D)
+    DPL = D // simd_size()  # O columns per lane
+    sq = shared(H, BM * LQ)
+    skv = shared(H, BN * LQ)
+    ss = shared(f32, BM * LS)
+    sp = shared(H, BM * LP)
+    tid = local_id(0)
+    nth = group_size(0)
+    w = simd_group()
+    lane = simd_lane()
+    S = simd_size()
+    h = group_id(1)
+    hk = h // (HQ // HKV)
+    q0 = group_id(0) * BM
+    row0 = w * 16
+    stage_rows(q, h * D, HQ * D, sq, LQ, q0, n, BM, D, tid, nth)
+    o = local_array(f32, 16 * DPL)
+    m = local_array(f32, 16)
+    l = local_array(f32, 16)
+    al = local_array(f32, 16)
+    for r in static_range(16):
+        m[r] = -math.inf
+        l[r] = 0.0
+        for j in static_range(DPL):
+            o[r * DPL + j] = 0.0
+    kend = n
+    if CAUSAL:
+        kend = min(n, q0 + BM)
+    for k0 in range(0, kend, BN):
+        barrier()  # every SIMD group is done with the previous V tile and scratch
+        stage_rows(k, hk * D, HKV * D, skv, LQ, k0, n, BN, D, tid, nth)
+        # the first step's accumulator is a fresh fragment (the interpreter cannot blend a bare zero fragment into a
+        # variable set inside a loop)
+        acc = mma(frag_a(sq, row0 * LQ, LQ), frag_b(skv, 0, LQ, True, BN // 16), frag_acc(1, BN // 16))
+        for kk in static_range(1, D // 16):
+            acc = mma(frag_a(sq, row0 * LQ + kk * 16, LQ), frag_b(skv, kk * 16, LQ, True, BN // 16), acc)
+        frag_store(ss, row0 * LS, LS, acc, 16, BN)
+        barrier()
+        online_softmax(ss, sp, m, l, al, row0, q0 + row0, k0, n, scale, LS, LP, BN, CAUSAL)
+        barrier()  # every SIMD group is done with K
+        stage_rows(v, hk * D, HKV * D, skv, LQ, k0, n, BN, D, tid, nth)
+        pv = mma(frag_a(sp, row0 * LP, LP), frag_b(skv, 0, LQ, False, D // 16), frag_acc(1, D // 16))
+        for kk in static_range(1, BN // 16):
+            pv = mma(frag_a(sp, row0 * LP + kk * 16, LP), frag_b(skv, kk * 16 * LQ, LQ, False, D // 16), pv)
+        frag_store(ss, row0 * LS, LS, pv, 16, D)
+        barrier()
+        for r in static_range(16):
+            for j in static_range(DPL):
+                o[r * DPL + j] = o[r * DPL + j] * al[r] + ss[(row0 + r) * LS + lane + j * S]
+    for r in static_range(16):
+        qi = q0 + row0 + r
+        if qi < n:
+            inv = 1.0 / l[r]
+            for j in static_range(DPL):
+                out[(qi * HQ + h) * D + lane + j * S] = o[r * DPL + j] * inv
+
+
+#: per backend family, (BN, WARPS): NVIDIA 64-row query tiles (4 SIMD groups) and 64-token key blocks; elsewhere a
+#: small tile per head dim that fits 32 KiB of shared memory (lavapipe holds 16-bit shared elements in 32 bits)
+CONFIGS = {"cuda": (64, 4), "hip-on-cuda": (64, 4), "hip": (64, 4)}
+SMALL = {64: (32, 2), 128: (16, 1)}
+
+
+def launch_prefill(q: Any, k: Any, v: Any, out: Any, causal: bool = True, scale: float | None = None,
+                   backend: str | None = None, config: tuple[int, int] | None = None) -> None:
+    """out = attention(q, k, v) for (tokens, HQ, D) q/out and (tokens, HKV, D) k/v of one sequence."""
+    n, hq, d = q.shape
+    hkv = k.shape[1]
+    if hq % hkv or d % 16 or tuple(k.shape) != (n, hkv, d) or tuple(v.shape) != (n, hkv, d):
+        raise ValueError(f"attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit")
+    name = backend or get_backend(None).name
+    width = get_backend(name).simd_width()
+    bn, warps = config or CONFIGS.get(name) or SMALL[min(SMALL, key=lambda x: abs(x - d))]
+    g = warps * width
+    grid = (-(-n // (16 * warps)) * g, hq)
+    sc = 1.0 / math.sqrt(d) if scale is None else scale
+    attn_prefill[grid, (g, 1)](q, k, v, out, n, hq, hkv, sc, d, bn, warps, causal, backend=backend)
+
+
+def _setup(gen: InputGen) -> dict[str, np.ndarray]:
+    n, hq, hkv, d = gen.shape
+    return {"q": gen.random(shape=(n, hq, d)), "k": gen.random(shape=(n, hkv, d)), "v": gen.random(shape=(n, hkv, d)),
+            "out": gen.poisoned(shape=(n, hq, d))}
+
+
+def oracle(d: dict, causal: bool = True, scale: float | None = None) -> np.ndarray:
+    """float64: per query head, softmax(scale * q k^T + mask) v with the shared key/value head, written directly."""
+    q, k, v = (d[x].astype(np.float64) for x in ("q", "k", "v"))
+    n, hq, dim = q.shape
+    rep = hq // k.shape[1]
+    sc = 1.0 / np.sqrt(dim) if scale is None else scale
+    out = np.empty_like(q)
+    for h in range(hq):
+        s = sc * q[:, h, :] @ k[:, h // rep, :].T
+        if causal:
+            s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        out[:, h, :] = (p / p.sum(axis=1, keepdims=True)) @ v[:, h // rep, :]
+    return out
+
+
+def _torch_prefill(d: dict, causal: bool = True):
+    """torch SDPA with enable_gqa over (1, H, tokens, D) views."""
+    import torch.nn.functional as F
+
+    q, k, v = (d[x].transpose(0, 1).unsqueeze(0) for x in ("q", "k", "v"))
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1])
+    return o.squeeze(0).transpose(0, 1).contiguous()
+
+
+def _flops(shape, causal: bool = True) -> int:
+    n, hq, _, dim = shape
+    full = 4 * n * n * hq * dim  # Q K^T and P V
+    return full // 2 if causal else full
+
+
+bench("std/attention/prefill", setup=_setup,
+      launch=lambda d, be: launch_prefill(d["q"], d["k"], d["v"], d["out"], True, None, be),
+      references={"numpy": lambda d: oracle(d).astype(d["q"].dtype), "torch": _torch_prefill},
+      bytes_moved=lambda shape, itemsize: (2 * shape[0] * shape[1] + 2 * shape[0] * shape[2]) * shape[3] * itemsize,
+      flops=_flops, dtypes=("f16", "bf16"),
+      device_shapes=[(4096, 32, 8, 128), (4096, 32, 32, 128), (8192, 32, 8, 64)])(attn_prefill)
+# f16/bf16: P rounded to the input type before P V, sums in f32; the output rounded once
+test_kernel(oracle=oracle, domain="signed", shapes=[(37, 4, 2, 64), (21, 2, 1, 128)],
+            tolerance={"f32": (1e-4, 1e-4), "f16": (4e-3, 4e-3), "bf16": (2e-2, 2e-2)})(attn_prefill)

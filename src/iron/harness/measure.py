@@ -3,7 +3,9 @@
 On the host-array backends: the backend's own GPU timer where it has one (``Backend.gpu_time``), else host
 wall-clock (median of repeats after a warm-up), against NumPy. On a backend that takes torch device tensors (CUDA):
 inputs live on the device as torch tensors, both Iron and the torch reference are timed with CUDA events (median after
-a warm-up), and the output is copied back only to check it against the float64 oracle.
+a warm-up), and the output is copied back only to check it against the float64 oracle. On another backend whose device
+is a GPU (Vulkan on a GPU, HIP, Metal): Iron on device arrays by the backend's timer, beside torch on the same GPU
+where it is NVIDIA's (``measure_arrays``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..frontend import autotune, kernel
 from ..ir import types as t
 from ..lang import Tensor, f32, program_id
 from ..runtime import cuda_timing, get_backend
+from ..runtime.device_array import Array, asarray
 from .checking import compare
 
 
@@ -175,6 +178,75 @@ def measure(entry, inputs: dict, backend: str, repeats: int, expected: np.ndarra
     return Measured(iron_s, inputs[entry.output], timing, 1, ref_s)
 
 
+# -- rows on a GPU reached without torch tensors (Vulkan on a GPU; HIP and Metal by the same rule), issue 16: Iron on
+# device arrays (iron.asarray of the inputs, cycled through copies spanning ROTATE_L2_FACTOR x a 64 MiB L2, as Vulkan
+# does not report the cache's size), timed by the backend's GPU timer; the reference torch on the same GPU by CUDA
+# events where the device is NVIDIA's and torch sees it (each peer checked against the oracle first), else NumPy on
+# the host, and the table says which.
+
+#: the L2 size assumed where the backend cannot report it (the H200 has 50 MiB; larger than most GPUs')
+L2_GUESS = 64 << 20
+TORCH_REFERENCE = "torch on the same GPU (CUDA events)"
+HOST_REFERENCE = "NumPy on the host CPU (host wall-clock)"
+
+
+def on_gpu_arrays(backend: str) -> bool:
+    """Whether rows on ``backend`` run on device arrays of a GPU (not torch tensors, not the host CPU)."""
+    be = get_backend(backend)
+    return not on_torch_device(backend) and be.timer_name is not None and be.is_gpu()
+
+
+def torch_same_gpu(backend: str) -> bool:
+    """Whether torch can time references on the GPU ``backend`` runs on (an NVIDIA GPU that torch sees)."""
+    if get_backend(backend).vendor() != "nvidia" or not _have_torch():
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def measure_arrays(entry, inputs: dict, backend: str, repeats: int, expected: np.ndarray | None,
+                   tol: tuple[float, float]) -> tuple[Measured, str]:
+    """(the row's measurement, the reference's name) on device arrays; see the module docstring."""
+    be = get_backend(backend)
+    nbytes = sum(v.nbytes for v in inputs.values() if isinstance(v, np.ndarray)) or 1
+    copies = min(MAX_COPIES, repeats + 1, max(1, -(-ROTATE_L2_FACTOR * L2_GUESS // nbytes)))
+    sets = [{k: asarray(v, backend=backend) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+            for _ in range(copies)]
+    count = [0]
+
+    def step() -> None:
+        entry.launch(sets[count[0] % copies], backend)
+        count[0] += 1
+
+    iron_s = be.gpu_time(step, repeats)
+    timing = be.timer_name
+    if iron_s is None:
+        def waited() -> None:
+            step()
+            be.synchronize()
+
+        iron_s, timing = _time(waited, repeats), "host wall-clock (launch + wait)"
+    last = sets[(count[0] - 1) % copies][entry.output]
+    out = last.numpy() if isinstance(last, Array) else last
+    refs, missing = entry.device_references()
+    if refs and torch_same_gpu(backend):
+        dev = {k: _to_torch(v) for k, v in inputs.items()}
+        dev["ref_out"] = dev[entry.output].clone()
+        tsets = _input_copies(dev, repeats + 1)
+        ref_s, errors = {}, dict(missing)
+        for family, fn in refs.items():
+            problem = check_peer(fn, dev, inputs[entry.output], expected, tol)
+            if problem:
+                errors[family] = problem
+                continue
+            ref_s[family] = _rotated_event_time([lambda d=d, fn=fn: fn(d) for d in tsets], repeats)
+        return Measured(iron_s, out, timing, copies, ref_s, errors, on_device=True), TORCH_REFERENCE
+    host = entry.reference
+    ref_s = {"numpy": _time(lambda: host(inputs), repeats)} if host else {}
+    return Measured(iron_s, out, timing, copies, ref_s), HOST_REFERENCE
+
+
 #: the reference in the table's Ref columns: torch beside a CUDA row, NumPy beside a host row
 PRIMARY_REFERENCE = {True: "torch", False: "numpy"}
 
@@ -188,7 +260,12 @@ def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: in
         # the oracle reads only the inputs: computed once, for Iron's output and each peer's
         expected = entry.oracle(inputs) if entry.oracle else None
         autotune.LAST.clear()
-        m = measure(entry, inputs, backend, options.get("repeats", 5), expected, entry.tolerance[dname])
+        reference = None
+        if on_gpu_arrays(backend):
+            m, reference = measure_arrays(entry, inputs, backend, options.get("repeats", 5), expected,
+                                          entry.tolerance[dname])
+        else:
+            m = measure(entry, inputs, backend, options.get("repeats", 5), expected, entry.tolerance[dname])
         result = compare(m.out, expected, entry.tolerance[dname]) if expected is not None else None
     except Exception as e:  # a faulting kernel is a failed row; the sweep goes on
         return {"error": f"{type(e).__name__}: {e}"}
@@ -196,7 +273,7 @@ def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: in
             "ref_errors": m.ref_errors, "timing": m.timing, "input_copies": m.copies,
             "ok": result.ok if result else True, "max_abs": result.max_abs if result else float("nan"),
             "failure": result.describe() if result and not result.ok else None, "stats": launch_stats(backend),
-            "config": dict(autotune.LAST) or None}
+            "config": dict(autotune.LAST) or None, **({"reference": reference} if reference else {})}
 
 
 def launch_stats(backend: str) -> dict | None:

@@ -101,9 +101,16 @@ def copy_ceiling(backend: str, use_cache: bool = True) -> Ceiling:
     cached = json.loads(path.read_text()) if path.exists() else {}
     if use_cache and key in cached and cached[key].get("matrix_gflops"):
         return Ceiling(**cached[key])
-    if get_backend(backend).torch_device:  # the rows run on torch device tensors: so does the ceiling
+    be = get_backend(backend)
+    gpu_copy = be.copy_gbps() if not be.torch_device and be.is_gpu() else None
+    if be.torch_device:  # the rows run on torch device tensors: so does the ceiling
         ceiling = Ceiling(_cuda_copy_gbps(), f"device-to-device copy in torch on {device}",
                           _cuda_matrix_gflops(), f"8192^3 bf16 matrix product in torch (cuBLAS) on {device}")
+    elif gpu_copy:  # a GPU reached another way (Vulkan): its copy rate through that backend
+        matrix, how = None, "not measured (no torch on this GPU)"
+        if be.vendor() == "nvidia" and _torch_cuda():
+            matrix, how = _cuda_matrix_gflops(), "8192^3 bf16 matrix product in torch (cuBLAS) on the same GPU"
+        ceiling = Ceiling(gpu_copy, f"device-to-device buffer copy through {backend} on {device}", matrix, how)
     else:
         ceiling = Ceiling(_host_copy_gbps(), f"NumPy copy of 64 MiB on the host ({backend} runs on the host CPU)",
                           _host_matrix_gflops(), "1024^3 f32 matrix product in NumPy (BLAS) on the host")
@@ -114,6 +121,14 @@ def copy_ceiling(backend: str, use_cache: bool = True) -> Ceiling:
     tmp.write_text(json.dumps(cached, indent=2))
     tmp.replace(path)
     return ceiling
+
+
+def _torch_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 def verdict(iron_s: float, nbytes: int, flops: int, ceiling_gbps: float, launch_s: float | None,

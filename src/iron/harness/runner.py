@@ -21,7 +21,7 @@ from rich.table import Table
 from ..ir import types as t
 from ..runtime import best_backend, get_backend
 from .baseline import save_last_run
-from .measure import ROTATE_L2_FACTOR, launch_overhead, on_torch_device, timing_of
+from .measure import ROTATE_L2_FACTOR, launch_overhead, on_gpu_arrays, on_torch_device, timing_of
 from .progress import sweep_progress
 from .registry import selected
 from .roofline import Ceiling, copy_ceiling, verdict, write_plot
@@ -82,7 +82,7 @@ class Sweep:
 
 def measure_sweep(pattern: str | None, backend: str, dtypes: tuple[str, ...], repeats: int) -> Sweep:
     """Run every selected kernel x dtype x shape in workers (one random seed per case)."""
-    device = on_torch_device(backend)
+    device = on_torch_device(backend) or on_gpu_arrays(backend)  # a GPU: the device shapes
     entries = selected(pattern, benched=True)
     rng = np.random.default_rng()
     cases = [{"kernel": entry.name, "dtype": dname, "shape": list(shape), "seed": int(rng.integers(1 << 63))}
@@ -203,8 +203,10 @@ def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_
             shape = "x".join(map(str, case["shape"]))
             console.print(f"Configuration: {case['kernel']} {shape} {case['dtype']} ran "
                           + ", ".join(f"{k}={v}" for k, v in answer["config"].items()), markup=False)
+    named = sorted({a["reference"] for a in sweep.answers if a.get("reference")})
     ref_name, ref_how = _reference(sweep.device)
-    console.print(f"Reference: {ref_name} ({ref_how}). Iron % = reference time / Iron time.")
+    shown = " / ".join(named) if named else f"{ref_name} ({ref_how})"
+    console.print(f"Reference: {shown}. Iron % = reference time / Iron time.")
     for family in sweep.peers:
         missing = {why for a in sweep.answers for f, why in (a.get("ref_errors") or {}).items()
                    if f == family and "not installed" in why}
@@ -212,7 +214,11 @@ def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_
                       f"against the oracle first (a wrong one is reported, not timed); Iron % {family.capitalize()} = "
                       f"{family.capitalize()} time / Iron time." + (f" Not run here: {missing.pop()}." if missing
                                                                     else ""))
-    if sweep.device:
+    if sweep.device and on_gpu_arrays(sweep.backend):
+        console.print(f"{sweep.backend} timing: Iron on device arrays ({timing_of(sweep.backend)}), each launch "
+                      f"dispatched alone; the repeats cycle through copies of the inputs spanning >= "
+                      f"{ROTATE_L2_FACTOR}x a 64 MiB L2 (row field input_copies).")
+    elif sweep.device:
         console.print(f"CUDA timing: events around each repeat with a sleep kernel queued ahead, so the interval is "
                       f"the GPU's time and not the host's launch; the repeats cycle through copies of the inputs "
                       f"spanning >= {ROTATE_L2_FACTOR}x the L2 cache (row field input_copies), so L2 does not serve "

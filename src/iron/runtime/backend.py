@@ -100,6 +100,20 @@ class Backend:
         """The device index this backend's arrays live on."""
         return 0
 
+    def is_gpu(self) -> bool:
+        """Whether kernels run on a GPU (not the host CPU): ``iron bench`` then uses device shapes and device arrays."""
+        return False
+
+    def vendor(self) -> str | None:
+        """The GPU's vendor ("nvidia", "amd", "apple", "intel"), where known: a Vulkan device on an NVIDIA GPU is
+        benched beside torch on the same GPU."""
+        return None
+
+    def copy_gbps(self) -> float | None:
+        """The device-to-device copy rate (read + write bytes per second / 1e9) measured through this backend, or
+        None where it has no device memory or timer (``iron bench -v``'s ceiling)."""
+        return None
+
     # -- timing ------------------------------------------------------------------------------------------------------
 
     def gpu_time(self, fn: Callable[[], Any], repeats: int) -> float | None:

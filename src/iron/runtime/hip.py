@@ -355,6 +355,12 @@ class HipBackend(Backend):
 
     # -- launch ---------------------------------------------------------------------------------------------------
 
+    def is_gpu(self) -> bool:
+        return True
+
+    def vendor(self) -> str | None:
+        return "amd"
+
     def check_array(self, param: str, value: Any, where) -> Any:
         if is_iron_array(value):  # kept in host memory on HIP for now, copied at launch as NumPy arrays are
             return host_array("hip", param, value, where)

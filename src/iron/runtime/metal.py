@@ -170,6 +170,12 @@ class MetalBackend(Backend):
 
     # -- launch ---------------------------------------------------------------------------------------------------
 
+    def is_gpu(self) -> bool:
+        return True
+
+    def vendor(self) -> str | None:
+        return "apple"
+
     def check_array(self, param: str, value: Any, where) -> np.ndarray:
         return host_array("metal", param, value, where)
 

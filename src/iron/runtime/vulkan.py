@@ -33,6 +33,8 @@ from .artifacts import Emitted, write_spirv
 from .backend import Backend, LaunchRecorder
 
 _PROBE: list[str | None] = []
+#: PCI vendor ids of the GPUs Iron knows by name
+_VENDORS = {0x10DE: "nvidia", 0x1002: "amd", 0x8086: "intel", 0x106B: "apple"}
 
 
 def probe() -> str | None:
@@ -118,6 +120,15 @@ class VulkanBackend(Backend):
     def synchronize(self) -> None:
         if self._queue is not None:
             self._queue.synchronize()
+
+    def is_gpu(self) -> bool:
+        return self.context().phys.type in ("discrete", "integrated", "virtual")
+
+    def vendor(self) -> str | None:
+        return _VENDORS.get(int(self.context().props.vendorID))
+
+    def copy_gbps(self) -> float | None:
+        return self.queue().copy_gbps()
 
     def info(self) -> dict[str, Any]:
         """What ``iron device`` shows: name, type, API version, driver, subgroup size, limits, features."""
@@ -241,7 +252,8 @@ class VulkanBackend(Backend):
         lanes = getattr(spk, "lanes", 1)
         if lanes > 1:  # a lanes module: one invocation per `lanes` elements of axis 0
             grid = (-(-grid[0] // lanes), grid[1], grid[2])
-        if dev and not host and repeat == 1:  # device arrays alone: recorded, not waited for
+        timing = self._timer.samples is not None  # inside gpu_time: each launch is dispatched and timed alone
+        if dev and not host and repeat == 1 and not timing:  # device arrays alone: recorded, not waited for
             self._queue.enqueue(spk, dev, push, tuple(grid), tuple(group))
             self._timer.record(None)
             return None

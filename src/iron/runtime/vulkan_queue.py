@@ -305,6 +305,36 @@ class VulkanQueue:
         vk.vkEndCommandBuffer(cmd)
         ctx._submit_and_wait("copy")
 
+    def copy_gbps(self, nbytes: int = 256 << 20, repeats: int = 5) -> float | None:
+        """Median device-to-device copy rate of ``nbytes`` (read + write, GB/s) by timestamp queries, or None."""
+        ctx, vk = self.ctx, self.ctx.vk
+        if ctx.query_pool is None:
+            return None
+        with self.lock:
+            self.synchronize()
+            src, dst = ctx.get_buffer("device", nbytes), ctx.get_buffer("device", nbytes)
+            rates = []
+            try:
+                for _ in range(repeats + 1):  # the first is a warm-up
+                    cmd = ctx.cmd
+                    vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
+                        flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+                    vk.vkCmdResetQueryPool(cmd, ctx.query_pool, 0, 2)
+                    vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx.query_pool, 0)
+                    vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, [vk.VkBufferCopy(srcOffset=0, dstOffset=0,
+                                                                                        size=nbytes)])
+                    vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx.query_pool, 1)
+                    vk.vkEndCommandBuffer(cmd)
+                    ctx._submit_and_wait("copy")
+                    ms = ctx._gpu_time(1)
+                    if ms:
+                        rates.append(2 * nbytes / (ms * 1e-3) / 1e9)
+            finally:
+                ctx.put_buffer("device", src)
+                ctx.put_buffer("device", dst)
+        rates = sorted(rates[1:])
+        return rates[len(rates) // 2] if rates else None
+
     def destroy(self) -> None:
         """Free the queue's Vulkan objects (the context waits for the device first)."""
         vk, dev = self.ctx.vk, self.ctx.device

@@ -268,11 +268,13 @@ class CudaBackend(Backend):
             if not value.is_contiguous():
                 raise LaunchError(f"argument '{param}' is not contiguous (strides {tuple(value.stride())})", where(),
                                   f"pass {param}.contiguous()")
+            self._check_device(param, value.device.index, where)
             return DeviceArg(value.data_ptr(), value.numel(), value.numel() * value.element_size(), True)
         if is_iron_array(value) and value.backend not in ("cuda", "hip-on-cuda"):
             check_array_backend(self.name, param, value, where)
         cai = getattr(value, "__cuda_array_interface__", None)
         if cai is not None:
+            self._check_device(param, _device_of(value, int(cai["data"][0])), where)
             itemsize = np.dtype(cai["typestr"]).itemsize
             shape = tuple(cai["shape"])
             strides = cai.get("strides")
@@ -288,6 +290,14 @@ class CudaBackend(Backend):
             return HostArg(value)
         raise LaunchError(f"argument '{param}' is a {mod}.{type(value).__name__}; the cuda backend takes torch CUDA "
                           "tensors, CuPy arrays or NumPy arrays", where())
+
+    def _check_device(self, param: str, index: int | None, where) -> None:
+        """Refuse an array on another GPU than the one this backend launches on (issue 16: never a wrong answer or a
+        fault from a pointer of another device's address space)."""
+        mine = self.device().device_id
+        if index is not None and index != mine:
+            raise LaunchError(f"argument '{param}' is on CUDA device {index}, but the cuda backend launches on device "
+                              f"{mine}", where(), f"move it to device {mine}, or set IRON_CUDA_DEVICE={index}")
 
     def _stream_for(self, torch_args: bool):
         if self.capture is not None:
@@ -397,6 +407,12 @@ class CudaBackend(Backend):
     def array_device(self) -> int:
         return self.device().device_id
 
+    def is_gpu(self) -> bool:
+        return True
+
+    def vendor(self) -> str | None:
+        return "nvidia"
+
     def array_from_dlpack(self, obj):
         from .cuda_array import wrap_dlpack
 
@@ -407,6 +423,22 @@ class CudaBackend(Backend):
     def artifacts(self, variant, targets=(), metallib: bool = False) -> list[Emitted]:
         """``.cu``: the CUDA source with its parameters and vector entry."""
         return [write_cuda(variant)]
+
+
+def _device_of(value: Any, ptr: int) -> int | None:
+    """The CUDA device ordinal an array lives on: its own ``device`` (an iron Array's index, CuPy's Device) or, for
+    another producer, the driver's answer for its pointer; None where unknown (a null pointer of an empty array)."""
+    dev = getattr(value, "device", None)
+    if isinstance(dev, int):
+        return dev
+    if isinstance(getattr(dev, "id", None), int):
+        return dev.id
+    if not ptr:
+        return None
+    from cuda.bindings import driver
+
+    err, ordinal = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else None
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

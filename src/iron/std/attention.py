@@ -62,9 +62,10 @@ from .gemm import H
 
 #: the default variant (``iron build``): head dim 128, 32-token key blocks, 2 SIMD groups (32 query rows), causal
 D = 128
-BN = 32
-WARPS = 2
+BN = 32  # with WARPS = 1: 22 KiB of shared memory, within every backend's 32 KiB
+WARPS = 1
 CAUSAL = True
+SW = 32  # the SIMD width the default build assumes (launches pass the backend's)
 VEC = 8  # 16-byte copies of f16/bf16
 
 
@@ -121,14 +122,15 @@ def online_softmax(ss, sp, m, l, al, row0, q0, k0, n, scale, LS, LP, BN, CAUSAL)
 
 @kernel
 def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: int, HQ: int, HKV: int, scale: float,
-                 D: constexpr, BN: constexpr, WARPS: constexpr, CAUSAL: constexpr):
+                 D: constexpr, BN: constexpr, WARPS: constexpr, CAUSAL: constexpr, SW: constexpr):
     """out = softmax(scale * Q K^T [causal]) V per query head (GQA); launch (ceil(n / BM) * G, HQ) threads in groups
-    of (G, 1), BM = 16 * WARPS, G = WARPS * simd_size()."""
+    of (G, 1), BM = 16 * WARPS, G = WARPS * SW, SW = the backend's simd_size() (a constexpr: it sizes the lanes'
+    register slice of O)."""
     BM = 16 * WARPS
     LQ = D + VEC  # padded shared rows
     LP = BN + VEC
     LS = max(BN, D)
-    DPL = D // simd_size()  # O columns per lane
+    DPL = D // SW  # O columns per lane
     sq = shared(H, BM * LQ)
     skv = shared(H, BN * LQ)
     ss = shared(f32, BM * LS)
@@ -184,10 +186,26 @@ def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: in
                 out[(qi * HQ + h) * D + lane + j * S] = o[r * DPL + j] * inv
 
 
-#: per backend family, (BN, WARPS): NVIDIA 64-row query tiles (4 SIMD groups) and 64-token key blocks; elsewhere a
-#: small tile per head dim that fits 32 KiB of shared memory (lavapipe holds 16-bit shared elements in 32 bits)
-CONFIGS = {"cuda": (64, 4), "hip-on-cuda": (64, 4), "hip": (64, 4)}
+#: per backend, the shared memory a group may use and the (BN, WARPS) tiles tried largest first: NVIDIA 64-row query
+#: tiles (4 SIMD groups) and 64-token key blocks; HIP's 64 KiB take 2 SIMD groups at D = 128; elsewhere a small tile
+#: per head dim that fits 32 KiB (lavapipe holds 16-bit shared elements in 32 bits)
+LIMITS = {"cuda": 227 * 1024, "hip-on-cuda": 64 * 1024, "hip": 64 * 1024}
+TILES = ((64, 4), (64, 2), (32, 2), (16, 1))
 SMALL = {64: (32, 2), 128: (16, 1)}
+
+
+def shared_bytes(d: int, bn: int, warps: int) -> int:
+    """attn_prefill's shared arrays for 16-bit inputs: Q and K/V tiles, the f32 scratch, P."""
+    bm = 16 * warps
+    return 2 * bm * (d + VEC) + 2 * bn * (d + VEC) + 4 * bm * max(bn, d) + 2 * bm * (bn + VEC)
+
+
+def pick_tiles(backend: str, d: int) -> tuple[int, int]:
+    """(BN, WARPS) for ``backend`` and head dim ``d``: the largest of TILES within its shared limit."""
+    limit = LIMITS.get(backend)
+    if limit is None:
+        return SMALL[min(SMALL, key=lambda x: abs(x - d))]
+    return next((t for t in TILES if shared_bytes(d, *t) <= limit), TILES[-1])
 
 
 def launch_prefill(q: Any, k: Any, v: Any, out: Any, causal: bool = True, scale: float | None = None,
@@ -199,11 +217,11 @@ def launch_prefill(q: Any, k: Any, v: Any, out: Any, causal: bool = True, scale:
         raise ValueError(f"attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit")
     name = backend or get_backend(None).name
     width = get_backend(name).simd_width()
-    bn, warps = config or CONFIGS.get(name) or SMALL[min(SMALL, key=lambda x: abs(x - d))]
+    bn, warps = config or pick_tiles(name, d)
     g = warps * width
     grid = (-(-n // (16 * warps)) * g, hq)
     sc = 1.0 / math.sqrt(d) if scale is None else scale
-    attn_prefill[grid, (g, 1)](q, k, v, out, n, hq, hkv, sc, d, bn, warps, causal, backend=backend)
+    attn_prefill[grid, (g, 1)](q, k, v, out, n, hq, hkv, sc, d, bn, warps, causal, width, backend=backend)
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

@@ -121,7 +121,7 @@ def launch_sample(logits: Any, tokens: Any, temperature: float, top_p: float, se
     vals = scratch(logits, (rows, k), "like")
     idx = scratch(logits, (rows, k), "i32")
     launch_topk(logits, vals, idx, k, backend)
-    f32_out = str(getattr(tokens, "dtype", "")).replace("torch.", "") == "float32"
+    f32_out = str(getattr(tokens, "dtype", "")).replace("torch.", "") in ("float32", "f32")  # NumPy/torch, iron
     kern = sample_tokens_f32 if f32_out else sample_tokens
     kern[rows](vals, idx, tokens, k, float(temperature), float(top_p), int(seed) & 0xFFFFFFFF, backend=backend)
 

@@ -56,6 +56,7 @@ from ..lang import (
     vload,
     where,
 )
+from ..runtime.device_array import Array, empty
 from .softmax import chunk_span
 
 __all__ = ["BLOCK", "MAX_K", "PER", "VEC", "launch_topk", "topk_merge", "topk_partial", "topk_oracle"]
@@ -226,6 +227,8 @@ def scratch(like: Any, shape: tuple[int, ...], dtype: str) -> Any:
     """An uninitialised array of ``dtype`` ("f32", "i32", or "like": like's dtype) where ``like`` lives."""
     if isinstance(like, np.ndarray):
         return np.empty(shape, like.dtype if dtype == "like" else {"f32": np.float32, "i32": np.int32}[dtype])
+    if isinstance(like, Array):  # an iron device array: the workspace on its backend
+        return empty(shape, like.dtype if dtype == "like" else dtype, backend=like.backend)
     if hasattr(like, "new_empty"):  # torch: the caching allocator makes this cheap per launch
         import torch
 

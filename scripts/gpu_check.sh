@@ -26,6 +26,10 @@
 #     6. iron bench -v on CUDA, bf16, for softmax, rms_norm and gemv (Iron beside torch and Triton) -> rows_*.json
 #   scripts/gpu_check.sh lib     issue 18: the new std kernels (elementwise, casts, SwiGLU, fused add + rms_norm,
 #                                 layer_norm, RoPE, embedding) on CUDA beside torch, bf16 -> lib_*.json
+#   scripts/gpu_check.sh arrays  issue 16 on CUDA: tests/arrays, the conformance suite on device arrays
+#   scripts/gpu_check.sh stdnew  issue 18's new kernels' tests on CUDA
+#   scripts/gpu_check.sh varrays issue 16 on NVIDIA's Vulkan (carry as for vulkan): tests/arrays, host time per launch
+#                                 (bench/experiments/array_launch.py), iron bench on Vulkan beside CUDA
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -105,7 +109,23 @@ if [ "$PART" = bench ]; then
   IRON_PROGRESS=lines timeout ${BENCH_TIMEOUT:-540} $PY -m iron.cli.main bench --backend cuda -v --json "$OUT/iron_bench_cuda.json" \
     2>&1 | tee "$OUT/iron_bench_cuda.txt" | tail -n 70
 fi
-if [ "$PART" = vulkan ]; then
+if [ "$PART" = arrays ]; then
+  # issue 16 on CUDA: device arrays, DLPack with torch, torch custom ops (torch.compile, CUDA graphs), the
+  # multi-device refusal; then the conformance suite on device arrays
+  IRON_TEST_BACKENDS=cuda timeout 90 $PY -m pytest -p no:cacheprovider tests/arrays -rs 2>&1 \
+    | tee "$OUT/pytest_arrays_cuda.txt" | tail -n 15
+  pack
+  IRON_TEST_ARRAYS=device IRON_TEST_BACKENDS=cuda timeout 100 $PY -m pytest -p no:cacheprovider \
+    tests/frontend/test_kernels.py --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_conformance_arrays_cuda.txt" | tail -n 8
+fi
+if [ "$PART" = stdnew ]; then
+  # issue 18's kernels of this wave (attention, quantized GEMV/GEMM, reductions, top-k/sampling, scan, softmax
+  # variants, vectorized elementwise) on CUDA against their float64 oracles
+  IRON_TEST_BACKENDS=cuda timeout ${STDNEW_TIMEOUT:-110} $PY -m pytest -p no:cacheprovider tests/std --maxfail=30 -rs \
+    -k "attention or quant or reduc or topk or sampl or scan or softmax_ext or log_softmax or elementwise or cast" \
+    2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
+fi
+if [ "$PART" = vulkan ] || [ "$PART" = varrays ]; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
     exit 2
@@ -118,6 +138,22 @@ if [ "$PART" = vulkan ]; then
   [ -f "$J" ] && export VK_DRIVER_FILES=$J
   $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
     2>&1 | tee -a "$OUT/env.txt"
+fi
+if [ "$PART" = varrays ]; then
+  # issue 16 on NVIDIA's Vulkan driver: device arrays, host time per launch (beside CUDA and torch), and iron bench
+  # on a GPU (device shapes, a copy ceiling through Vulkan, torch on the same GPU as the reference) beside CUDA's
+  timeout 60 $PY bench/experiments/array_launch.py "$OUT/array_launch.json" cuda vulkan 2>&1 | tail -n 4
+  IRON_TEST_BACKENDS=${ARRAY_BACKENDS:-vulkan} timeout ${ARRAY_TIMEOUT:-80} $PY -m pytest -p no:cacheprovider tests/arrays -rs 2>&1 \
+    | tee "$OUT/pytest_arrays_vulkan.txt" | tail -n 8
+  pack
+  for B in vulkan cuda; do
+    IRON_PROGRESS=lines timeout ${VBENCH_TIMEOUT:-60} $PY -m iron.cli.main bench --backend $B -v --dtype bf16 \
+      --filter "${VBENCH_FILTER:-std/softmax/row}" --json "$OUT/bench_${B}_arrays.json" 2>&1 \
+      | tee "$OUT/bench_${B}_arrays.txt" | tail -n 14
+    pack
+  done
+fi
+if [ "$PART" = vulkan ]; then
   IRON_TEST_BACKENDS=vulkan timeout 300 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
     --maxfail=30 -rs 2>&1 | tee "$OUT/pytest_vulkan.txt" | tail -n 20

@@ -42,6 +42,13 @@ class _Elsewhere:
         return getattr(self._real, name)
 
 
+class _Interface:
+    """A bare __cuda_array_interface__ producer over a torch tensor's memory (no ``device`` attribute)."""
+
+    def __init__(self, t):
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+
+
 def test_tensor_on_another_device_is_refused(cuda_torch, rng, monkeypatch):
     torch, be = cuda_torch
     n = 257
@@ -49,9 +56,13 @@ def test_tensor_on_another_device_is_refused(cuda_torch, rng, monkeypatch):
     out = torch.full((n,), float("nan"), device="cuda")
     real = be.device()
     monkeypatch.setattr(be, "device", lambda: _Elsewhere(real))
-    for args in [(xs, out), (iron.from_dlpack(xs), iron.from_dlpack(out))]:  # torch, then CUDA array interface
-        with pytest.raises(iron.LaunchError, match="is on CUDA device 0, but the cuda backend launches on device 1"):
-            twice[n](*args, n, backend="cuda")
+    with pytest.raises(iron.LaunchError, match="is on CUDA device 0, but the cuda backend launches on device 1"):
+        twice[n](xs, out, n, backend="cuda")
+    with pytest.raises(iron.LaunchError, match="on CUDA device 0; the cuda backend runs on device 1"):
+        iron.from_dlpack(xs)  # wrapping refuses it already (H200, 2026-12-01)
+    cai = _Interface(xs)  # another __cuda_array_interface__ producer: the driver says where its pointer lives
+    with pytest.raises(iron.LaunchError, match="is on CUDA device 0, but the cuda backend launches on device 1"):
+        twice[n](cai, out, n, backend="cuda")
     assert np.isnan(out.cpu().numpy()).all()  # nothing ran
     monkeypatch.undo()  # the backend's own device again: the same tensors launch
     twice[n](xs, out, n, backend="cuda")

@@ -118,3 +118,46 @@ def test_fast_path_relaunches_with_new_pointers_and_falls_back(recorder):
     assert fast((FakeTensor(1000, 0x1000, contiguous=False), out)) is False
     assert fast((a,)) is False
     assert len(recorder.calls) == launched
+
+
+class _Store:
+    """An iron Array's CUDA memory, faked: a device address and its device."""
+
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes, self.device = ptr, nbytes, 0
+
+
+class _ArrayBackend(_Backend):
+    name = "cuda"
+    stream = types.SimpleNamespace(handle=777)
+
+
+def test_fast_path_takes_iron_arrays_on_irons_stream(recorder):
+    """iron Arrays (issue 16): the generated launcher checks type, dtype, backend and size, writes store pointer +
+    view offset, launches on Iron's own stream (not torch's), and declines overlap of written views and torch
+    tensors mixed in."""
+    from iron.runtime.device_array import Array
+
+    def arr(ptr, n, offset=0, dtype=iron.f32, backend="cuda"):
+        return Array(_Store(ptr, 4 * (n + offset)), 4 * offset, (n,), dtype, backend)
+
+    variant = iron_exp.variant(iron.f32)
+    a, out = arr(0x1000, 1000), arr(0x9000, 1000)
+    fast = cf.make_fast_launch(_ArrayBackend(), iron_exp, variant, (a, out), {}, (1000, 1, 1), (256, 1, 1),
+                               {"a": 1000, "out": 1000})
+    assert fast((a, out)) is True
+    call = recorder.calls[-1]
+    assert call[8].value == 777  # Iron's stream
+    assert _pointer_arg(call, 0) == 0x1000 and _pointer_arg(call, 1) == 0x9000
+    view = arr(0x5000, 1000, offset=8)
+    assert fast((view, out)) is True and _pointer_arg(recorder.calls[-1], 0) == 0x5000 + 32
+    launched = len(recorder.calls)
+    assert fast((arr(0x1000, 999), out)) is False  # too small for the grid
+    assert fast((arr(0x1000, 1000, dtype=iron.f16), out)) is False
+    assert fast((arr(0x1000, 1000, backend="hip-on-cuda"), out)) is False
+    assert fast((arr(0x9000, 1000), out)) is False  # the same memory as the written out: the full path refuses it
+    assert fast((FakeTensor(1000, 0x1000), out)) is False  # a torch tensor where an Array was
+    assert len(recorder.calls) == launched
+    mixed = cf.make_fast_launch(_ArrayBackend(), iron_exp, variant, (FakeTensor(1000, 0x1000), out), {},
+                                (1000, 1, 1), (256, 1, 1), {"a": 1000, "out": 1000})
+    assert mixed is None  # torch beside Arrays: which stream is the full path's call

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import LaunchError
 from ..ir.variant import constexpr_key as _constexpr_key
+from .arrays import is_iron_array
 
 _LIB: Any = None
 
@@ -147,6 +148,13 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     plan = []  # per Python parameter: (kind, index into slots, expected) ...
     for p, value in zip(params, args):
         if p.kind == "buffer":
+            if is_iron_array(value):  # an iron Array of this backend: Iron's own stream, the generated launcher
+                if value.backend != backend.name or getattr(value._store, "ptr", None) is None:
+                    return None
+                any_buffer = True
+                plan.append(("array", p.name, type(value), value.dtype, value._store.device,
+                             min_sizes.get(p.name, 0), value.dtype.itemsize))
+                continue
             if type(value).__module__.split(".")[0] != "torch" or not value.is_cuda:
                 return None  # CuPy / NumPy: the full path handles them
             any_buffer = True
@@ -160,6 +168,9 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             plan.append(("constexpr", p.name, None, _constexpr_key(value), None, None, None))
     if not any_buffer:
         return None
+    kinds = {entry[0] for entry in plan}
+    if {"array", "buffer"} <= kinds:
+        return None  # torch tensors beside iron Arrays: which stream is the full path's call
     # two or more buffers, one written: each call checks that no two overlap where either is written (the full path
     # then refuses the launch naming both, frontend/launch.py:check_aliasing)
     buffers = [p for p in variant.kernel.params if p.kind == "buffer"]
@@ -168,7 +179,7 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     module = compiled_module() if mode != "python" else None
     if mode == "c" and module is None:
         raise LaunchError(f"IRON_CUDA_LAUNCHER=c but the compiled launcher is unavailable: {EXT_REASON}")
-    if module is not None:
+    if module is not None and "array" not in kinds:  # the compiled launcher knows torch tensors only
         return _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid, written)
     return _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written)
 
@@ -189,7 +200,8 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
             slot = ctypes.c_int32(grid[cp.axis])
         slots.append(slot)
     argv = (ctypes.c_void_p * len(slots))(*[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in slots])
-    device_index = next(entry[4] for entry in plan if entry[0] == "buffer")
+    device_index = next(entry[4] for entry in plan if entry[0] in ("buffer", "array"))
+    own = any(entry[0] == "array" for entry in plan)  # iron Arrays: Iron's stream, not torch's
     # every argument of cuLaunchKernel prebuilt as a ctypes object (no argtypes: nothing is converted per call);
     # only the stream's value changes, when torch's current stream does
     c_uint = ctypes.c_uint
@@ -197,7 +209,8 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
              c_uint(src.dynamic_shared_bytes))
     stream = ctypes.c_void_p(0)
     ns: dict[str, Any] = {
-        "backend": backend, "stream_of": _torch_stream_getter(), "DEV": device_index, "stream": stream,
+        "backend": backend, "stream_of": (lambda index, h=int(backend.stream.handle): h) if own
+        else _torch_stream_getter(), "DEV": device_index, "stream": stream, "BK": backend.name,
         "environ": os.environ, "ENV0": os.environ.get("IRON_BACKEND"),
         # PyDLL: the driver call keeps the GIL, so no other thread can rewrite the shared slots while it reads them
         "launch": ctypes.PyDLL("libcuda.so.1").cuLaunchKernel, "fixed": fixed, "argv": ctypes.c_void_p(
@@ -219,6 +232,12 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
                      f" or not {v}.is_contiguous() or {v}.numel() < {int(d)}):",
                      "        return False"]
             writes.append(f"    S{i}.value = {v}_lo" if written else f"    S{i}.value = {v}.data_ptr()")
+        elif kind == "array":
+            ns[f"T{i}"], ns[f"D{i}"], ns[f"S{i}"] = a, b, slots[index_of[name]]
+            code += [f"    if type({v}) is not T{i} or {v}.dtype is not D{i} or {v}.backend != BK"
+                     f" or {v}.size < {int(d)}:",
+                     "        return False"]
+            writes.append(f"    S{i}.value = {v}_lo" if written else f"    S{i}.value = {v}._store.ptr + {v}._offset")
         elif kind == "scalar":
             ns[f"S{i}"] = slots[index_of[name]]
             if a in _SCALAR_RANGE:
@@ -251,10 +270,12 @@ def _alias_checks(plan, names: list[str], written: frozenset) -> list[str]:
     writes either; none unless ``written`` (two or more buffers, one written)."""
     if not written:
         return []
-    bufs = [(names[i], entry[1]) for i, entry in enumerate(plan) if entry[0] == "buffer"]
+    bufs = [(names[i], entry[1], entry[0]) for i, entry in enumerate(plan) if entry[0] in ("buffer", "array")]
     code = []  # defines {v}_lo, the data pointer the slot writes then use
-    for v, _ in bufs:
-        code += [f"    {v}_lo = {v}.data_ptr()", f"    {v}_hi = {v}_lo + {v}.nbytes"]
+    for v, _, kind in bufs:
+        lo = f"{v}._store.ptr + {v}._offset" if kind == "array" else f"{v}.data_ptr()"
+        code += [f"    {v}_lo = {lo}", f"    {v}_hi = {v}_lo + {v}.nbytes"]
+    bufs = [(v, pv) for v, pv, _ in bufs]
     for i, (v, pv) in enumerate(bufs):
         for w, pw in bufs[i + 1:]:
             if pv in written or pw in written:

@@ -1,12 +1,23 @@
 """Elementwise kernels for a decoder (issue 18): unary math and activations, binary arithmetic with broadcasting of a
 scalar or a row vector, casts between f32/f16/bf16 and fused SwiGLU.
 
-One thread per element (exact grids: threads past the end return), every value computed in f32 and rounded once to
-the output dtype, as torch does for f16/bf16. The operation is a constexpr code (``EXP``, ``ADD``, ...), so each op
-is its own variant with no run-time branch; ``unary_op``/``binary_op`` are the device helpers other kernels reuse.
+Layout: the ``n`` elements are cut into vectors of ``VEC`` elements (16 bytes of the widest buffer type: 4 x f32,
+8 x f16/bf16) and each thread moves ``PER`` of them, vector ``k * num_threads(0) + program_id(0)`` for k < PER (so a
+SIMD group's accesses are contiguous): every load is issued, as one 16-byte ``vload``, before any value is used, the
+values wait in an f32 register array, and each result vector leaves in one ``vstore``. A last, partial vector (n not
+a multiple of VEC) is read and written element by element. An H200 needs tens of KB of loads in flight per SM to
+reach its bandwidth; one 2-byte access per thread gives it 4 KB. ``VEC = 1`` (plain scalar accesses) is taken when a
+device array does not start on a 16-byte boundary (a view at an odd offset) or a broadcast row is not a whole number
+of vectors. ``PER`` comes from autotuning on CUDA (elements per thread 16, 32 or 8).
+
+Every value is computed in f32 and rounded once to the output dtype, as torch does for f16/bf16. The operation is a
+constexpr code (``EXP``, ``ADD``, ...), so each op is its own variant with no run-time branch; ``unary_op`` and
+``binary_op`` are the device helpers other kernels reuse. sigmoid and silu are written as one ``exp2`` and one
+division (not the builtins' ``exp`` of -|x|, a reciprocal and a select): half the instructions, which at 2 bytes
+an element is what a 4 TB/s stream can afford (about 30 instructions per element on an H200).
+
 Each op is registered as ``std/elementwise/<op>`` (binary ones also ``..._scalar`` and ``..._row``) with a float64
 oracle written here independently of the kernels (NumPy on float64 inputs), and ``std/cast/to_<dtype>`` for casts.
-
 Registered tolerances: one rounding to the output dtype on top of the f32 computation's error, which for the
 transcendental ops is the backends' documented ulp bound (docs/dsl.md, "precision"); gelu's erf form cancels for
 x < -3 (absolute error ~2^-23 |x|), hence its absolute allowance.
@@ -20,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
+from ..frontend.autotune import tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -29,16 +41,21 @@ from ..lang import (
     constexpr,
     erf,
     exp,
+    exp2,
     f16,
     f32,
+    local_array,
     log,
+    num_threads,
     program_id,
     rsqrt,
-    sigmoid,
-    silu,
     sqrt,
+    static_range,
     tanh,
+    vload,
+    vstore,
 )
+from ..runtime import get_backend
 
 UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "relu",
          "square")
@@ -48,9 +65,14 @@ BROADCASTS = ("none", "scalar", "row")
 NEG, ABS, EXP, LOG, SQRT, RSQRT, TANH, SIGMOID, SILU, GELU, GELU_TANH, RELU, SQUARE = range(13)
 ADD, SUB, MUL, DIV, MAX, MIN = range(6)
 SAME, SCALAR, ROW = range(3)
-#: the constexprs `iron build` compiles by default: unary NEG and binary ADD, no broadcast
+#: the constexprs `iron build` compiles by default: unary NEG and binary ADD, no broadcast, 4 x 4 elements a thread
 OP, BCAST = 0, SAME
+VEC, PER = 4, 4
+#: elements per thread: the default, and the candidates autotuning times per backend
+ELEMS = 16
+TUNING = {"cuda": (16, 32, 8)}
 _GELU_C = math.sqrt(2.0 / math.pi)
+_LOG2E = 1.4426950408889634
 
 
 @func
@@ -70,10 +92,10 @@ def unary_op(x, OP):
         return rsqrt(x)
     if OP == TANH:
         return tanh(x)
-    if OP == SIGMOID:
-        return sigmoid(x)
-    if OP == SILU:
-        return silu(x)
+    if OP == SIGMOID:  # exp2 overflows to inf for x < -88: 1 / inf = 0, the right limit
+        return 1.0 / (1.0 + exp2(x * -1.4426950408889634))
+    if OP == SILU:  # x / inf = -0 for x < -88 (the exact value is below 1e-36)
+        return x / (1.0 + exp2(x * -1.4426950408889634))
     if OP == GELU:
         return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
     if OP == GELU_TANH:
@@ -99,73 +121,222 @@ def binary_op(x, y, OP):
     return min(x, y)
 
 
-@kernel
-def unary(a: Tensor[T], out: Tensor[T], OP: constexpr):
-    """out[i] = OP(a[i]), computed in f32. Launch one thread per element."""
-    i = program_id(0)
-    out[i] = cast(unary_op(cast(a[i], f32), OP), T)
+@func
+def load_lanes(a, vals, n, VEC, PER):
+    """vals[k * VEC + j] = a[e + j] (as f32) for this thread's vectors, e = (k * num_threads(0) + program_id(0)) *
+    VEC: a whole vector in one access, the partial last one element by element, 0 past n."""
+    t = program_id(0)
+    g = num_threads(0)
+    for k in static_range(PER):
+        e = (k * g + t) * VEC
+        if e + VEC <= n:
+            chunk = vload(a, e, VEC)
+            for j in static_range(VEC):
+                vals[k * VEC + j] = chunk[j]
+        else:
+            for j in static_range(VEC):
+                vals[k * VEC + j] = 0.0
+                if e + j < n:
+                    vals[k * VEC + j] = a[e + j]
+
+
+@func
+def load_operand(b, vals, n, ncols, VEC, PER, BCAST):
+    """The second operand for the thread's elements: b's own (SAME), b[0] (SCALAR) or b[(e + j) % ncols] (ROW; a
+    whole vector at once, since the launcher takes VEC = 1 unless ncols is a multiple of VEC)."""
+    if BCAST == SAME:
+        load_lanes(b, vals, n, VEC, PER)
+    elif BCAST == SCALAR:
+        y = cast(b[0], f32)
+        for i in static_range(PER * VEC):
+            vals[i] = y
+    else:
+        t = program_id(0)
+        g = num_threads(0)
+        for k in static_range(PER):
+            e = (k * g + t) * VEC
+            if e + VEC <= n:
+                chunk = vload(b, e % ncols, VEC)
+                for j in static_range(VEC):
+                    vals[k * VEC + j] = chunk[j]
+            else:
+                for j in static_range(VEC):
+                    vals[k * VEC + j] = 0.0
+                    if e + j < n:
+                        vals[k * VEC + j] = b[(e + j) % ncols]
+
+
+@func
+def store_lanes(out, vals, n, VEC, PER, DT):
+    """out[e + j] = vals[k * VEC + j] rounded to DT (out's dtype) for this thread's elements below n."""
+    t = program_id(0)
+    g = num_threads(0)
+    for k in static_range(PER):
+        e = (k * g + t) * VEC
+        if e + VEC <= n:
+            o = local_array(DT, VEC)
+            for j in static_range(VEC):
+                o[j] = vals[k * VEC + j]
+            vstore(out, e, o)
+        else:
+            for j in static_range(VEC):
+                if e + j < n:
+                    out[e + j] = vals[k * VEC + j]
 
 
 @kernel
-def binary(a: Tensor[T], b: Tensor[T], out: Tensor[T], ncols: int, OP: constexpr, BCAST: constexpr):
-    """out[i] = a[i] OP b[j], computed in f32: j = i (BCAST SAME), 0 (SCALAR: b has one element) or i % ncols
-    (ROW: b is one row of ncols elements, a and out rows of ncols). Launch one thread per element of a."""
-    i = program_id(0)
-    j = i
-    if BCAST == SCALAR:
-        j = 0
-    if BCAST == ROW:
-        j = i % ncols
-    out[i] = cast(binary_op(cast(a[i], f32), cast(b[j], f32), OP), T)
+def unary(a: Tensor[T], out: Tensor[T], n: int, OP: constexpr, VEC: constexpr, PER: constexpr):
+    """out[i] = OP(a[i]) for i < n, computed in f32; PER vectors of VEC elements a thread (``launch_unary``)."""
+    vals = local_array(f32, PER * VEC)
+    load_lanes(a, vals, n, VEC, PER)
+    for i in static_range(PER * VEC):
+        vals[i] = unary_op(vals[i], OP)
+    store_lanes(out, vals, n, VEC, PER, T)
 
 
 @kernel
-def swiglu(gate: Tensor[T], up: Tensor[T], out: Tensor[T]):
-    """out[i] = silu(gate[i]) * up[i] (SwiGLU's gating), in f32. Launch one thread per element."""
-    i = program_id(0)
-    out[i] = cast(silu(cast(gate[i], f32)) * cast(up[i], f32), T)
+def binary(a: Tensor[T], b: Tensor[T], out: Tensor[T], n: int, ncols: int, OP: constexpr, BCAST: constexpr,
+           VEC: constexpr, PER: constexpr):
+    """out[i] = a[i] OP b[j] for i < n, computed in f32: j = i (BCAST SAME), 0 (SCALAR: b has one element) or
+    i % ncols (ROW: b is one row of ncols elements, a and out rows of ncols). See ``launch_binary``."""
+    x = local_array(f32, PER * VEC)
+    y = local_array(f32, PER * VEC)
+    load_lanes(a, x, n, VEC, PER)
+    load_operand(b, y, n, ncols, VEC, PER, BCAST)
+    for i in static_range(PER * VEC):
+        x[i] = binary_op(x[i], y[i], OP)
+    store_lanes(out, x, n, VEC, PER, T)
 
 
 @kernel
-def to_f32(a: Tensor[T], out: Tensor[f32]):
-    """out[i] = a[i] as f32 (exact)."""
-    i = program_id(0)
-    out[i] = cast(a[i], f32)
+def swiglu(gate: Tensor[T], up: Tensor[T], out: Tensor[T], n: int, VEC: constexpr, PER: constexpr):
+    """out[i] = silu(gate[i]) * up[i] (SwiGLU's gating) for i < n, in f32 (``launch_swiglu``)."""
+    g = local_array(f32, PER * VEC)
+    u = local_array(f32, PER * VEC)
+    load_lanes(gate, g, n, VEC, PER)
+    load_lanes(up, u, n, VEC, PER)
+    for i in static_range(PER * VEC):
+        g[i] = unary_op(g[i], SILU) * u[i]
+    store_lanes(out, g, n, VEC, PER, T)
 
 
 @kernel
-def to_f16(a: Tensor[T], out: Tensor[f16]):
-    """out[i] = a[i] rounded to f16 (to nearest even; out of range gives inf)."""
-    i = program_id(0)
-    out[i] = cast(a[i], f16)
+def to_f32(a: Tensor[T], out: Tensor[f32], n: int, VEC: constexpr, PER: constexpr):
+    """out[i] = a[i] as f32 (exact), i < n (``launch_cast``)."""
+    vals = local_array(f32, PER * VEC)
+    load_lanes(a, vals, n, VEC, PER)
+    store_lanes(out, vals, n, VEC, PER, f32)
 
 
 @kernel
-def to_bf16(a: Tensor[T], out: Tensor[bf16]):
-    """out[i] = a[i] rounded to bf16 (to nearest even)."""
-    i = program_id(0)
-    out[i] = cast(a[i], bf16)
+def to_f16(a: Tensor[T], out: Tensor[f16], n: int, VEC: constexpr, PER: constexpr):
+    """out[i] = a[i] rounded to f16 (to nearest even; out of range gives inf), i < n."""
+    vals = local_array(f32, PER * VEC)
+    load_lanes(a, vals, n, VEC, PER)
+    store_lanes(out, vals, n, VEC, PER, f16)
 
 
-# -- host side: launchers, oracles, registration ----------------------------------------------------------------------
+@kernel
+def to_bf16(a: Tensor[T], out: Tensor[bf16], n: int, VEC: constexpr, PER: constexpr):
+    """out[i] = a[i] rounded to bf16 (to nearest even), i < n."""
+    vals = local_array(f32, PER * VEC)
+    load_lanes(a, vals, n, VEC, PER)
+    store_lanes(out, vals, n, VEC, PER, bf16)
+
+
+# -- host side: launchers ---------------------------------------------------------------------------------------------
 
 def _n(x: Any) -> int:
     return int(np.prod(x.shape))
 
 
+def _itemsize(x: Any) -> int:
+    size = getattr(x.dtype, "itemsize", None)
+    return int(size) if size is not None else int(x.element_size())
+
+
+def device_offset(x: Any) -> int | None:
+    """Where ``x``'s data starts (mod 16 is what matters) for arrays used in place on a device: torch and CuPy
+    tensors, iron arrays (their byte offset); None for NumPy arrays, which backends copy into fresh allocations."""
+    if isinstance(x, np.ndarray):
+        return None
+    if callable(getattr(x, "data_ptr", None)):
+        return int(x.data_ptr())
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    offset = getattr(x, "offset", None)
+    return int(offset) if isinstance(offset, int) else None
+
+
+def vector_width(*arrays: Any) -> int:
+    """Elements per 16-byte access of the widest element type among ``arrays``; 1 when one of them does not start on
+    a 16-byte boundary (vector accesses must be aligned, docs/dsl.md)."""
+    if any((device_offset(x) or 0) % 16 for x in arrays):
+        return 1
+    return 16 // max(_itemsize(x) for x in arrays)
+
+
+def dtype_label(x: Any) -> str:
+    """``x``'s dtype as Iron names it (NumPy, torch or CuPy arrays): the autotuner's key."""
+    return str(getattr(x, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16") \
+        .replace("float32", "f32")
+
+
+def launch_lanes(name: str, n: int, vec: int, like: Any, backend: str | None, launch) -> None:
+    """Run ``launch(per, threads)`` for n elements in vectors of ``vec``, with the elements per thread autotuning
+    picks on this backend (the first of ``TUNING`` elsewhere)."""
+    if n <= 0:
+        return
+    be = backend or get_backend(None).name
+    configs = [{"EPT": e} for e in TUNING.get(be, (ELEMS,))]
+
+    def run(cfg: dict) -> None:
+        per = max(1, cfg["EPT"] // vec)
+        vectors = -(-n // vec)
+        launch(per, -(-vectors // per))
+
+    run(tune(name, configs, run, backend=be, dtype=dtype_label(like), key=(n,)))
+
+
 def launch_unary(op: str, a: Any, out: Any, backend: str | None = None) -> None:
-    unary[_n(a)](a, out, UNARY.index(op), backend=backend)
+    """out = OP(a) elementwise (a and out of the same size and dtype)."""
+    n, code, vec = _n(a), UNARY.index(op), vector_width(a, out)
+    launch_lanes(f"std/elementwise/{op}", n, vec, a, backend,
+                 lambda per, th: unary[th](a, out, n, code, vec, per, backend=backend))
 
 
 def launch_binary(op: str, a: Any, b: Any, out: Any, backend: str | None = None) -> None:
     """out = a OP b; b of a's shape, one element, or one row of a's last axis (broadcast)."""
-    nb, ncols = _n(b), a.shape[-1]
+    n, nb, ncols = _n(a), _n(b), a.shape[-1]
     mode = "none" if tuple(b.shape) == tuple(a.shape) else "scalar" if nb == 1 else "row"
     if mode == "row" and nb != ncols:
         raise ValueError(f"binary {op}: b has shape {tuple(b.shape)}; expected {tuple(a.shape)}, one element or "
                          f"one row of {ncols}")
-    binary[_n(a)](a, b, out, ncols, BINARY.index(op), BROADCASTS.index(mode), backend=backend)
+    vec = vector_width(a, b, out) if mode != "scalar" else vector_width(a, out)
+    if mode == "row" and ncols % vec:
+        vec = 1
+    code, bcast = BINARY.index(op), BROADCASTS.index(mode)
+    launch_lanes(f"std/elementwise/{op}", n, vec, a, backend,
+                 lambda per, th: binary[th](a, b, out, n, ncols, code, bcast, vec, per, backend=backend))
 
+
+def launch_swiglu(gate: Any, up: Any, out: Any, backend: str | None = None) -> None:
+    """out = silu(gate) * up elementwise."""
+    n, vec = _n(gate), vector_width(gate, up, out)
+    launch_lanes("std/elementwise/swiglu", n, vec, gate, backend,
+                 lambda per, th: swiglu[th](gate, up, out, n, vec, per, backend=backend))
+
+
+def launch_cast(a: Any, out: Any, backend: str | None = None) -> None:
+    """out = a converted to out's dtype (f32, f16 or bf16), rounding to nearest even."""
+    k = {"f32": to_f32, "f16": to_f16, "bf16": to_bf16}[dtype_label(out)]
+    n, vec = _n(a), vector_width(a, out)
+    launch_lanes(f"std/cast/to_{dtype_label(out)}", n, vec, a, backend,
+                 lambda per, th: k[th](a, out, n, vec, per, backend=backend))
+
+
+# -- oracles, references, registration ----------------------------------------------------------------------------
 
 _UNARY_F64 = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
@@ -265,7 +436,7 @@ def _register_binary(op: str, mode: str) -> None:
 
 def _register_swiglu() -> None:
     bench("std/elementwise/swiglu", setup=lambda g: {"gate": g.random(), "up": g.random(), "out": g.poisoned()},
-          launch=lambda d, be: swiglu[_n(d["gate"])](d["gate"], d["up"], d["out"], backend=be),
+          launch=lambda d, be: launch_swiglu(d["gate"], d["up"], d["out"], be),
           references={"numpy": lambda d: (_UNARY_F64["silu"](d["gate"].astype(np.float32))
                                           * d["up"].astype(np.float32)).astype(d["gate"].dtype),
                       "torch": lambda d: _torch_fn("nn.functional.silu")(d["gate"]) * d["up"]},
@@ -295,10 +466,10 @@ def _register_cast(name: str) -> None:
         return ml_dtypes.bfloat16
 
     bench(f"std/cast/to_{name}", setup=lambda g: {"a": g.random(), "out": g.poisoned().astype(out_dtype())},
-          launch=lambda d, be: k[_n(d["a"])](d["a"], d["out"], backend=be),
+          launch=lambda d, be: launch_cast(d["a"], d["out"], be),
           references={"numpy": lambda d: d["a"].astype(out_dtype()),
-                      "torch": lambda d: d["a"].to(_torch_out(name))},
-          bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize,
+                      "torch": lambda d: d["a"].to(_torch_out(name), copy=True)},
+          bytes_moved=lambda shape, itemsize: int(np.prod(shape)) * (itemsize + (4 if name == "f32" else 2)),
           flops=lambda shape: int(np.prod(shape)), device_shapes=_DEVICE)(k)
     # one rounding of the input into the output type (exact when the output is wider)
     test_kernel(oracle=lambda d: d["a"].astype(np.float64), domain="signed", shapes=_HOST,

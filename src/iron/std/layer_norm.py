@@ -29,9 +29,10 @@ from ..lang import (
     static_range,
     vstore,
 )
-from .softmax import BLOCK, PER, VEC, RowPlan, group_total, load_vectors, tuned_rows
+from .softmax import BLOCK, PER, VEC, RowPlan, chunk_span, group_total, load_vectors, scratch_f32, tuned_rows
 
-__all__ = ["BLOCK", "EPS", "HAS_BIAS", "PER", "VEC", "launch_layer_norm", "layer_norm_rows", "layer_norm_strided"]
+__all__ = ["BLOCK", "EPS", "HAS_BIAS", "PER", "VEC", "launch_layer_norm", "layer_norm_chunk_apply",
+           "layer_norm_chunk_stats", "layer_norm_rows", "layer_norm_strided"]
 
 EPS = 1e-5
 HAS_BIAS = True  # iron build's default
@@ -39,8 +40,8 @@ STRIDED_BLOCK = 1024
 
 
 @func
-def centred_squares(vals, mean, start, nvec, BLOCK, VEC, PER):
-    """vals <- vals - mean for this thread's elements inside the row (0 outside); returns the sum of squares."""
+def centred_squares(vals, mean, nvec, BLOCK, VEC, PER):
+    """vals <- vals - mean for this thread's elements inside the span (0 outside); returns the sum of squares."""
     tid = local_id(0)
     s = 0.0
     for k in static_range(PER):
@@ -54,31 +55,94 @@ def centred_squares(vals, mean, start, nvec, BLOCK, VEC, PER):
     return s
 
 
-@kernel
-def layer_norm_rows(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], ncols: int, eps: float,
-                    BLOCK: constexpr, VEC: constexpr, PER: constexpr, HAS_BIAS: constexpr):
-    """One group of BLOCK threads per row, the row in registers (ncols <= BLOCK * PER * VEC, a multiple of VEC)."""
-    start = group_id(0) * ncols
-    nvec = ncols // VEC
-    tid = local_id(0)
-    vals = local_array(f32, PER * VEC)
-    load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
+@func
+def thread_sum(vals, PER, VEC):
     s = 0.0
     for i in static_range(PER * VEC):
         s += vals[i]
-    mean = group_total(s, shared(f32, BLOCK), BLOCK) / cast(ncols, f32)
-    var = group_total(centred_squares(vals, mean, start, nvec, BLOCK, VEC, PER), shared(f32, BLOCK), BLOCK)
-    scale = rsqrt(var / cast(ncols, f32) + eps)
+    return s
+
+
+@func
+def store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS):
+    """out[start + (k * BLOCK + tid) * VEC + j] = vals * scale * w (+ b) for the thread's vectors below nvec (vals
+    already centred)."""
+    tid = local_id(0)
     for k in static_range(PER):
         v = k * BLOCK + tid
         if v < nvec:
             o = local_array(T, VEC)
             for j in static_range(VEC):
-                y = vals[k * VEC + j] * scale * cast(w[v * VEC + j], f32)
+                y = vals[k * VEC + j] * scale * wv[k * VEC + j]
                 if HAS_BIAS:
-                    y += cast(b[v * VEC + j], f32)
+                    y += bv[k * VEC + j]
                 o[j] = y
             vstore(out, start + v * VEC, o)
+
+
+@kernel
+def layer_norm_rows(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], ncols: int, eps: float,
+                    BLOCK: constexpr, VEC: constexpr, PER: constexpr, HAS_BIAS: constexpr):
+    """One group of BLOCK threads per row, the row in registers (ncols <= BLOCK * PER * VEC, a multiple of VEC); the
+    weight and bias rows wait in registers too (raw T), loaded before the reductions."""
+    start = group_id(0) * ncols
+    nvec = ncols // VEC
+    vals = local_array(f32, PER * VEC)
+    wv = local_array(T, PER * VEC)
+    bv = local_array(T, PER * VEC)
+    load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
+    load_vectors(w, wv, 0, nvec, 0.0, BLOCK, VEC, PER)
+    if HAS_BIAS:
+        load_vectors(b, bv, 0, nvec, 0.0, BLOCK, VEC, PER)
+    mean = group_total(thread_sum(vals, PER, VEC), shared(f32, BLOCK), BLOCK) / cast(ncols, f32)
+    var = group_total(centred_squares(vals, mean, nvec, BLOCK, VEC, PER), shared(f32, BLOCK), BLOCK)
+    scale = rsqrt(var / cast(ncols, f32) + eps)
+    store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
+
+
+@kernel
+def layer_norm_chunk_stats(x: Tensor[T], stats: Tensor[f32], ncols: int, nchunks: int, BLOCK: constexpr,
+                           VEC: constexpr, PER: constexpr):
+    """Split path, pass 1: stats[2g], stats[2g + 1] = the sum of group g's chunk (chunk g % nchunks of row
+    g // nchunks) and its sum of squares around the chunk's own mean (no cancellation from a large mean)."""
+    start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
+    vals = local_array(f32, PER * VEC)
+    load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
+    s = group_total(thread_sum(vals, PER, VEC), shared(f32, BLOCK), BLOCK)
+    m2 = group_total(centred_squares(vals, s / cast(nvec * VEC, f32), nvec, BLOCK, VEC, PER), shared(f32, BLOCK),
+                     BLOCK)
+    if local_id(0) == 0:
+        stats[2 * group_id(0)] = s
+        stats[2 * group_id(0) + 1] = m2
+
+
+@kernel
+def layer_norm_chunk_apply(x: Tensor[T], w: Tensor[T], b: Tensor[T], stats: Tensor[f32], out: Tensor[T], ncols: int,
+                           eps: float, nchunks: int, BLOCK: constexpr, VEC: constexpr, PER: constexpr,
+                           HAS_BIAS: constexpr):
+    """Split path, pass 2: combine the row's chunk statistics (Chan et al.'s pairwise update: M2 = sum of the
+    chunks' M2 + n_c (mean_c - mean)^2), then write this group's chunk, its loads issued first."""
+    start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
+    row = group_id(0) // nchunks
+    vals = local_array(f32, PER * VEC)
+    wv = local_array(T, PER * VEC)
+    bv = local_array(T, PER * VEC)
+    load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
+    load_vectors(w, wv, start - row * ncols, nvec, 0.0, BLOCK, VEC, PER)
+    if HAS_BIAS:
+        load_vectors(b, bv, start - row * ncols, nvec, 0.0, BLOCK, VEC, PER)
+    s = 0.0
+    for i in range(local_id(0), nchunks, BLOCK):
+        s += stats[2 * (row * nchunks + i)]
+    mean = group_total(s, shared(f32, BLOCK), BLOCK) / cast(ncols, f32)
+    q = 0.0
+    for i in range(local_id(0), nchunks, BLOCK):
+        n_c = cast(min(BLOCK * PER * VEC, ncols - i * (BLOCK * PER * VEC)), f32)
+        d = stats[2 * (row * nchunks + i)] / n_c - mean
+        q += stats[2 * (row * nchunks + i) + 1] + n_c * d * d
+    scale = rsqrt(group_total(q, shared(f32, BLOCK), BLOCK) / cast(ncols, f32) + eps)
+    centred_squares(vals, mean, nvec, BLOCK, VEC, PER)
+    store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
 
 
 @kernel
@@ -118,9 +182,12 @@ def _launch_plan(x: Any, w: Any, b: Any | None, out: Any, eps: float, p: RowPlan
     if p.chunks == 1:
         layer_norm_rows[rows * p.block, p.block](x, w, bias, out, ncols, eps, p.block, p.vec, p.per, has_bias,
                                                  backend=backend)
-    else:
-        layer_norm_strided[rows * STRIDED_BLOCK, STRIDED_BLOCK](x, w, bias, out, ncols, eps, STRIDED_BLOCK,
-                                                                has_bias, backend=backend)
+        return
+    stats = scratch_f32(x, 2 * rows * p.chunks)
+    grid = rows * p.chunks * p.block
+    layer_norm_chunk_stats[grid, p.block](x, stats, ncols, p.chunks, p.block, p.vec, p.per, backend=backend)
+    layer_norm_chunk_apply[grid, p.block](x, w, bias, stats, out, ncols, eps, p.chunks, p.block, p.vec, p.per,
+                                          has_bias, backend=backend)
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

@@ -172,9 +172,15 @@ class FakeHip:
         ctypes.c_void_p.from_address(address(pptr)).value = ctypes.addressof(buf)
         return 0
 
+    def _base(self, ptr: int) -> int | None:
+        """The allocation holding ``ptr`` (a device array's view points inside one)."""
+        if ptr in self.memory:
+            return ptr
+        return next((b for b, buf in self.memory.items() if b <= ptr < b + ctypes.sizeof(buf)), None)
+
     def _fits(self, ptr: int, nbytes: int) -> bool:
-        buf = self.memory.get(ptr)
-        return buf is not None and nbytes <= ctypes.sizeof(buf)
+        base = self._base(ptr)
+        return base is not None and ptr + nbytes <= base + ctypes.sizeof(self.memory[base])
 
     def hipMemcpyHtoD(self, dst, src, nbytes):  # noqa: N802
         err = self._call("hipMemcpyHtoD", dst, src, nbytes)
@@ -222,9 +228,13 @@ class FakeHip:
         for p, slot in zip(params, slots):
             if p.kind == "buffer":
                 ptr = ctypes.c_void_p.from_address(slot).value
-                if ptr not in self.memory:
+                base = self._base(ptr)
+                if base is None:
                     return 1
-                n = self.filled.get(ptr, 0) // p.dtype.np_dtype.itemsize
+                # a staged NumPy array: the bytes copied in; a device array (or a view into one): the rest of its
+                # allocation
+                room = self.filled.get(ptr) or ctypes.sizeof(self.memory[base]) - (ptr - base)
+                n = room // p.dtype.np_dtype.itemsize
                 raw = np.ctypeslib.as_array((ctypes.c_uint8 * (n * p.dtype.np_dtype.itemsize)).from_address(ptr))
                 args[p.source] = raw.view(p.dtype.np_dtype)
             elif p.kind == "scalar":

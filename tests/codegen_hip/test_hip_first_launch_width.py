@@ -11,8 +11,6 @@ from iron.codegen import hiprtc
 from iron.harness.registry import selected
 from iron.ir.types import SCALAR_TYPES
 
-from .test_hip_runtime import install  # noqa: F401 -- the fake libamdhip64 (a pytest fixture)
-
 _NO_HIPRTC = hiprtc.unavailable_reason()
 
 

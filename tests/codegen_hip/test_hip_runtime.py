@@ -58,21 +58,6 @@ def wave_sum(x: Tensor[f32], out: Tensor[f32], width: Tensor[i32]):
     width[i] = simd_size()
 
 
-@pytest.fixture
-def install(monkeypatch):
-    """install(**FakeHip fields) -> (fake, backend): the hip backend of ``backend="hip"`` launches, on the fake."""
-
-    def make(**fields) -> tuple[FakeHip, HipBackend]:
-        fake = FakeHip(**fields)
-        backend = HipBackend()
-        monkeypatch.setattr(hip_rt, "_runtime", lambda: fake)
-        monkeypatch.setitem(runtime._INSTANCES, "hip", backend)
-        monkeypatch.setattr(runtime, "_PROBES", {})
-        return fake, backend
-
-    return make
-
-
 def _signature_ctypes(source: str, entry: str) -> list[tuple[str, object]]:
     """(parameter name, ctypes type) read from the emitted C signature: pointers are void*, scalars by their C type."""
     params = re.search(rf'extern "C" __global__ void {entry}\(([^)]*)\)', source).group(1)

@@ -10,7 +10,9 @@ code object is loaded, the argument array, the grid, the copies, and that every 
 written to the HIP runtime API as documented, but no AMD GPU has run them in this project's CI or on its GPU
 machine (an NVIDIA H200). ``probe()`` says why kernels cannot run here (no HIP runtime, no AMD device).
 
-Launch path, for NumPy arrays (the only array type this backend takes): the device's processor (``gcnArchName`` of
+Launch path: iron Arrays of this backend live in ``hipMalloc`` memory (``hip_array.py``) and are passed by pointer,
+with no copy and no wait (the null stream orders them; ``synchronize`` and ``.numpy()`` wait). For NumPy arrays: the
+device's processor (``gcnArchName`` of
 ``hipGetDeviceProperties``) picks the compile target; the code object is loaded once per (device, code object hash);
 each buffer is copied into a pooled device allocation, the kernel runs on the null stream, the stream is
 synchronised, and the buffers the kernel writes are copied back.
@@ -28,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, IronError, LaunchError
-from .arrays import host_array, is_iron_array
+from .arrays import check_array_backend, host_array, is_iron_array
 from .artifacts import Emitted, write_hip
 from .backend import Backend
 from .cache import cache_key, cached_binary
@@ -361,9 +363,46 @@ class HipBackend(Backend):
     def vendor(self) -> str | None:
         return "amd"
 
+    def array_store(self, nbytes: int):
+        from .hip_array import HipStore
+
+        return HipStore(self, nbytes)
+
+    def array_device(self) -> int:
+        return self.device().index
+
+    def allocate(self, nbytes: int) -> tuple[int, int]:
+        """(address, pooled size) of device memory for an iron Array."""
+        return self._pool.get(_runtime(), nbytes)
+
+    def release(self, ptr: int, size: int) -> None:
+        self._pool.put(ptr, size)
+
+    def copy_to_device(self, ptr: int, data: np.ndarray) -> None:
+        """Device memory at ``ptr`` = ``data``'s bytes, after every queued launch (which may read it)."""
+        if data.nbytes:
+            lib = _runtime()
+            self.synchronize()
+            _check(lib, lib.hipMemcpyHtoD(ctypes.c_void_p(ptr), ctypes.c_void_p(data.ctypes.data), data.nbytes),
+                   "hipMemcpyHtoD")
+
+    def copy_from_device(self, out: np.ndarray, ptr: int) -> None:
+        """``out``'s bytes = device memory at ``ptr``, after every queued launch (which may write it)."""
+        if out.nbytes:
+            lib = _runtime()
+            self.synchronize()
+            _check(lib, lib.hipMemcpyDtoH(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(ptr), out.nbytes),
+                   "hipMemcpyDtoH")
+
     def check_array(self, param: str, value: Any, where) -> Any:
-        if is_iron_array(value):  # kept in host memory on HIP for now, copied at launch as NumPy arrays are
-            return host_array("hip", param, value, where)
+        if is_iron_array(value):
+            check_array_backend("hip", param, value, where)
+            ptr = getattr(value.store, "ptr", None)
+            if ptr is None:  # host memory (an array made before the device opened): copied as NumPy arrays are
+                return host_array("hip", param, value, where)
+            from .hip_array import HipBuffer
+
+            return HipBuffer(ptr + value.offset, value.nbytes)
         if isinstance(value, np.ndarray):
             if not value.flags.c_contiguous:
                 raise LaunchError(f"argument '{param}' is not C-contiguous (strides {value.strides})", where(),
@@ -381,23 +420,30 @@ class HipBackend(Backend):
             self._device = self._open()
         lib = _runtime()
         fn, src = self.function(variant)
-        written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
+        written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly
+                   and isinstance(arrays[p.source], np.ndarray)}  # device arrays are written in place
         for p in sorted(written):
             if not arrays[p].flags.writeable:
                 raise LaunchError(f"argument '{p}' is read-only but {name} writes to it")
         _check(lib, lib.hipSetDevice(self._device.index), "hipSetDevice", name)  # the current device is per thread
         staged: dict[str, tuple[int, int]] = {}
+        on_device = {p: a.ptr for p, a in arrays.items() if not isinstance(a, np.ndarray)}
         try:
             for pname, arr in arrays.items():
+                if pname in on_device:
+                    continue
                 staged[pname] = self._pool.get(lib, arr.nbytes)
                 if arr.nbytes:
                     _check(lib, lib.hipMemcpyHtoD(ctypes.c_void_p(staged[pname][0]), ctypes.c_void_p(arr.ctypes.data),
                                                   arr.nbytes), f"hipMemcpyHtoD({pname})", name)
-            values = kernel_arguments(src.params, {n: ptr for n, (ptr, _) in staged.items()}, scalars, grid)
+            values = kernel_arguments(src.params, {**{n: ptr for n, (ptr, _) in staged.items()}, **on_device},
+                                      scalars, grid)
             argv = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
             blocks = [-(-n // g) for n, g in zip(grid, group)]
             _check(lib, lib.hipModuleLaunchKernel(ctypes.c_void_p(fn), *blocks, *group, src.dynamic_shared_bytes,
                                                   None, argv, None), "hipModuleLaunchKernel", name)
+            if not staged:  # device arrays alone: queued on the null stream, not waited for
+                return
             err = lib.hipStreamSynchronize(None)
             if err != 0:
                 raise ExecutionError(f"{name} failed on the AMD GPU (hipStreamSynchronize: {_error_text(lib, err)})")

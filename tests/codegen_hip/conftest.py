@@ -1,0 +1,26 @@
+"""The fake HIP runtime installed as the hip backend (shared by this folder's tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+import iron.runtime as runtime
+import iron.runtime.hip as hip_rt
+from iron.runtime.hip import HipBackend
+
+from .fake_hip import FakeHip
+
+
+@pytest.fixture
+def install(monkeypatch):
+    """install(**FakeHip fields) -> (fake, backend): the hip backend of ``backend="hip"`` launches, on the fake."""
+
+    def make(**fields) -> tuple[FakeHip, HipBackend]:
+        fake = FakeHip(**fields)
+        backend = HipBackend()
+        monkeypatch.setattr(hip_rt, "_runtime", lambda: fake)
+        monkeypatch.setitem(runtime._INSTANCES, "hip", backend)
+        monkeypatch.setattr(runtime, "_PROBES", {})
+        return fake, backend
+
+    return make

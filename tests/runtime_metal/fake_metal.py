@@ -178,6 +178,7 @@ class Device:
 
     def newBufferWithBytes_length_options_(self, data, length, options):  # noqa: N802
         assert options == MTLResourceStorageModeShared
+        RECORD.calls.append(("newBufferWithBytes", length))
         return Buffer(length, data)
 
     def newBufferWithLength_options_(self, length, options):  # noqa: N802

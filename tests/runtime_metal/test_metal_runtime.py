@@ -106,3 +106,18 @@ def test_bench_rows_on_metal_are_timed_by_gpu_times_and_checked(metal):
     assert "error" not in row, row
     assert row["timing"] == "Metal GPU times" and row["iron_s"] == pytest.approx(0.25)  # the fake's GPU time
     assert row["ok"] is True
+
+
+def test_iron_arrays_live_in_shared_buffers_and_launch_without_copies(metal, rng):
+    """issue 16: iron.asarray(..., backend="metal") is a shared-storage MTLBuffer; launches bind it (and views of it,
+    at their offset) in place, with no newBufferWithBytes copy in or copy back."""
+    xs = rng.standard_normal(500).astype(np.float32)
+    x = iron.asarray(xs, backend="metal")
+    out = iron.asarray(np.full(500, np.nan, np.float32), backend="metal")
+    fake_metal.RECORD.calls.clear()
+    K.iron_exp[400](x[100:], out[:400], backend="metal")
+    assert not [c for c in fake_metal.RECORD.calls if c[0] == "newBufferWithBytes"]
+    got = out.numpy()
+    np.testing.assert_allclose(got[:400], np.exp(xs[100:].astype(np.float64)), rtol=1e-6)
+    assert np.isnan(got[400:]).all()
+    assert metal._bound(out.host_view()[10:]) is not None  # the Array's memory is a registered MTLBuffer

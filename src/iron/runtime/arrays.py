@@ -89,8 +89,9 @@ class HostStore:
 
     device = 0
 
-    def __init__(self, nbytes: int):
-        self.data = np.empty(max(nbytes, 1), dtype=np.uint8)
+    def __init__(self, nbytes: int, data: np.ndarray | None = None):
+        #: the bytes: NumPy's, or memory a backend shares with its device (Metal's shared-storage MTLBuffer)
+        self.data = np.empty(max(nbytes, 1), dtype=np.uint8) if data is None else data
         self.nbytes = nbytes
 
     def write(self, offset: int, data: np.ndarray) -> None:

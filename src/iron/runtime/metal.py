@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, LaunchError
-from .arrays import check_writable, host_array
+from .arrays import HostStore, check_writable, host_array
 from .artifacts import Emitted, write_metal
 from .backend import Backend, LaunchRecorder
 
@@ -175,6 +175,11 @@ class MetalBackend(Backend):
 
     def vendor(self) -> str | None:
         return "apple"
+
+    def array_store(self, nbytes: int):
+        """An iron Array's memory: a shared-storage MTLBuffer (unified memory, ``shared_array``), which launches bind
+        in place, with no copy."""
+        return HostStore(nbytes, self.shared_array((max(nbytes, 1),), np.uint8))
 
     def check_array(self, param: str, value: Any, where) -> np.ndarray:
         return host_array("metal", param, value, where)

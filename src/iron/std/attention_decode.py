@@ -190,7 +190,7 @@ def _pow2(n: int) -> int:
 
 
 def plan_chunk(lmax: int) -> int:
-    """Positions per split: about 8 splits for short caches, 256 from 2048 positions on (16 at least)."""
+    """Positions per split: about 8 splits for short caches (16 positions at least), 256 from 1025 positions on."""
     return min(256, max(16, _pow2(-(-lmax // 8))))
 
 

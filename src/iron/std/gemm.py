@@ -8,8 +8,8 @@ and K is a multiple of 8 (zeros past the edges otherwise), then every SIMD group
 ``mma.sync`` (HMMA); elsewhere the scalar fallback computes the same.
 
 Tiles move with ``async_copy`` (cp.async on NVIDIA), STAGES deep: tile k + STAGES - 1 is in flight while tile k is
-multiplied; fragments load from shared memory with ``ldmatrix``. Not yet: Hopper's wgmma and the bulk tensor copy
-engine, swizzled shared memory (rows are padded instead), a persistent grid.
+multiplied; fragments load from shared memory with ``ldmatrix``; rows are padded (not swizzled). Hopper's wgmma is
+``gemm_wg`` below; not yet: the bulk tensor copy engine (TMA) and a persistent grid.
 
 ``gemm_wg`` is the same pipeline on ``warpgroup_mma`` (wgmma on NVIDIA sm_90, 64-wide K slabs in 128-byte-swizzled
 shared memory; fragments elsewhere): what ``launch`` runs on sm_90 (H100/H200) unless IRON_WGMMA=0 (``uses_wgmma``).

@@ -43,7 +43,8 @@ def test_parse_and_check_spec():
     assert peers.parse(("gemm", {"trans_b": True})) == ("gemm", {"trans_b": True})
     with pytest.raises(ValueError, match="a reference is a callable"):
         peers.parse(["gemm"])
-    with pytest.raises(ValueError, match="no triton peer named 'gemv'; known: gemm, matmul, rms_norm, softmax"):
+    known = "attention, gemm, layer_norm, matmul, rms_norm, softmax"
+    with pytest.raises(ValueError, match=f"no triton peer named 'gemv'; known: {known}"):
         peers.check_spec("triton", "gemv")
     peers.check_spec("mlx", "mlx.core.softmax")  # metadata: never resolved
 

@@ -263,7 +263,8 @@ def _flops(shape, causal: bool = True) -> int:
 
 bench("std/attention/prefill", setup=_setup,
       launch=lambda d, be: launch_prefill(d["q"], d["k"], d["v"], d["out"], True, None, be),
-      references={"numpy": lambda d: oracle(d).astype(d["q"].dtype), "torch": _torch_prefill},
+      references={"numpy": lambda d: oracle(d).astype(d["q"].dtype), "torch": _torch_prefill,
+                  "triton": ("attention", {"causal": True})},
       bytes_moved=lambda shape, itemsize: (2 * shape[0] * shape[1] + 2 * shape[0] * shape[2]) * shape[3] * itemsize,
       flops=_flops, dtypes=("f16", "bf16"),
       device_shapes=[(4096, 32, 8, 128), (4096, 32, 32, 128), (8192, 32, 8, 64)])(attn_prefill)

@@ -215,7 +215,8 @@ def _torch_reference(d):
 
 bench("std/norm/layer_norm", setup=_setup,
       launch=lambda d, be: launch_layer_norm(d["x"], d["w"], d["b"], d["out"], EPS, be),
-      references={"numpy": _reference, "torch": _torch_reference, "mlx": "mlx.core.fast.layer_norm"},
+      references={"numpy": _reference, "torch": _torch_reference, "triton": ("layer_norm", {"eps": EPS}),
+                  "mlx": "mlx.core.fast.layer_norm"},
       bytes_moved=lambda shape, itemsize: (2 * int(np.prod(shape)) + 2 * shape[1]) * itemsize,
       flops=lambda shape: 7 * int(np.prod(shape)),
       device_shapes=[(4096, 4096), (16384, 8192), (32, 128256)])(layer_norm_rows)

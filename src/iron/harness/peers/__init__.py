@@ -15,6 +15,9 @@ name        arrays                           options
 ==========  ===============================  ============================================================
 softmax     ``x`` (rows, cols) -> rows       ``x``
 rms_norm    ``x`` (rows, cols), ``w`` (cols)  ``eps`` (1e-6), ``x``, ``w``
+layer_norm  ``x`` (rows, cols), ``w``, ``b``    ``eps`` (1e-5), ``x``, ``w``, ``b`` (None: no bias)
+attention   ``q`` (tokens, HQ, D), ``k``, ``v``  ``causal`` (True), ``scale`` (1/sqrt(D)), ``q``, ``k``, ``v``,
+            (tokens, HKV, D) (Triton only)     ``config`` (a fixed tile shape instead of the autotuned one)
 gemm        ``a`` (M, K), ``b`` (K, N)         ``trans_b`` (``b`` is (N, K): C = A @ B^T), ``a``, ``b``
 matmul      as gemm (torch, numpy)           as gemm
 ==========  ===============================  ============================================================
@@ -37,6 +40,7 @@ DEVICE_FAMILIES = ("torch", "triton")
 #: family -> peer name -> "module:function" in this package
 NAMED: dict[str, dict[str, str]] = {
     "triton": {"softmax": "triton_softmax:softmax", "rms_norm": "triton_rmsnorm:rms_norm",
+               "layer_norm": "triton_layernorm:layer_norm", "attention": "triton_attention:attention",
                "gemm": "triton_gemm:gemm", "matmul": "triton_gemm:gemm"},
     "torch": {"softmax": "torch_ops:softmax", "rms_norm": "torch_ops:rms_norm", "matmul": "torch_ops:matmul",
               "gemm": "torch_ops:matmul"},

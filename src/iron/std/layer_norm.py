@@ -2,9 +2,11 @@
 
 Register path (norm.py's design, ``plan_rows``): one group per row holds the row in f32 registers from 16-byte
 loads; the mean, then the variance around it (two passes over registers, no cancellation from a large mean), each a
-group sum; one read of x, one write. Rows too long for one group run ``layer_norm_strided``: one group per row,
-three strided passes (mean, variance, write), three reads of the row. Statistics in f32; var is the biased (1/n)
-variance, as torch's layer_norm.
+group sum; one read of x, one write. Rows too long for one group (the plan's chunks > 1, e.g. 32 x 128256) split
+across groups: ``layer_norm_chunk_stats`` writes each chunk's sum and its sum of squares around its own mean, and
+``layer_norm_chunk_apply`` combines a row's chunks (Chan et al.'s pairwise update) and writes its chunk: two reads
+of x, one write. ``layer_norm_strided`` (one group per row, three strided passes) is kept for ``iron build`` users;
+no launch helper runs it. Statistics in f32; var is the biased (1/n) variance, as torch's layer_norm.
 """
 
 from __future__ import annotations

@@ -210,10 +210,12 @@ def device() -> None:
 
 
 from .build_cmd import build  # noqa: E402 - the command lives in its own module
+from .generate_cmd import generate  # noqa: E402
 from .update import update  # noqa: E402
 
 build.short_help = build.short_help or "Write .cu/.spv artifacts and a manifest for non-Python hosts."
 cli.add_command(build)
+cli.add_command(generate)
 cli.add_command(update)
 
 

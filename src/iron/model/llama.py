@@ -1,0 +1,319 @@
+"""The Llama-family forward pass on Iron kernels: weights, KV cache and activations are device arrays, and every step
+of the loop is a launch of a std kernel (no NumPy or torch math between them).
+
+One decoder layer, for T tokens at positions start .. start + T - 1 (batch 1):
+
+    n     = rms_norm(h) * w_in                       std/norm (fused with the previous residual add: std/fused_norm)
+    q,k,v = n W_qkv^T (+ b)                          T = 1: one std/gemv over the fused matrix; else three GEMMs
+                                                     (std/gemm for f16/bf16, std/gemm_f32) over its row ranges;
+                                                     biases by std/elementwise add with row broadcast
+    q,k   = rope(q), rope(k)                         std/rope, rotate-half, f32 cos/sin tables made once at reset
+    cache[start ..] = k, v                           std/gather kv_append
+    a     = attention(q, cache)                      std/attention_decode (one token); prefill: std/attention's
+                                                     flash kernel, or the decode kernel over the cache (below)
+    h     = h + a W_o^T;  n = rms_norm(h) * w_post    std/fused_norm add_rms_norm
+    m     = silu(n W_gate^T) * (n W_up^T)            gemv/GEMM, std/elementwise swiglu
+    h     = h + m W_down^T                           fused with the next layer's (or the final) norm
+
+then logits = rms_norm(h) W_head^T (the last row only, unless all rows are asked for), and the next token by
+std/reductions argmax or std/sampling.
+
+Prefill attention. std/attention's flash kernel reads f16/bf16 only, and keeps D / simd_size() output columns per
+lane (so D must be a multiple of the SIMD width). Where it applies (a half dtype, such a head dim, an empty cache) it
+runs on the prompt's own k and v. Elsewhere (f32 models, small heads, a prefill continuing a cache) the prompt's T
+queries run as a batch of T "sequences" through the *paged* decode kernel, all sharing one block table over the
+cache (page j holds positions 16 j ..), sequence t with length start + t + 1: causal attention by construction, in
+every dtype. It reads the cache once per query row, which is fine for short prompts and slow for long f32 ones.
+
+Scalars that change every step (the cache position, the length, the sampled token) live in device arrays that a
+step reads through views, so a decode step writes nothing from the host and never waits: ``slots`` holds 0, 1, 2,
+... one per 256 bytes (the largest ``minStorageBufferOffsetAlignment`` Vulkan allows, so every view is bound in place
+rather than through an aligned copy), and the generated tokens are written the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..runtime import best_backend, get_backend
+from ..runtime.device_array import Array, asarray, empty
+from ..std import gemm, gemm_f32
+from ..std.attention import launch_prefill
+from ..std.attention_decode import launch_decode, launch_decode_paged, plan_chunk
+from ..std.elementwise import launch_binary, launch_swiglu
+from ..std.fused_norm import launch_add_rms_norm
+from ..std.gather import launch_embedding, launch_kv_append
+from ..std.gemv import launch_gemv
+from ..std.norm import launch_rms_norm
+from ..std.rope import launch_rope
+from .config import LlamaConfig, ModelError, load_config
+from .weights import LayerWeights, ModelWeights, read_checkpoint, upload_weights
+
+__all__ = ["PAGE", "SLOT", "Llama"]
+
+#: i32 elements between two slots of a slot array: 256 bytes, Vulkan's largest minStorageBufferOffsetAlignment
+SLOT = 64
+#: positions per page of the block table the prefill fallback reads the cache through
+PAGE = 16
+
+
+@dataclass
+class _Rows:
+    """The activations of one forward over T rows (allocated per prefill, once per reset for decode)."""
+
+    h: list[Array]  # two residual streams (T, hidden), written in turn
+    n: Array  # normed (T, hidden)
+    q_pre: Array  # (T, heads, D) before RoPE; with T = 1 views of ``qkv``
+    k_pre: Array
+    v: Array
+    q: Array  # after RoPE
+    k: Array
+    attn: Array  # (T, heads, D)
+    o: Array  # (T, hidden): attention output projected, then the MLP's
+    gate: Array  # (T, intermediate); with T = 1 views of ``gate_up``
+    up: Array
+    act: Array  # silu(gate) * up
+    tmp: Array | None  # flat scratch for a linear's output before its bias is added
+    qkv: Array | None  # (1, q + 2 kv): the fused projection of a decode step
+    gate_up: Array | None  # (1, 2 * intermediate)
+    pages: tuple[Array, Array] | None = None  # the prefill fallback's block table (T, pages) and lengths (T,)
+
+
+class Llama:
+    """A Llama-family model on one backend, batch 1: ``reset(max_len)``, ``prefill(ids)``, then ``decode(token)``."""
+
+    def __init__(self, config: LlamaConfig, weights: ModelWeights, backend: str):
+        self.config, self.weights, self.backend = config, weights, backend
+        self.dtype = weights.dtype
+        self.max_len = 0
+        self.length = 0  # positions in the KV cache
+
+    @classmethod
+    def load(cls, folder: str | Path, dtype: str | None = None, backend: str | None = None) -> Llama:
+        """The checkpoint in ``folder`` (config.json + *.safetensors) on ``backend`` (default: ``IRON_BACKEND``,
+        else the best present), its weights in ``dtype`` (f32, f16, bf16; default: the checkpoint's)."""
+        config = load_config(folder)
+        name = backend or _default_backend()
+        get_backend(name)  # an unknown backend fails here, before the upload
+        weights = upload_weights(config, read_checkpoint(folder), dtype, name, where=str(folder))
+        return cls(config, weights, name)
+
+    # -- state ------------------------------------------------------------------------------------------------------
+
+    def reset(self, max_len: int) -> None:
+        """An empty KV cache for ``max_len`` positions, with the tables and buffers of the decode step."""
+        c = self.config
+        if max_len < 1:
+            raise ModelError(f"a KV cache needs at least one position, not {max_len}")
+        if max_len > c.max_position_embeddings:
+            raise ModelError(f"{max_len} positions exceed the model's max_position_embeddings "
+                             f"({c.max_position_embeddings})")
+        self.max_len = -(-max_len // PAGE) * PAGE
+        # positions per split of the decode kernel, fixed for the session (splits past the length finish at once)
+        self.chunk = plan_chunk(self.max_len)
+        self.length = 0
+        be, dt = self.backend, self.dtype
+        shape = (self.max_len, c.num_kv_heads, c.head_dim)
+        self.k_cache = [empty(shape, dt, backend=be) for _ in range(c.num_layers)]
+        self.v_cache = [empty(shape, dt, backend=be) for _ in range(c.num_layers)]
+        cos, sin = c.rope_tables(self.max_len)
+        self.cos, self.sin = asarray(cos, backend=be), asarray(sin, backend=be)
+        self.positions = asarray(np.arange(self.max_len, dtype=np.int32), backend=be)
+        self.slots = asarray(slot_array(np.arange(self.max_len + 1)), backend=be)
+        self.zero = asarray(np.zeros(1, np.int32), backend=be)
+        self.step_rows = self._rows(1)
+        self.step_logits = empty((1, c.vocab_size), dt, backend=be)
+
+    def slot(self, array: Array, i: int) -> Array:
+        """The one-element view of slot ``i`` of a slot array."""
+        return array[i * SLOT:i * SLOT + 1]
+
+    # -- the forward ------------------------------------------------------------------------------------------------
+
+    def prefill(self, ids: Any, all_logits: bool = False) -> Array:
+        """Run the tokens ``ids`` at the next positions of the cache; returns the logits of the last one, (1,
+        vocab), or with ``all_logits`` of every one, (T, vocab). ``ids``: a sequence of ints or an i32 Array."""
+        if self.max_len == 0:
+            raise ModelError("no KV cache: call reset(max_len) before prefill")
+        ids = ids if isinstance(ids, Array) else asarray(np.asarray(ids, dtype=np.int32).reshape(-1),
+                                                         backend=self.backend)
+        t = ids.shape[0]
+        if t < 1:
+            raise ModelError("prefill needs at least one token")
+        self._check_room(t)
+        rows = self.step_rows if t == 1 else self._rows(t)
+        if t > 1 and not (self.length == 0 and self._flash_prefill_applies()):
+            rows.pages = self._page_table(t)
+        self._forward(ids, rows)
+        if all_logits:
+            logits = empty((t, self.config.vocab_size), self.dtype, backend=self.backend)
+            self._linear(rows.n, self.weights.lm_head, None, logits, rows)
+        else:
+            logits = empty((1, self.config.vocab_size), self.dtype, backend=self.backend)
+            launch_gemv(self.weights.lm_head, rows.n[t - 1], logits.reshape(-1), self.backend)
+        return logits
+
+    def decode(self, token: Any) -> Array:
+        """One step: the token (an int, or a one-element i32 Array on the device, e.g. a slot the previous step's
+        sampling wrote) at the next position; returns the logits (1, vocab), a buffer reused by the next step."""
+        if self.max_len == 0:
+            raise ModelError("no KV cache: call reset(max_len) before decode")
+        if not isinstance(token, Array):
+            token = asarray(np.array([int(token)], dtype=np.int32), backend=self.backend)
+        self._check_room(1)
+        rows = self.step_rows
+        self._forward(token, rows)
+        launch_gemv(self.weights.lm_head, rows.n.reshape(-1), self.step_logits.reshape(-1), self.backend)
+        return self.step_logits
+
+    def _check_room(self, t: int) -> None:
+        if self.length + t > self.max_len:
+            raise ModelError(f"the KV cache holds {self.max_len} positions; {self.length} are used and {t} more "
+                             "do not fit (reset with a larger max_len)")
+
+    def _forward(self, ids: Array, rows: _Rows) -> None:
+        """The layers over ``ids`` at positions length .. length + T - 1; leaves rms_norm(h) * w_final in rows.n."""
+        be, w = self.backend, self.weights
+        launch_embedding(w.embed, ids, rows.h[0], be)
+        launch_rms_norm(rows.h[0], w.layers[0].input_norm, rows.n, self.config.rms_norm_eps, be)
+        cur = 0
+        for i, lw in enumerate(w.layers):
+            self._attention(i, lw, rows)
+            launch_add_rms_norm(rows.o, rows.h[cur], lw.post_norm, rows.h[1 - cur], rows.n, self.config.rms_norm_eps,
+                                be)
+            cur = 1 - cur
+            self._mlp(lw, rows)
+            following = w.layers[i + 1].input_norm if i + 1 < len(w.layers) else w.norm
+            launch_add_rms_norm(rows.o, rows.h[cur], following, rows.h[1 - cur], rows.n, self.config.rms_norm_eps,
+                                be)
+            cur = 1 - cur
+        self.length += ids.shape[0]
+
+    def _attention(self, i: int, lw: LayerWeights, rows: _Rows) -> None:
+        """rows.o = attention of rows.n (projections, RoPE, the cache append, attention, the output projection)."""
+        c, be = self.config, self.backend
+        t, start = rows.n.shape[0], self.length
+        self._project_qkv(lw, rows)
+        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, self._positions(t), start, False, be)
+        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, self._positions(t), start, False, be)
+        pos = self.slot(self.slots, start) if t == 1 else self.positions[start:start + t]
+        launch_kv_append(rows.k, pos, self.k_cache[i], be)
+        launch_kv_append(rows.v, pos, self.v_cache[i], be)
+        if t == 1:  # the whole cache, its length in a slot: every step launches the same shapes
+            shape = (1, self.max_len, c.num_kv_heads, c.head_dim)
+            launch_decode(rows.q, self.k_cache[i].reshape(shape), self.v_cache[i].reshape(shape),
+                          self.slot(self.slots, start + 1), rows.attn, backend=be, chunk=self.chunk)
+        elif start == 0 and self._flash_prefill_applies():
+            launch_prefill(rows.q, rows.k, rows.v, rows.attn, causal=True, backend=be)
+        else:
+            self._prefill_through_pages(i, rows)
+        self._linear(rows.attn.reshape(t, c.q_size), lw.o, lw.o_bias, rows.o, rows)
+
+    def _positions(self, t: int) -> Array:
+        """RoPE's per-token positions, 0 .. t - 1 (the kernel adds the start as its offset)."""
+        return self.zero if t == 1 else self.positions[0:t]
+
+    def _flash_prefill_applies(self) -> bool:
+        d, width = self.config.head_dim, get_backend(self.backend).simd_width()
+        return self.dtype in ("f16", "bf16") and d % 16 == 0 and d % width == 0 and d <= 256
+
+    def _page_table(self, t: int) -> tuple[Array, Array]:
+        """The block table (T rows, each the pages 0, 1, ... of the cache in order) and the lengths start + 1 ..
+        start + T of the prefill fallback, uploaded once per prefill."""
+        pages = -(-(self.length + t) // PAGE)
+        table = np.tile(np.arange(pages, dtype=np.int32), (t, 1))
+        lens = np.arange(self.length + 1, self.length + t + 1, dtype=np.int32)
+        return asarray(table, backend=self.backend), asarray(lens, backend=self.backend)
+
+    def _prefill_through_pages(self, i: int, rows: _Rows) -> None:
+        """Causal attention of the T new rows over the cache as T sequences of the paged decode kernel, one shared
+        block table (see the module docstring)."""
+        c = self.config
+        table, lens = rows.pages
+        shape = (table.shape[1], PAGE, c.num_kv_heads, c.head_dim)
+        k = self.k_cache[i][0:table.shape[1] * PAGE].reshape(shape)
+        v = self.v_cache[i][0:table.shape[1] * PAGE].reshape(shape)
+        launch_decode_paged(rows.q, k, v, table, lens, rows.attn, backend=self.backend)
+
+    def _project_qkv(self, lw: LayerWeights, rows: _Rows) -> None:
+        c = self.config
+        if rows.qkv is not None:  # one token: one GEMV over the fused matrix, q/k/v are views of its output
+            self._linear(rows.n, lw.qkv, lw.qkv_bias, rows.qkv, rows)
+            return
+        t = rows.n.shape[0]
+        spans = ((rows.q_pre, 0, c.q_size), (rows.k_pre, c.q_size, c.kv_size),
+                 (rows.v, c.q_size + c.kv_size, c.kv_size))
+        for out, first, size in spans:
+            bias = None if lw.qkv_bias is None else lw.qkv_bias[first:first + size]
+            self._linear(rows.n, lw.qkv[first:first + size], bias, out.reshape(t, size), rows)
+
+    def _mlp(self, lw: LayerWeights, rows: _Rows) -> None:
+        """rows.o = down(silu(gate(n)) * up(n))."""
+        inter = self.config.intermediate_size
+        if rows.gate_up is not None:
+            self._linear(rows.n, lw.gate_up, lw.gate_up_bias, rows.gate_up, rows)
+        else:
+            for out, first in ((rows.gate, 0), (rows.up, inter)):
+                bias = None if lw.gate_up_bias is None else lw.gate_up_bias[first:first + inter]
+                self._linear(rows.n, lw.gate_up[first:first + inter], bias, out, rows)
+        launch_swiglu(rows.gate, rows.up, rows.act, self.backend)
+        self._linear(rows.act, lw.down, lw.down_bias, rows.o, rows)
+
+    def _linear(self, x: Array, w: Array, bias: Array | None, out: Array, rows: _Rows) -> None:
+        """out (T, N) = x (T, K) @ w (N, K)^T (+ bias): a GEMV for one row, else a GEMM."""
+        be, t = self.backend, x.shape[0]
+        y = out if bias is None else rows.tmp[0:out.size].reshape(out.shape)
+        if t == 1:
+            launch_gemv(w, x.reshape(-1), y.reshape(-1), be)
+        elif self.dtype == "f32":
+            gemm_f32.launch(x, w, y, trans_b=True, backend=be)
+        else:
+            gemm.launch(x, w, y, trans_b=True, backend=be)
+        if bias is not None:
+            launch_binary("add", y, bias, out, be)
+
+    # -- buffers ----------------------------------------------------------------------------------------------------
+
+    def _rows(self, t: int) -> _Rows:
+        c, be, dt = self.config, self.backend, self.dtype
+        hd, inter = c.head_dim, c.intermediate_size
+
+        def new(*shape: int) -> Array:
+            return empty(shape, dt, backend=be)
+
+        biased = any(b is not None for lw in self.weights.layers for b in (lw.qkv_bias, lw.o_bias, lw.gate_up_bias,
+                                                                             lw.down_bias))
+        widest = max(c.q_size + 2 * c.kv_size, 2 * inter, c.hidden_size)
+        tmp = new(t * widest) if biased else None
+        if t == 1:
+            qkv, gate_up = new(1, c.q_size + 2 * c.kv_size), new(1, 2 * inter)
+            flat = qkv.reshape(-1)
+            q_pre = flat[0:c.q_size].reshape(1, c.num_heads, hd)
+            k_pre = flat[c.q_size:c.q_size + c.kv_size].reshape(1, c.num_kv_heads, hd)
+            v = flat[c.q_size + c.kv_size:].reshape(1, c.num_kv_heads, hd)
+            gate, up = gate_up.reshape(-1)[0:inter].reshape(1, inter), gate_up.reshape(-1)[inter:].reshape(1, inter)
+        else:
+            qkv = gate_up = None
+            q_pre, k_pre, v = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd), new(t, c.num_kv_heads, hd)
+            gate, up = new(t, inter), new(t, inter)
+        return _Rows(h=[new(t, c.hidden_size), new(t, c.hidden_size)], n=new(t, c.hidden_size), q_pre=q_pre,
+                     k_pre=k_pre, v=v, q=new(t, c.num_heads, hd), k=new(t, c.num_kv_heads, hd),
+                     attn=new(t, c.num_heads, hd), o=new(t, c.hidden_size), gate=gate, up=up, act=new(t, inter),
+                     tmp=tmp, qkv=qkv, gate_up=gate_up)
+
+
+def slot_array(values: np.ndarray) -> np.ndarray:
+    """``values`` as i32, one per SLOT elements (the rest zero): views of one slot start on 256-byte boundaries."""
+    out = np.zeros(len(values) * SLOT, np.int32)
+    out[::SLOT] = values
+    return out
+
+
+def _default_backend() -> str:
+    import os
+
+    return os.environ.get("IRON_BACKEND") or best_backend()

@@ -104,7 +104,8 @@ RUN_ROWS: dict[str, RunRow] = {
     row.name: row
     for row in (
         # the interpreter: the reference semantics; math rounded once from float64
-        RunRow("cpu", simd_widths=(8, 32, 64), simd_env="IRON_CPU_SIMD_WIDTH", composite_math_in_f32=False),
+        RunRow("cpu", simd_widths=(8, 32, 64), simd_env="IRON_CPU_SIMD_WIDTH", composite_math_in_f32=False,
+               shared_bytes_limit=48 * 1024),
         RunRow(
             "vulkan",
             fma_fused=False,

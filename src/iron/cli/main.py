@@ -128,66 +128,6 @@ def test_cmd(pattern: str | None, backend: str | None, dtypes: tuple[str, ...], 
     sys.exit(0 if all(r.ok for r in rows) else 1)
 
 
-@cli.command(short_help="Save the last bench run as a named baseline.")
-@click.argument("name", default="default")
-def snap(name: str) -> None:
-    """Save the last `iron bench` run as the baseline NAME (default: "default"), with GPU, driver, git sha and date."""
-    from ..harness import baseline
-
-    try:
-        path = baseline.snap(name)
-    except (FileNotFoundError, ValueError) as e:
-        click.echo(f"iron snap: {e}", err=True)
-        sys.exit(1)
-    doc = baseline.load(path, "baseline")
-    click.echo(f"saved baseline '{name}' ({len(doc.get('rows', []))} rows, backend {doc.get('backend')}, "
-               f"{doc.get('gpu', '?')}, git {str(doc.get('git_sha', '?'))[:12]}, {doc.get('date', '?')}) to {path}")
-
-
-@cli.command(short_help="Compare the last bench run with a baseline; flag regressions.")
-@click.argument("name", default="default")
-@click.option("--threshold", default=10.0, show_default=True, metavar="PCT",
-              help="Percent change in Iron time beyond which a row is a regression (slower) or an improvement.")
-def diff(name: str, threshold: float) -> None:
-    """Compare the last `iron bench` run with the baseline NAME, row by row (kernel x shape x dtype).
-
-    Exits 1 if any row is slower by more than the threshold or fails its oracle where the baseline passed.
-    """
-    from rich.console import Console
-    from rich.table import Table
-
-    from ..harness import baseline
-
-    try:
-        base = baseline.load(baseline.baseline_path(name), "baseline")
-        now = baseline.load(baseline.last_run_path(), "last run")
-    except (FileNotFoundError, ValueError) as e:
-        click.echo(f"iron diff: {e}", err=True)
-        sys.exit(1)
-    rows = baseline.diff(base, now, threshold)
-    table = Table(title=f"iron diff — last run ({now.get('date', '?')}) vs baseline '{name}' ({base.get('date', '?')})")
-    for col in ("Row", "base(µs)", "now(µs)", "change", "verdict"):
-        table.add_column(col, justify="left" if col in ("Row", "verdict") else "right")
-    colour = {"regression": "red", "fails now": "red", "improvement": "green"}
-    for r in rows:
-        table.add_row(r.key, f"{r.base_us:.1f}" if r.base_us is not None else "-",
-                      f"{r.now_us:.1f}" if r.now_us is not None else "-",
-                      f"{r.change_pct:+.1f}%" if r.change_pct is not None else "-",
-                      f"[{colour[r.verdict]}]{r.verdict}" if r.verdict in colour else r.verdict)
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
-    if base.get("backend") != now.get("backend") or base.get("gpu") != now.get("gpu"):
-        click.echo(f"note: baseline ran on {base.get('backend')} / {base.get('gpu')}, the last run on "
-                   f"{now.get('backend')} / {now.get('gpu')}")
-    bad = [r for r in rows if r.verdict in ("regression", "fails now")]
-    better = [r for r in rows if r.verdict == "improvement"]
-    for r in bad:
-        detail = f"{r.change_pct:+.1f}% slower" if r.verdict == "regression" else "fails its oracle now"
-        click.echo(f"{r.verdict.upper()}: {r.key}: {detail}")
-    click.echo(f"{len(bad)} regressions, {len(better)} improvements beyond {threshold:g}% "
-               f"({len(rows)} rows compared)")
-    sys.exit(1 if bad else 0)
-
-
 @cli.command(short_help="List the backends, whether each runs here, and their devices.")
 def device() -> None:
     """List the backends, whether each can run here (and why not), and the devices they see."""
@@ -209,12 +149,15 @@ def device() -> None:
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
+from .baseline_cmd import diff, snap  # noqa: E402 - the baseline commands check each JSON file they read
 from .build_cmd import build  # noqa: E402 - the command lives in its own module
 from .generate_cmd import generate  # noqa: E402
 from .update import update  # noqa: E402
 
 build.short_help = build.short_help or "Write .cu/.spv artifacts and a manifest for non-Python hosts."
 cli.add_command(build)
+cli.add_command(snap)
+cli.add_command(diff)
 cli.add_command(generate)
 cli.add_command(update)
 

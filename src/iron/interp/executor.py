@@ -53,12 +53,16 @@ def run_kernel(
     grid: tuple[int, int, int],
     group: tuple[int, int, int],
     simd_width: int = 32,
+    max_shared: int | None = None,
 ) -> None:
     """Execute ``kernel`` over an exact ``grid`` of threads in groups of ``group``; buffers in ``args`` are updated.
 
     ``args`` maps each parameter name to a 1-D NumPy array of the element dtype (buffers) or a NumPy scalar
-    (scalars). Raises ``ExecutionError`` (located at the op) when an active thread faults.
+    (scalars). Raises ``ExecutionError`` (located at the op) when an active thread faults, and ``CompileError`` (at
+    the ``shared()``) when the kernel's shared arrays exceed ``max_shared`` bytes per group (default
+    ``memory.shared_limit()``: 48 KiB, as a GPU gives a group), before anything is allocated.
     """
+    memory.check_shared(kernel, memory.shared_limit() if max_shared is None else max_shared)
     grid3, group3 = _dims(grid, "grid", 0), _dims(group, "group", 1)
     if not isinstance(simd_width, int | np.integer) or simd_width < 1:
         raise LaunchError(f"simd_width must be a positive int, got {simd_width!r}")

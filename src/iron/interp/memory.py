@@ -6,13 +6,49 @@ one past the end, e.g. the tail of an exact grid), so gathers clip instead of tr
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from ..errors import CompileError, LaunchError
 from ..ir import types as t
 from .threads import Fault, Geometry, Mask, first_fault
 
+#: shared memory one group may use on the interpreter, in bytes: CUDA's static limit, which every GPU backend but
+#: Metal's (32 KiB) and small Vulkan devices' gives a group; ``IRON_CPU_MAX_SHARED`` (bytes) overrides it
+MAX_SHARED = 48 * 1024
+
 # 0xDEADBEEF for ints, NaN for floats: a read of memory nobody wrote is visible in the output or as a wild index
 _GARBAGE_INT = 0xDEADBEEF
+
+
+def shared_limit() -> int:
+    """The shared memory a group may use on the interpreter (``IRON_CPU_MAX_SHARED``, else ``MAX_SHARED``)."""
+    value = os.environ.get("IRON_CPU_MAX_SHARED", "").strip()
+    if not value:
+        return MAX_SHARED
+    if not value.isdigit() or int(value) < 1:
+        raise LaunchError(f"IRON_CPU_MAX_SHARED must be a positive number of bytes, got {value!r}")
+    return int(value)
+
+
+def check_shared(kernel, limit: int) -> None:
+    """CompileError at the ``shared()`` that takes the kernel's shared arrays past ``limit`` bytes per group (the
+    message gives their total, as the C-family printers do), before the interpreter allocates anything."""
+    arrays = [op for op in kernel.body.walk() if op.opcode == "shared"]
+    total = sum(op.attrs["elem"].itemsize * op.attrs["size"] for op in arrays)
+    if total <= limit:
+        return
+    running = 0
+    for op in arrays:
+        running += op.attrs["elem"].itemsize * op.attrs["size"]
+        if running > limit:
+            break
+    raise CompileError(
+        f"kernel '{kernel.name}' uses {total} bytes of shared memory, over the {limit // 1024} KiB that cpu "
+        "allows per group", op.loc or kernel.loc,
+        "use fewer or smaller shared() arrays (IRON_CPU_MAX_SHARED raises the interpreter's limit, but GPUs give a "
+        "group 32 to 227 KiB)")
 
 
 def garbage(elem: t.ScalarType, size: int | None = None) -> np.ndarray:

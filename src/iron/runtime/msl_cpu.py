@@ -133,11 +133,40 @@ def _headers_digest() -> str:
     return h.hexdigest()
 
 
+#: Each ``threadgroup_barrier`` of kernel.metal, by its line there: the last thread of a group to arrive checks that
+#: every thread waiting at a barrier waits at this one. Threads of one group at different barriers is a divergent
+#: barrier, an error on Iron's CPU backends (the interpreter's rule); ``_launch_failure`` locates it. (A thread that
+#: skipped a barrier and then finished looks like one that returned, which Iron allows: not caught here.)
+BARRIER_CHECK = """
+namespace iron_model {
+inline void barrier_at(int line) {
+    Thread& t = me();
+    Group& g = *t.group;
+    std::unique_lock<std::mutex> lock(g.m);
+    g.lanes[t.index].arg = line;
+    if (g.at_barrier + g.finished + 1 == g.size) {
+        for (unsigned i = 0; i < g.size; ++i) {
+            const Lane& l = g.lanes[i];
+            if (l.state == AT_BARRIER && l.arg != line) {
+                const int lo = l.arg < line ? l.arg : line, hi = l.arg < line ? line : l.arg;
+                throw std::runtime_error("divergent barrier at kernel.metal lines " + std::to_string(lo) + " and " +
+                                         std::to_string(hi));
+            }
+        }
+    }
+    g.wait(lock, t.index, AT_BARRIER);
+}
+}  // namespace iron_model
+#define threadgroup_barrier(flags) ::iron_model::barrier_at(__LINE__)
+"""
+
+
 def translation_unit(src) -> str:
-    """The C++ clang compiles (``launch.cpp``): the driver, the kernel's MSL (``kernel.metal``, the exact text), the
-    trampoline, and that text again as bytes in ``iron_model_msl``, so a loaded library says what it was built from."""
+    """The C++ clang compiles (``launch.cpp``): the driver, the barrier check, the kernel's MSL (``kernel.metal``, the
+    exact text), the trampoline, and that text again as bytes in ``iron_model_msl``, so a loaded library says what it
+    was built from."""
     text = ", ".join(str(b) for b in src.source.encode())
-    return ('#include "metal_driver.h"\n#include "kernel.metal"\n\n' + trampoline(src)
+    return ('#include "metal_driver.h"\n' + BARRIER_CHECK + '#include "kernel.metal"\n\n' + trampoline(src)
             + f'\nextern "C" const unsigned char iron_model_msl[] = {{{text}, 0}};\n')
 
 
@@ -271,16 +300,24 @@ class MslCpuBackend(Backend):
         rc = lib.launch(args, tg, len(src.threadgroup), groups, dims, simd_width(), int(concurrent), _workers(),
                         error, len(error))
         if rc != 0:
-            raise _launch_failure(k, grid, error.value.decode(errors="replace"))
+            raise _launch_failure(k, grid, error.value.decode(errors="replace"), src.source)
 
 
 #: the model's report of an integer division or remainder by zero (``iron_model::divisor`` in metal_driver.h)
 _ZERO_DIVISOR = re.compile(r"zero divisor at line (\d+), thread_position_in_grid (\d+),(\d+),(\d+)")
 
 
-def _launch_failure(kernel, grid, why: str) -> ExecutionError:
+#: the barrier check's report (``BARRIER_CHECK``): two lines of kernel.metal, and the driver's threadgroup
+_DIVERGENT = re.compile(r"divergent barrier at kernel.metal lines (\d+) and (\d+)(?: \(threadgroup ([\d,]+)\))?")
+
+
+def _launch_failure(kernel, grid, why: str, msl: str = "") -> ExecutionError:
     """The ``ExecutionError`` for a launch the model reported failed with ``why``. A zero divisor is located at the
-    kernel's ``//`` or ``%`` on the reported source line and worded as the interpreter words it."""
+    kernel's ``//`` or ``%`` on the reported source line, a divergent barrier at the first of its ``barrier()`` calls,
+    both worded as the interpreter words them."""
+    d = _DIVERGENT.search(why)
+    if d is not None:
+        return _divergent_barrier(kernel, msl, int(d.group(1)), int(d.group(2)), d.group(3))
     m = _ZERO_DIVISOR.search(why)
     if m is None:
         return ExecutionError(f"kernel {kernel.name} failed on msl-cpu: {why}", kernel.loc)
@@ -292,6 +329,28 @@ def _launch_failure(kernel, grid, why: str) -> ExecutionError:
     at = "" if op is not None else f" (source line {line})"
     return ExecutionError(f"{what} in kernel '{kernel.name}', thread program_id {thread}{at}",
                           op.loc if op is not None else kernel.loc)
+
+
+def _python_line(msl: str, metal_line: int) -> int | None:
+    """The kernel's source line of line ``metal_line`` of its MSL: the ``// line N:`` comment at or above it."""
+    lines = msl.splitlines()
+    for text in reversed(lines[:metal_line]):
+        m = re.match(r"\s*// line (\d+):", text)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _divergent_barrier(kernel, msl: str, first: int, second: int, group: str | None) -> ExecutionError:
+    barriers = [o for o in kernel.walk() if o.opcode == "barrier" and o.loc is not None]
+    lines = [_python_line(msl, n) for n in (first, second)]
+    op = next((o for n in lines for o in barriers if o.loc.line == n), None)
+    shown = " and ".join(str(n) for n in dict.fromkeys(lines) if n is not None)
+    where = f"threadgroup {group}" if group else "a threadgroup"
+    return ExecutionError(f"barrier() reached by only part of {where} (divergent control flow): its threads wait at "
+                          f"different barriers (lines {shown or '?'}) in kernel '{kernel.name}'",
+                          op.loc if op is not None else kernel.loc,
+                          "every thread of a group that has not returned must reach the same barrier() calls")
 
 
 def _workers() -> int:

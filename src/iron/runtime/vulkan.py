@@ -23,6 +23,7 @@ Nothing here touches Vulkan until a launch, ``iron device`` or ``probe()`` asks;
 from __future__ import annotations
 
 import atexit
+import threading
 from typing import Any
 
 import numpy as np
@@ -78,39 +79,50 @@ class VulkanBackend(Backend):
         self._ctx = None
         self._queue = None
         self._timer = LaunchRecorder()
+        self._init_lock = threading.RLock()  # two threads' first launches create one context, one queue
 
     # -- device ---------------------------------------------------------------------------------------------------
 
     def context(self):
         """The Vulkan context (instance, device, queue, caches), created on first use and destroyed at exit."""
-        if self._ctx is None:
-            reason = probe()
-            if reason:
-                raise LaunchError(f"the vulkan backend is not available: {reason}")
-            from .vulkan_device import VulkanContext
+        ctx = self._ctx
+        if ctx is not None:
+            return ctx
+        with self._init_lock:
+            if self._ctx is None:
+                reason = probe()
+                if reason:
+                    raise LaunchError(f"the vulkan backend is not available: {reason}")
+                from .vulkan_device import VulkanContext
 
-            self._ctx = VulkanContext()
-            atexit.register(self.close)
-        return self._ctx
+                self._ctx = VulkanContext()
+                atexit.register(self.close)
+            return self._ctx
 
     def close(self) -> None:
         """Destroy every Vulkan object now (also runs at interpreter exit); a later launch starts afresh (arrays made
         before are refused then)."""
-        ctx, self._ctx = self._ctx, None
-        queue, self._queue = self._queue, None
+        with self._init_lock:
+            ctx, self._ctx = self._ctx, None
+            queue, self._queue = self._queue, None
         if ctx is not None:
-            if queue is not None:
-                ctx.vk.vkDeviceWaitIdle(ctx.device)
-                queue.destroy()
-            ctx.destroy()
+            with ctx.lock:
+                if queue is not None:
+                    ctx.vk.vkDeviceWaitIdle(ctx.device)
+                    queue.destroy()
+                ctx.destroy()
 
     def queue(self):
         """The device arrays' recording queue (``vulkan_queue.VulkanQueue``), created on first use."""
-        if self._queue is None:
-            from .vulkan_queue import VulkanQueue
+        queue = self._queue
+        if queue is not None:
+            return queue
+        with self._init_lock:
+            if self._queue is None:
+                from .vulkan_queue import VulkanQueue
 
-            self._queue = VulkanQueue(self.context())
-        return self._queue
+                self._queue = VulkanQueue(self.context())
+            return self._queue
 
     def array_store(self, nbytes: int):
         from .vulkan_queue import VulkanStore

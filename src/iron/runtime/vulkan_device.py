@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,9 @@ class VulkanContext:
     """One logical device on the chosen physical device. Created lazily by the backend, destroyed at exit."""
 
     def __init__(self) -> None:
+        #: one lock for every use of the device from Python threads: the queue (submission), the command buffers, the
+        #: descriptor and buffer pools, the program/pipeline caches; ``VulkanQueue.lock`` is the same lock
+        self.lock = threading.RLock()
         vk = self.vk = load_vulkan()
         from vulkan import ffi
 
@@ -231,14 +235,19 @@ class VulkanContext:
         data = ffi.new("char[]", size[0])
         if lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, data) != 0:
             return
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
                 f.write(ffi.buffer(data, size[0]))
             os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only or full disk only costs a recompile next time
+        except OSError:  # a read-only or full disk only costs a recompile next time; leave no .tmp- file behind
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
 
     def info(self) -> dict[str, Any]:
         lim = self.limits
@@ -299,11 +308,13 @@ class VulkanContext:
 
     def get_buffer(self, kind: str, nbytes: int) -> Buffer:
         size = max(_ALIGN, -(-nbytes // _ALIGN) * _ALIGN)
-        free = self.pool.get((kind, size))
-        return free.pop() if free else self._new_buffer(kind, size)
+        with self.lock:
+            free = self.pool.get((kind, size))
+            return free.pop() if free else self._new_buffer(kind, size)
 
     def put_buffer(self, kind: str, buf: Buffer) -> None:
-        self.pool.setdefault((kind, buf.size), []).append(buf)
+        with self.lock:
+            self.pool.setdefault((kind, buf.size), []).append(buf)
 
     # -- programs -------------------------------------------------------------------------------------------------
 
@@ -343,6 +354,10 @@ class VulkanContext:
                               f"gives at most {lim.maxPushConstantsSize}")
 
     def program(self, spk) -> Program:
+        with self.lock:
+            return self._program(spk)
+
+    def _program(self, spk) -> Program:
         # keyed by what the module and its layouts depend on, so equal modules share one program
         key = (bytes(spk.words), spk.entry, tuple(b.binding for b in spk.buffers), spk.push_size)
         prog = self.programs.get(key)
@@ -369,6 +384,10 @@ class VulkanContext:
         return prog
 
     def pipeline(self, spk, prog: Program, group: tuple[int, int, int]):
+        with self.lock:
+            return self._pipeline(spk, prog, group)
+
+    def _pipeline(self, spk, prog: Program, group: tuple[int, int, int]):
         pipe = prog.pipelines.get(group)
         if pipe is not None:
             return pipe
@@ -394,7 +413,12 @@ class VulkanContext:
                  group: tuple[int, int, int], repeat: int = 1, bound: dict | None = None) -> float | None:
         """Run ``spk`` ``repeat`` times on the NumPy arrays ``host`` (param -> flat array, copied in and, for
         written buffers, back) and the device arrays ``bound`` (param -> (Buffer, offset, bytes), bound in place);
-        returns the GPU time per dispatch in ms (timestamp queries), or None."""
+        returns the GPU time per dispatch in ms (timestamp queries), or None. Thread-safe: one launch at a time
+        records into the context's one command buffer."""
+        with self.lock:
+            return self._dispatch(spk, host, push, grid, group, repeat, bound)
+
+    def _dispatch(self, spk, host, push, grid, group, repeat, bound) -> float | None:
         vk = self.vk
         self.check_kernel(spk, group)
         groups = self._group_counts(grid, group)
@@ -562,9 +586,13 @@ class VulkanContext:
 
     def destroy(self) -> None:
         """Release every Vulkan object (idempotent); registered with atexit by the backend."""
-        if self._destroyed:
-            return
-        self._destroyed = True
+        with self.lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+            self._destroy()
+
+    def _destroy(self) -> None:
         vk, dev = self.vk, self.device
         vk.vkDeviceWaitIdle(dev)
         self._write_pipeline_cache()

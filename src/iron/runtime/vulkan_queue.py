@@ -13,6 +13,11 @@ only after that work has finished.
 A view whose offset is not a multiple of the device's ``minStorageBufferOffsetAlignment`` cannot be bound in place: it
 is copied into an aligned scratch buffer before the dispatch and, when the kernel writes it, back after it, inside the
 same command buffer.
+
+Threads: every entry point (record, synchronize, transfers, the pools) holds ``lock``, the context's one RLock, so
+launches from several Python threads serialise on it. An array's finalizer may run in any thread, at any bytecode,
+even inside a locked section: it only appends its buffer to ``released`` (no lock), and the next entry point drains
+that list under the lock.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class VulkanStore:
         self.queue = queue
         self.nbytes = nbytes
         self.kind = "unified" if ctx.unified else "device"
-        self.buf = ctx.get_buffer(self.kind, max(nbytes, 4))
+        self.buf = queue.alloc(self.kind, max(nbytes, 4))
         weakref.finalize(self, queue.release, self.kind, self.buf)  # the finalizer must not hold self
 
     def write(self, offset: int, data: np.ndarray) -> None:
@@ -70,7 +75,8 @@ class VulkanQueue:
     def __init__(self, ctx) -> None:
         vk, dev = ctx.vk, ctx.device
         self.ctx = ctx
-        self.lock = threading.RLock()
+        self.lock: threading.RLock = ctx.lock  # one lock for the context and its queue: no lock order to get wrong
+        self.released: list[tuple[str, Any]] = []  # buffers of freed arrays, drained under the lock
         self.align = max(1, int(ctx.limits.minStorageBufferOffsetAlignment))
         self.cmd: Any = None  # the batch being recorded, with its fence
         self.count = 0
@@ -105,14 +111,16 @@ class VulkanQueue:
     def prepare(self, spk, grid: tuple[int, int, int], group: tuple[int, int, int]):
         """(program, pipeline, group counts) of a launch shape, after the device checks."""
         ctx = self.ctx
-        ctx.check_kernel(spk, group)
-        groups = ctx._group_counts(grid, group)
-        prog = ctx.program(spk)
-        return prog, ctx.pipeline(spk, prog, group), groups
+        with self.lock:
+            ctx.check_kernel(spk, group)
+            groups = ctx._group_counts(grid, group)
+            prog = ctx.program(spk)
+            return prog, ctx.pipeline(spk, prog, group), groups
 
     def record(self, spk, prog, pipe, groups, binds: dict[str, tuple], push: bytes) -> None:
         """Record a prepared dispatch on buffers (param -> (Buffer, offset, bytes)); hold ``lock``."""
         ctx, vk, lib = self.ctx, self.ctx.vk, self.lib
+        self._drain()
         moved = self._align_views(spk, binds)
         dset = self._set(spk, prog, binds)
         cmd = self._begin()
@@ -228,6 +236,7 @@ class VulkanQueue:
         """Submit the batch being recorded and wait for every batch in flight."""
         vk, dev = self.ctx.vk, self.ctx.device
         with self.lock:
+            self._drain()
             self._submit()
             limit = float(os.environ.get("IRON_VULKAN_TIMEOUT", "120"))
             while self.inflight:
@@ -251,10 +260,22 @@ class VulkanQueue:
         return self.cmd is not None or bool(self.inflight)
 
     def release(self, kind: str, buf) -> None:
-        """Return an array's buffer to the pool once no recorded work can use it."""
-        if self.ctx._destroyed:
-            return
+        """An array's finalizer: its buffer goes back to the pool once no recorded work can use it. Runs in any
+        thread, possibly inside a section that holds the lock, so it takes none: ``_drain`` does the rest."""
+        if not self.ctx._destroyed:
+            self.released.append((kind, buf))  # list.append is atomic
+
+    def alloc(self, kind: str, nbytes: int):
+        """A buffer for a new array (the buffers of freed arrays go back to the pool first)."""
         with self.lock:
+            self._drain()
+            return self.ctx.get_buffer(kind, nbytes)
+
+    def _drain(self) -> None:
+        """Hand the buffers of freed arrays on: to the batch being recorded, to the last batch in flight, or (no work
+        queued) to the pool. Hold ``lock``."""
+        while self.released:
+            kind, buf = self.released.pop()
             if self.cmd is not None:
                 self.deferred.append((kind, buf))
             elif self.inflight:
@@ -338,6 +359,9 @@ class VulkanQueue:
     def destroy(self) -> None:
         """Free the queue's Vulkan objects (the context waits for the device first)."""
         vk, dev = self.ctx.vk, self.ctx.device
+        for kind, buf in [*self.released, *self.deferred, *(b for _, _, freed in self.inflight for b in freed)]:
+            self.ctx.put_buffer(kind, buf)  # the context frees its pool next
+        self.released, self.deferred = [], []
         for _, fence, _ in self.inflight:
             vk.vkDestroyFence(dev, fence, None)
         for _, fence in self.idle:

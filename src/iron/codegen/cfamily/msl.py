@@ -519,7 +519,26 @@ def emit_msl(kernel: Kernel, line_comments: bool = True, version: str | None = N
         kernel = swizzle_shared(kernel, layouts) if layouts else expand_warpgroup_mma(kernel)
     if dialect.matrix is None and dialect.simd_width:
         kernel = lower_fragments(kernel, dialect.simd_width)
-    return _MslPrinter(kernel, dialect, line_comments).run(vectorize=False)
+    src = _MslPrinter(kernel, dialect, line_comments).run(vectorize=False)
+    _check_buffer_slots(kernel, src)
+    return src
+
+
+#: entries of a Metal kernel's buffer argument table: ``[[buffer(0)]]`` to ``[[buffer(30)]]``
+MAX_BUFFER_ARGS = 31
+
+
+def _check_buffer_slots(kernel: Kernel, src: KernelSource) -> None:
+    """CompileError when the kernel binds more buffer arguments (buffers, scalars, grid sizes) than Metal has."""
+    if len(src.params) <= MAX_BUFFER_ARGS:
+        return
+    buffers = sum(p.kind == "buffer" for p in src.params)
+    scalars = len(src.params) - buffers
+    raise CompileError(
+        f"kernel '{kernel.name}' needs {len(src.params)} Metal buffer arguments ({buffers} buffers, {scalars} scalars "
+        f"and grid sizes); Metal allows a kernel at most {MAX_BUFFER_ARGS} ([[buffer(0)]] to "
+        f"[[buffer({MAX_BUFFER_ARGS - 1})]])", kernel.loc,
+        "pass fewer buffers: pack several into one array and index it with offsets")
 
 
 __all__ = ["MSL", "MSL30", "MSL30_3D", "MSL_3D", "MSL_VERSIONS", "MslDialect", "MslLegacyDialect", "dialect_for",

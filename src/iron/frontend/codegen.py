@@ -21,8 +21,10 @@ from ..ir import types as t
 from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
 from . import exprs
+from .constfold import ConstError, show, to_float
+from .reads import GlobalReads
 from .refs import Ref
-from .source import FunctionSource
+from .source import FunctionSource, first_store
 from .typing_rules import Const, assignable, const_fits, literal_type
 from .variables import WidenVar, float_into_int_var, is_float, new_var
 
@@ -80,6 +82,9 @@ class FunctionCodegen(exprs.ExprMixin):
         self.hoisted = 0  # var/shared ops hoisted to the top of the body
         self.call_stack: list[object] = []
         self.terminated = False
+        self.reads = GlobalReads()  # the globals, closure variables and attributes this variant bakes in
+        self.unroll_nest: list[int] = []  # per enclosing static_range loop: the iterations its body unrolls so far
+        self.unrolled = 0  # the iterations the kernel's static_range loops unroll (count_unrolled)
 
     # -- errors and locations -----------------------------------------------------------------------------------
 
@@ -138,10 +143,12 @@ class FunctionCodegen(exprs.ExprMixin):
         kparams: list[Param] = []
         for (pname, kind, payload), arg in zip(params, fdef.args.args):
             self.node = arg
+            if kind != "scalar" and pname in self.frame.multi:
+                raise self.error(f"{kind} parameter '{pname}' cannot be reassigned in the kernel",
+                                 first_store(fdef, pname) or arg,
+                                 f"'{pname}' names the launch's {'array' if kind == 'buffer' else 'value'} in the "
+                                 "whole kernel; give the new value a new name")
             if kind == "constexpr":
-                if pname in self.frame.multi:
-                    raise self.error(f"constexpr parameter '{pname}' cannot be assigned in the kernel", arg,
-                                     "copy it into a new local first")
                 self.bind(pname, Const(payload) if isinstance(payload, (bool, int, float)) else Ref(payload))
                 continue
             ty = t.BufferType(payload) if kind == "buffer" else payload
@@ -182,19 +189,28 @@ class FunctionCodegen(exprs.ExprMixin):
         if name in fr.ended:
             raise self.error(f"'{name}' is only defined inside the block that starts on line {fr.ended[name]}",
                              node, f"assign '{name}' before that block so it is defined on every path")
-        if name == "T" or name in fr.globals or hasattr(py_builtins, name):
-            obj = fr.globals[name] if name in fr.globals else getattr(py_builtins, name)
+        # Python's order past the locals: the enclosing function's variables, the module's globals, the builtins
+        cell = self.closure_cells().get(name)
+        if cell is not None:
+            try:
+                obj = cell.cell_contents
+            except ValueError:  # the enclosing function has not assigned it (yet)
+                raise self.error(f"closure variable '{name}' is not assigned yet", node) from None
+            self.reads.note("cell", cell, name, obj)
             return self.wrap_global(obj, name, node)
-        closure = self.closure_vars().get(name, _MISSING)
-        if closure is not _MISSING:
-            return self.wrap_global(closure, name, node)
+        if name in fr.globals:
+            obj = fr.globals[name]
+            self.reads.note("global", fr.globals["__iron_fn__"].__globals__, name, obj)
+            return self.wrap_global(obj, name, node)
+        if hasattr(py_builtins, name):
+            return self.wrap_global(getattr(py_builtins, name), name, node)
         raise self.error(f"unknown name '{name}'", node, self.name_hint(name))
 
-    def closure_vars(self) -> dict[str, Any]:
+    def closure_cells(self) -> dict[str, Any]:
         fn = self.frame.globals.get("__iron_fn__")
         if fn is None or not fn.__closure__:
             return {}
-        return {n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__)}
+        return dict(zip(fn.__code__.co_freevars, fn.__closure__))
 
     def name_hint(self, name: str) -> str | None:
         from ..lang.builtins import BUILTINS
@@ -286,9 +302,18 @@ class FunctionCodegen(exprs.ExprMixin):
         if isinstance(value, Const):
             ty = ty or literal_type(value.value)
             if not const_fits(value.value, ty):
-                raise self.error(f"constant {value.value!r} does not fit in {ty}")
-            return self.b.const(value.value, ty)
+                raise self.error(f"constant {show(value.value)} does not fit in {ty}")
+            return self.b.const(self.const_for(value.value, ty), ty)
         raise self.error(f"{self.describe(value)} is not a value", hint="only numbers can be computed with here")
+
+    def const_for(self, value: bool | int | float, ty: t.ScalarType, node: ast.AST | None = None) -> Any:
+        """``value`` ready for a ``const`` op of ``ty``: an int meeting a float type must fit a float64."""
+        if not ty.is_float:
+            return value
+        try:
+            return to_float(value, ty)
+        except ConstError as e:
+            raise self.error(e.message, node, e.hint) from None
 
     def convert(self, value: Any, ty: t.ScalarType, node: ast.AST | None = None, what: str = "value") -> Value:
         """Implicit conversion for assignment, stores and arguments (see typing_rules.assignable)."""
@@ -300,8 +325,8 @@ class FunctionCodegen(exprs.ExprMixin):
                 raise self.error(f"cannot store the float {v!r} into {what} of type {ty}", node,
                                  "write an int literal or use cast(...)")
             if ty.is_int and not const_fits(v, ty):
-                raise self.error(f"constant {v!r} does not fit in {ty} ({what})", node)
-            return self.b.const(v, ty)
+                raise self.error(f"constant {show(v)} does not fit in {ty} ({what})", node)
+            return self.b.const(self.const_for(v, ty, node), ty)
         if not isinstance(value, Value) or not isinstance(value.type, t.ScalarType):
             raise self.error(f"{self.describe(value)} cannot be used as {what}", node)
         if not assignable(value.type, ty):
@@ -348,6 +373,11 @@ class FunctionCodegen(exprs.ExprMixin):
             method(node)
         except (CompileError, WidenVar):
             raise
+        except ConstError as e:  # a constant Python refuses, or too large, met where no node was at hand
+            raise self.error(e.message, self.node, e.hint) from None
+        except OverflowError as e:  # a Python int too large for a float64, converted in some builtin's folding
+            raise self.error(f"a constant is out of range: {e}", self.node,
+                             "compile-time ints are Python ints; one meeting a float must fit a float64") from None
         except Exception as e:  # a bug in Iron: still point at the user's line, keep internals out of the way
             err = self.error(f"internal compiler error: {type(e).__name__}: {e}", self.node,
                              "this is a bug in Iron; set IRON_DEBUG=1 for the compiler's traceback")
@@ -369,7 +399,7 @@ class FunctionCodegen(exprs.ExprMixin):
             self.assign(tgt, value, node.value)
 
     def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
-        ann = self.expr(node.annotation)
+        ann = self.expr(self.frame.src.unquote(node.annotation))
         if not (isinstance(ann, Ref) and isinstance(ann.obj, t.ScalarType)):
             raise self.error("a local's annotation must be a dtype (iron.f32, iron.i32, ...)", node.annotation)
         if not isinstance(node.target, ast.Name):
@@ -465,56 +495,9 @@ class FunctionCodegen(exprs.ExprMixin):
         return None if ended_by_jump else set(fr.defined_vars)
 
     def stmt_For(self, node: ast.For) -> None:
-        if node.orelse:
-            raise self.error("unsupported syntax: `for ... else`", node, "set a flag before `break` instead")
-        if not isinstance(node.target, ast.Name):
-            raise self.error("a for loop needs a single name as its target", node.target)
-        it = node.iter
-        fn = self.expr(it.func) if isinstance(it, ast.Call) else None
-        from ..lang.builtins import BUILTINS
+        from .loops import lower_for
 
-        static = isinstance(fn, Ref) and fn.obj is BUILTINS["static_range"]
-        if not (isinstance(fn, Ref) and (fn.obj is py_builtins.range or static)) or it.keywords:
-            raise self.error("a for loop must iterate over range(...) or static_range(...)", it,
-                             "write `for i in range(start, stop, step)`")
-        if not 1 <= len(it.args) <= 3:
-            raise self.error("range takes 1 to 3 arguments", it)
-        args = [self.expr(a) for a in it.args]
-        if len(args) == 1:
-            args = [Const(0), args[0]]
-        if len(args) == 2:
-            args.append(Const(1))
-        for a in args:
-            if isinstance(a, Const) and not isinstance(a.value, int):
-                raise self.error("range bounds must be integers", node.iter)
-        if static and not all(isinstance(a, Const) for a in args):
-            raise self.error("static_range needs compile-time bounds (literals or constexpr parameters)", it,
-                             "use range(...) for bounds known only at run time")
-        if isinstance(args[2], Const) and args[2].value == 0:
-            raise self.error("range step must not be zero", it)
-        if static:
-            n = len(range(*[a.value for a in args]))
-            if n > 4096:
-                raise self.error(f"static_range would unroll {n} iterations (limit 4096)", it,
-                                 "use range(...) for long loops")
-        bounds = []
-        for a, a_node in zip(args, it.args if len(it.args) == 3 else [None] + list(it.args) + [None]):
-            bounds.append(self.int_operand(a, a_node or it))
-        self.b.loc = self.frame.src.loc(node)
-        _, body = self.b.for_(*bounds, iv_name=node.target.id, unroll=static)
-        iv = body.args[0]
-        name, fr = node.target.id, self.frame
-        if name in fr.multi:
-            before = set(fr.defined_vars)
-            with self.b.at(body):
-                self.assign_name(name, iv, node.target)
-            self.region(body, node.body, node, is_loop="static" if static else "for")
-            fr.defined_vars = before
-            return
-        fr.scopes.append({name: iv})
-        self.region(body, node.body, node, is_loop="static" if static else "for")
-        fr.scopes.pop()
-        fr.ended.setdefault(name, node.lineno)
+        lower_for(self, node)
 
     def int_operand(self, value: Any, node: ast.AST) -> Value:
         if isinstance(value, Const):
@@ -577,5 +560,3 @@ class FunctionCodegen(exprs.ExprMixin):
 
     # -- expressions: see exprs.ExprMixin -------------------------------------------------------------------------
 
-
-_MISSING = object()

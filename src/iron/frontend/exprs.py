@@ -10,6 +10,7 @@ from typing import Any
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
+from .constfold import SYMBOL, ConstError, fold_binop
 from .pymath import is_pure_math, lower_math_call, math_function_name
 from .refs import IronFunc, KernelMarker, Ref
 from .typing_rules import Const, literal_type, promote, promote_with_literal
@@ -18,8 +19,6 @@ BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.F
           ast.Mod: "rem", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl",
           ast.RShift: "shr", ast.Pow: "pow"}
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
-SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "rem": "%", "and": "&", "or": "|",
-          "xor": "^", "shl": "<<", "shr": ">>", "pow": "**"}
 
 UNSUPPORTED_EXPRS = {
     ast.Lambda: ("lambda", "define a helper with @iron.func"),
@@ -41,15 +40,6 @@ UNSUPPORTED_EXPRS = {
 
 #: builtins a condition may evaluate speculatively (no side effects, no memory reads): from the builtin table
 PURE_CALLS = frozenset(b.name for b in O.BUILTINS.values() if b.pure)
-
-
-def c_int_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def c_int_rem(a: int, b: int) -> int:
-    return a - b * c_int_div(a, b)
 
 
 class ExprMixin:
@@ -83,17 +73,27 @@ class ExprMixin:
         if isinstance(base, Ref) and isinstance(base.obj, (pytypes.ModuleType, type)):
             if not hasattr(base.obj, node.attr):
                 raise self.error(f"'{getattr(base.obj, '__name__', base.obj)}' has no attribute '{node.attr}'", node)
-            return self.wrap_global(getattr(base.obj, node.attr), node.attr, node)
+            value = getattr(base.obj, node.attr)
+            self.reads.note("attr", base.obj, node.attr, value)
+            return self.wrap_global(value, node.attr, node)
         raise self.error(f"attribute access on {self.describe(base)} is not supported", node,
                          "kernels read attributes of modules only (e.g. iron.exp, math.pi)")
 
     # -- operators ----------------------------------------------------------------------------------------------
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
-        left = self.expr(node.left)
-        right = self.expr(node.right)
-        self.node = node
-        return self.binop(node.op, left, right, node)
+        # `x[0] + x[1] + ... + x[1999]` nests to the left as deep as it is long: walk down its left spine in a loop,
+        # not by recursion (which would run out of Python's stack), then apply the operators from the innermost out
+        spine = [node]
+        while isinstance(spine[-1].left, ast.BinOp):
+            spine.append(spine[-1].left)
+        acc = self.expr(spine[-1].left)
+        for link in reversed(spine):
+            right = self.expr(link.right)
+            self.node = link
+            acc = self.binop(link.op, acc, right, link)
+            self.b.loc = self.frame.src.loc(link)  # as expr() leaves it after each inner operation
+        return acc
 
     def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
         name = BINOPS.get(type(op))
@@ -125,33 +125,9 @@ class ExprMixin:
 
     def fold_binop(self, name: str, a: Any, b: Any, node: ast.AST) -> Const:
         try:
-            both_int = not isinstance(a, float) and not isinstance(b, float)
-            if name == "add":
-                r = a + b
-            elif name == "sub":
-                r = a - b
-            elif name == "mul":
-                r = a * b
-            elif name == "div":
-                r = a / b
-            elif name == "floordiv":
-                r = c_int_div(int(a), int(b)) if both_int else float(a // b)
-            elif name == "rem":
-                r = c_int_rem(int(a), int(b)) if both_int else __import__("math").fmod(a, b)
-            elif name == "pow":
-                r = a**b
-            elif name in ("and", "or", "xor", "shl", "shr"):
-                if not both_int:
-                    raise self.error(f"`{SYMBOL[name]}` needs integers", node)
-                r = {"and": a & b, "or": a | b, "xor": a ^ b, "shl": a << b if name == "shl" else 0,
-                     "shr": a >> b if name == "shr" else 0}[name]
-            else:
-                raise AssertionError(name)
-        except ZeroDivisionError:
-            raise self.error("division by zero in a constant expression", node) from None
-        if isinstance(r, bool) and name not in ("and", "or", "xor"):
-            r = int(r)
-        return Const(r)
+            return Const(fold_binop(name, a, b))
+        except ConstError as e:
+            raise self.error(e.message, node, e.hint) from None
 
     def power(self, a: Any, b: Any, node: ast.AST) -> Any:
         if not isinstance(b, Const) or b.value not in (0, 1, 2, 3, 4, -1, 0.5, -0.5):
@@ -195,7 +171,7 @@ class ExprMixin:
         if isinstance(v, Const):
             value = v.value
             if ty.is_float:
-                value = float(value)
+                value = self.const_for(value, ty, self.node)
             elif ty.is_int and isinstance(value, bool):
                 value = int(value)
             return self.materialize(Const(value), ty)
@@ -377,6 +353,11 @@ class ExprMixin:
         from ..lang.builtins import Builtin
         from .lower_builtins import lower_builtin, lower_python_builtin
 
+        for arg in [*node.args, *node.keywords]:
+            if isinstance(arg, ast.Starred) or (isinstance(arg, ast.keyword) and arg.arg is None):
+                stars = "*" if isinstance(arg, ast.Starred) else "**"
+                raise self.error(f"unpacked arguments ({stars}...) are not supported in a kernel's calls", arg,
+                                 f"pass the arguments one by one: f(a, b), not f({stars}t)")
         fn = self.expr(node.func)
         self.node = node
         if not isinstance(fn, Ref):

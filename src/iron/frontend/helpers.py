@@ -17,7 +17,8 @@ import copy
 from typing import Any
 
 from ..ir import types as t
-from .source import function_source
+from ..ir.core import Value
+from .source import first_store, function_source
 from .typing_rules import Const
 
 #: the name of a helper's "returned" flag in its frame (not a Python identifier a user can write by accident)
@@ -130,7 +131,7 @@ def inline_call(cg, func, node: ast.Call) -> Any:
     try:
         for n in names:
             if n in frame.multi:
-                cg.assign_name(n, bound[n], fdef)
+                cg.assign_name(n, bound[n], _rebinding(cg, fn, fdef, n, bound[n]))
             else:
                 cg.bind(n, bound[n])
         body = to_tail_form(fdef.body)
@@ -193,4 +194,15 @@ class _Typed:
         self.type = type
 
 
+def _rebinding(cg, fn, fdef: ast.FunctionDef, name: str, value: Any) -> ast.AST:
+    """The node an argument assigned again in the helper's body is reported at: a buffer, array, dtype or tuple
+    cannot be reassigned (only scalars live in variables), and that is said at the assignment, not at the ``def``."""
+    scalar = isinstance(value, Const) or (isinstance(value, Value) and isinstance(value.type, t.ScalarType))
+    if scalar or isinstance(value, Value) and isinstance(value.type, t.FragType):
+        return fdef
+    raise cg.error(f"'{name}' is {cg.describe(value)} here (an argument of {fn.__name__}) and cannot be reassigned",
+                   first_store(fdef, name) or fdef, "give the new value a new name")
+
+
 __all__ = ["ReturnGuard", "helper_return", "inline_call", "lower_return_guard", "to_tail_form", "t"]
+

@@ -16,9 +16,10 @@ from ..passes.manager import run_pipeline
 from ..runtime import get_backend
 from .codegen import FunctionCodegen
 from .launch import Launcher, cache_key, canonical_key, parse_launch_key
+from .reads import GlobalReads
 from .refs import IronFunc, KernelMarker, func  # noqa: F401 - IronFunc and func are re-exported
 from .signature import ParamSpec, read_signature
-from .source import function_source
+from .source import function_source, require_function
 
 
 def user_facing(method):
@@ -70,6 +71,21 @@ class KernelFunction(KernelMarker):
         self._variants: dict[tuple, Variant] = {}
         self._width_bound: set[tuple] = set()  # variant keys that need simd_size() as a constant (one per width)
         self._launchers: dict[Any, Any] = {}  # launch key -> Launcher, or the compiled launcher wrapping it
+        # the globals, closure variables and class attributes the variants baked in, with their values: a change
+        # drops every variant and launcher (``refresh``), so each variant compiled later sees the same values
+        self.reads = GlobalReads()
+        self.generation = 0  # counts those drops: a launcher held across one forgets its fast paths
+
+    def refresh(self) -> int:
+        """Forget every variant and launcher when a global, closure variable or class attribute they were compiled
+        with has changed value since; returns the generation the current variants belong to."""
+        if self.reads.changed():
+            self._variants.clear()
+            self._width_bound.clear()
+            self._launchers.clear()
+            self.reads.clear()
+            self.generation += 1
+        return self.generation
 
     def __repr__(self) -> str:
         return f"<iron.kernel {self.fn.__qualname__}>"
@@ -85,6 +101,8 @@ class KernelFunction(KernelMarker):
         a constant (a shared array's size, a static_range): then ``simd_size()`` folds to ``simd_width`` and the
         variant is cached under (dtype, constexprs, width), so one kernel run at two widths has two variants. Every
         other variant is the same for all widths, which keeps ``iron build`` and the golden sources width-free."""
+        if self.reads.keys:
+            self.refresh()
         key = (dtype, tuple(map(constexpr_key, constexprs)))
         v = self._variants.get(key)
         if v is not None:
@@ -108,6 +126,7 @@ class KernelFunction(KernelMarker):
     def _compile(self, dtype: t.ScalarType | None, constexprs: tuple, record: bool = False,
                  simd_width: int | None = None) -> Variant:
         start = time.perf_counter()
+        self.refresh()  # the values this compile reads join those of the variants compiled before it
         if self.generic and dtype not in self.dtypes:
             raise IronError(f"{self.__name__} is generic over T in {', '.join(map(str, self.dtypes))}, not {dtype}")
         cvals = dict(zip(self.constexpr_names, constexprs))
@@ -123,6 +142,7 @@ class KernelFunction(KernelMarker):
         cg = FunctionCodegen(self.fn.__name__, self._src, globals_, self.native_half, dtype)
         cg.simd_width, cg.simd_width_used = simd_width, False
         kernel = cg.build(params)
+        self.reads.update(cg.reads)
         kernel.attrs["constexprs"] = cvals
         width = simd_width if cg.simd_width_used else None
         if width is not None:
@@ -191,11 +211,19 @@ class KernelFunction(KernelMarker):
         # launcher of k[64] or k[1] (equal, same hash) and skip the checks that refuse them
         plain = type(key) is int or cache_key(key)
         launcher = self._launchers.get(key) if plain else None
+        if launcher is not None and self.reads.keys and type(launcher) is not Launcher:
+            # a backend's direct launcher never enters Python (a Launcher checks when called): check here that the
+            # values its variant baked in are current
+            self.refresh()
+            launcher = self._launchers.get(key)
         if launcher is None:
             grid, group = parse_launch_key(key)
             if not plain:  # valid, with NumPy ints in it: cached as the equal plain-int key
                 key = canonical_key(key)
                 launcher = self._launchers.get(key)
+                if launcher is not None and self.reads.keys and type(launcher) is not Launcher:
+                    self.refresh()
+                    launcher = self._launchers.get(key)
                 if launcher is not None:
                     return launcher
             launcher = Launcher(self, grid, group)
@@ -236,6 +264,7 @@ def kernel(fn=None, *, native_half: bool = False):
 
     def wrap(f):
         try:
+            require_function(f, "@iron.kernel")
             return KernelFunction(f, native_half=native_half)
         except CompileError as e:
             raise e.with_traceback(None) from None

@@ -85,8 +85,13 @@ class Launcher:
         self.group = group
         self._fast: dict[str | None, Any] = {}  # backend= -> a backend's fast launcher for repeat calls
         self.key: Any = None  # the k[...] key this launcher is cached under (set by KernelFunction.__getitem__)
+        self.generation = kfn.generation  # the kernel's variants its fast launchers hold (KernelFunction.refresh)
 
     def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
+        kfn = self.kfn
+        if (kfn.refresh() if kfn.reads.keys else kfn.generation) != self.generation:
+            self._fast.clear()  # a global the variants baked in has changed: they are gone, and so are these
+            self.generation = kfn.generation
         if not kwargs:
             fast = self._fast.get(backend)
             if fast is not None and fast(args):

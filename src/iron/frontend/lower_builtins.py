@@ -176,7 +176,7 @@ def cast_to(cg, value: Any, ty: t.ScalarType, node: ast.AST) -> Any:
             else:
                 iv = iv & 0xFFFFFFFF if ty == t.u32 else ((iv + 2**31) % 2**32) - 2**31  # wrap, like C
             return cg.b.const(iv, ty)
-        return cg.b.const(float(v), ty)
+        return cg.b.const(cg.const_for(v, ty, node), ty)
     cg.node = node
     return cg.b.cast(value, ty)
 
@@ -376,7 +376,7 @@ def lower_python_builtin(cg, fn: Any, node: ast.Call) -> Any:
     if isinstance(value, Const):
         if ty.is_int and isinstance(value.value, float) and not math.isfinite(value.value):
             raise cg.error(f"int({value.value!r}) is undefined", node, "an infinity or NaN has no integer value")
-        return Const(int(value.value) if ty.is_int else float(value.value))
+        return Const(int(value.value) if ty.is_int else cg.const_for(value.value, ty, node))
     return cast_to(cg, value, ty, node)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CompileError
-from .source import FunctionSource, function_source
+from .source import FunctionSource, function_source, require_function
 
 
 @dataclass
@@ -43,6 +43,10 @@ class IronFunc:
 
 def func(fn) -> IronFunc:
     """Make ``fn`` callable from kernels (inlined at each call)."""
+    try:
+        require_function(fn, "@iron.func")
+    except CompileError as e:
+        raise e.with_traceback(None) from None
     return IronFunc(fn)
 
 

@@ -34,18 +34,32 @@ def read_signature(fn, src: FunctionSource) -> list[ParamSpec]:
                            "pass every argument at launch (constexprs too)")
     specs = []
     for arg in args.args:
+        if arg.arg in LAUNCH_KEYWORDS:
+            raise CompileError(f"a kernel parameter cannot be named '{arg.arg}': a launch takes {arg.arg}= as its own "
+                               f"keyword (k[grid](..., {arg.arg}=...))", src.loc(arg),
+                               f"rename the parameter, e.g. '{arg.arg}_'")
         if arg.annotation is None:
             raise CompileError(f"parameter '{arg.arg}' needs a type annotation", src.loc(arg),
                                "e.g. `x: iron.Tensor[iron.T]`, `n: int`, `alpha: float`, `BLOCK: iron.constexpr`")
         ann = fn.__annotations__.get(arg.arg)
         if isinstance(ann, str) or ann is None:
-            try:
-                ann = eval(compile(ast.Expression(arg.annotation), src.file, "eval"), fn.__globals__)  # noqa: S307
-            except Exception as e:  # the annotation names something unknown
-                raise CompileError(f"cannot resolve the annotation of '{arg.arg}': {e}", src.loc(arg.annotation)
-                                   ) from None
+            ann = _evaluate(fn, arg, src)
         specs.append(_spec(arg, ann, src))
     return specs
+
+
+#: keywords a launch ``k[grid](...)`` takes for itself, which a kernel parameter's name would shadow
+LAUNCH_KEYWORDS = frozenset({"backend"})
+
+
+def _evaluate(fn, arg: ast.arg, src: FunctionSource) -> object:
+    """The annotation of ``arg`` evaluated in the kernel's module, as Python itself would: a quoted annotation
+    (``x: "Tensor[T]"``) and one postponed by ``from __future__ import annotations`` mean what they say."""
+    expr = src.unquote(arg.annotation)
+    try:
+        return eval(compile(ast.Expression(expr), src.file, "eval"), fn.__globals__)  # noqa: S307
+    except Exception as e:  # the annotation names something unknown
+        raise CompileError(f"cannot resolve the annotation of '{arg.arg}': {e}", src.loc(arg.annotation)) from None
 
 
 def _spec(arg: ast.arg, ann: object, src: FunctionSource) -> ParamSpec:

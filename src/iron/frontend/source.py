@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 from dataclasses import dataclass
 
@@ -29,8 +30,46 @@ class FunctionSource:
             end_col = node.end_col_offset + self.col_shift
         return Loc(self.file, line, node.col_offset + self.col_shift, self.lines.get(line, ""), end_col)
 
+    def unquote(self, node: ast.expr) -> ast.expr:
+        """A quoted annotation (``x: "Tensor[T]"``) as the expression it quotes, every part located at the string;
+        any other node as it is."""
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            return node
+        try:
+            expr = ast.parse(node.value.strip(), mode="eval").body
+        except SyntaxError as e:
+            raise CompileError(f"the annotation {node.value!r} is not a Python expression: {e.msg}",
+                               self.loc(node)) from None
+        for sub in ast.walk(expr):
+            if "lineno" in sub._attributes:
+                ast.copy_location(sub, node)
+        return expr
+
 
 _CACHE: dict[object, FunctionSource] = {}
+
+
+def first_store(fdef: ast.AST, name: str) -> ast.Name | None:
+    """The first place (in source order) where the body of ``fdef`` assigns ``name``."""
+    stores = [n for n in ast.walk(fdef) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+    return min(stores, key=lambda n: (n.lineno, n.col_offset), default=None)
+
+
+def require_function(obj: object, decorator: str) -> None:
+    """``obj`` must be a function written with ``def``: anything else is a TypeError that names it, and a lambda
+    (which has no annotations and whose source line holds more than the function) a located CompileError."""
+    if not inspect.isfunction(obj):
+        shown = repr(obj)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(f"{decorator} needs a Python function defined with `def`, not {type(obj).__name__} {shown}")
+    if obj.__name__ == "<lambda>":
+        code = obj.__code__
+        text = linecache.getline(code.co_filename, code.co_firstlineno).rstrip("\n")
+        col = max(text.find("lambda"), 0)
+        raise CompileError(f"{decorator} cannot compile a lambda", Loc(code.co_filename, code.co_firstlineno, col,
+                                                                       text, col + len("lambda") if text else None),
+                           "define it with `def name(...):`" + (", with an annotation on each parameter"
+                                                                 if decorator == "@iron.kernel" else ""))
 
 
 def function_source(fn) -> FunctionSource:

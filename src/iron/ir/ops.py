@@ -285,7 +285,11 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("cast", "cast(v, dtype)", "Convert v to dtype (float to int truncates toward zero, saturates, NaN -> 0).",
        (2, 2)),
     _b("shared", "shared(dtype, n) -> shared array",
-       "A group-shared array of n (compile-time) elements; its contents start undefined.", (2, 2),
+       "A group-shared array of n (compile-time) elements; its contents start undefined. A group's shared arrays "
+       "together may use at most: 32 KiB on Metal and msl-cpu, 48 KiB on the interpreter (`IRON_CPU_MAX_SHARED`, in "
+       "bytes, changes it), 64 KiB on HIP, 227 KiB on CUDA (sm_90), the device's `maxComputeSharedMemorySize` on "
+       "Vulkan (32 KiB on lavapipe); more is a located CompileError (LaunchError on Vulkan) before anything runs or "
+       "is allocated. 32 KiB runs everywhere.", (2, 2),
        pure=False),
     _b("local_array", "local_array(dtype, n) -> array",
        "A per-thread array of n (compile-time) elements; kept in registers when every index is a compile-time "

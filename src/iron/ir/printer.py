@@ -10,16 +10,21 @@ class _Namer:
         self.names: dict[int, str] = {}
         self.used: set[str] = set()
         self.counter = 0
+        # base name -> the suffix to try next: names are only ever added to `used`, so every smaller suffix is
+        # taken and need not be probed again (an unrolled loop names thousands of values alike)
+        self.suffix: dict[str, int] = {}
 
     def __call__(self, v: Value) -> str:
         name = self.names.get(v.uid)
         if name is None:
             if v.name:
                 base = v.name
-                name, k = base, 1
+                k = self.suffix.get(base, 0)
+                name = base if k == 0 else f"{base}.{k}"
                 while name in self.used:
-                    name = f"{base}.{k}"
                     k += 1
+                    name = f"{base}.{k}"
+                self.suffix[base] = k + 1
             else:
                 while str(self.counter) in self.used:
                     self.counter += 1

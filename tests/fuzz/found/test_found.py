@@ -1,0 +1,134 @@
+"""Iron bugs the source fuzzer (tests/fuzz/source_gen.py) found, each reduced to a standalone case and marked
+``xfail(strict=True)``: the fix turns the test into a pass, and strict xfail then fails until the mark is removed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import iron
+from iron import Tensor, program_id, simd_shuffle_down, simd_shuffle_up
+from iron.runtime import unavailable_reason
+
+
+@iron.kernel
+def shuffle_up(x: Tensor[iron.f32], o: Tensor[iron.f32]):
+    i = program_id(0)
+    o[i] = simd_shuffle_up(x[i], 1)
+
+
+@iron.kernel
+def shuffle_down(x: Tensor[iron.i32], o: Tensor[iron.i32]):
+    i = program_id(0)
+    o[i] = simd_shuffle_down(x[i], 2)
+
+
+@pytest.mark.skipif(unavailable_reason("msl-cpu") is not None, reason="needs msl-cpu")
+@pytest.mark.xfail(strict=True, reason="MSL emitter: simd_shuffle_up/down expand to a macro that reads simd_lane_id, "
+                   "which is declared only when the kernel itself calls simd_lane(); clang: use of undeclared "
+                   "identifier 'simd_lane_id' (fuzz seed 1029)")
+@pytest.mark.parametrize("kernel, dtype", [(shuffle_up, np.float32), (shuffle_down, np.int32)])
+def test_msl_shuffle_up_down_without_simd_lane(kernel, dtype, monkeypatch):
+    monkeypatch.setenv("IRON_MSL_CPU_SIMD_WIDTH", "8")
+    monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", "8")
+    x = np.arange(16, dtype=dtype)
+    want, got = np.zeros(16, dtype), np.zeros(16, dtype)
+    kernel[16, 16](x, want, backend="cpu")
+    kernel[16, 16](x, got, backend="msl-cpu")
+    np.testing.assert_array_equal(got, want)
+
+
+@iron.kernel
+def bool_select(x: Tensor[iron.i32], o: Tensor[iron.i32]):
+    i = program_id(0)
+    b = x[i] > 0
+    c = x[i] < 5
+    b = c if c else b  # a select of two bools: Python and the docs' `bool` type say bool; Iron makes it i32
+    o[i] = b
+
+
+@pytest.mark.xfail(strict=True, raises=iron.CompileError,
+                   reason="front-end: `a if c else b` and where(c, a, b) with two bool arms promote both arms to i32 "
+                   "(select ... : i32), so assigning the result to a bool variable is refused with 'cannot implicitly "
+                   "convert i32 to bool', and the hint names cast(x, iron.bool), which does not exist "
+                   "(iron has no attribute 'bool') (fuzz seed 4)")
+def test_select_of_two_bools_is_a_bool():
+    x = np.arange(-4, 12, dtype=np.int32)
+    o = np.zeros(16, np.int32)
+    bool_select[16](x, o, backend="cpu")
+    np.testing.assert_array_equal(o, np.where(x < 5, x < 5, x > 0).astype(np.int32))
+
+
+@iron.func
+def _first_match(p):
+    for j in range(3):
+        if p == j:
+            return j  # an early return inside the helper's loop ...
+    return p + 1
+
+
+@iron.kernel
+def helper_in_while(x: Tensor[iron.i32], o: Tensor[iron.i32]):
+    i = program_id(0)
+    n = 0
+    while n < _first_match(x[i]):  # ... inlined into a while condition
+        n += 1
+    o[i] = n
+
+
+@pytest.mark.xfail(strict=True, raises=iron.CompileError,
+                   reason="front-end: a @iron.func whose loop returns early, called in a `while` condition, is an "
+                   "internal compiler error (VerifyError before any pass: `break` outside a loop): the helper's "
+                   "return-from-loop becomes a `break` placed where the condition is evaluated (fuzz seed 2011)")
+def test_helper_with_loop_return_in_while_condition():
+    x = np.arange(-2, 14, dtype=np.int32)
+    o = np.zeros(16, np.int32)
+    helper_in_while[16](x, o, backend="cpu")
+    np.testing.assert_array_equal(o, np.where((x >= 0) & (x < 3), x, x + 1).clip(0))
+
+
+@iron.kernel
+def bf16_shared(x: Tensor[iron.f32], o: Tensor[iron.f32]):
+    i = program_id(0)
+    sh = iron.shared(iron.bf16, 16)
+    sh[iron.local_id(0)] = x[i]
+    iron.barrier()
+    v = sh[(i - i) & 15]
+    o[i] = v
+
+
+@pytest.mark.skipif(unavailable_reason("msl-cpu") is not None, reason="needs msl-cpu")
+@pytest.mark.xfail(strict=True, raises=iron.CompileError,
+                   reason="MSL on the Metal model: a bf16 shared-array element read into a local "
+                   "(`const bfloat v = sh[0];`) does not compile: the model's shared arrays are volatile and its "
+                   "bfloat has no constructor from `volatile bfloat` (fuzz seed 2034)")
+def test_msl_bf16_shared_read_into_local():
+    x = np.arange(16, dtype=np.float32) - 2
+    want, got = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    bf16_shared[16, 16](x, want, backend="cpu")
+    bf16_shared[16, 16](x, got, backend="msl-cpu")
+    np.testing.assert_array_equal(got, want)
+
+
+@iron.kernel
+def min_max(a: Tensor[iron.f32], b: Tensor[iron.f32], o: Tensor[iron.f32], p: Tensor[iron.f32]):
+    i = program_id(0)
+    o[i] = max(a[i], b[i])
+    p[i] = min(a[i], b[i])
+
+
+@pytest.mark.skipif(unavailable_reason("msl-cpu") is not None, reason="needs msl-cpu")
+@pytest.mark.xfail(strict=True, reason="float min/max of +0.0 and -0.0 (equal operands) return the second operand on "
+                   "the interpreter (max(+0, -0) = -0) and lavapipe, the first on msl-cpu (max(+0, -0) = +0); "
+                   "docs/dsl.md does not say which zero (IEEE 754-2019 maximumNumber: max +0, min -0), so the sign "
+                   "of a stored zero differs between backends (fuzz seed 100129)")
+def test_min_max_sign_of_zero():
+    a = np.array([0.0, -0.0, 0.0, -0.0], np.float32)
+    b = np.array([-0.0, 0.0, 0.0, -0.0], np.float32)
+    out = {}
+    for backend in ("cpu", "msl-cpu"):
+        o, p = np.ones(4, np.float32), np.ones(4, np.float32)
+        min_max[4](a, b, o, p, backend=backend)
+        out[backend] = (o.view(np.uint32), p.view(np.uint32))
+    np.testing.assert_array_equal(out["msl-cpu"][0], out["cpu"][0])
+    np.testing.assert_array_equal(out["msl-cpu"][1], out["cpu"][1])

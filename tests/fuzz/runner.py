@@ -1,0 +1,382 @@
+"""The differential fuzzer's driver: ``python -m tests.fuzz.runner N`` (what ``scripts/fuzz.sh`` runs).
+
+Each kernel runs on the interpreter (``cpu``, the reference) and on every other backend asked for, and every output
+element must agree: bit for bit for integers and for the floats every backend rounds alike (on Vulkan +0.0 equals
+-0.0: lavapipe does not keep the sign of zero), NaN equal to NaN; the source generator's ``oa`` output (math
+functions, division, fma) within a tolerance. Kinds of kernel: ``source`` (tests/fuzz/source_gen.py: Python source
+through the whole pipeline) and ``ir`` (tests/passes/passes_kernel_gen.py's exact profile, as
+tests/fuzz/test_differential.py runs it).
+
+Outcomes are counted apart: ``mismatch`` (a backend disagrees with the interpreter: an Iron bug, or a difference the
+docs allow that the generator should avoid), ``refused`` (a CompileError on generated source: a generator bug or an
+Iron bug), ``exec_error`` (the interpreter raised an IronError: the generator wrote undefined behaviour),
+``internal`` (an exception that is not an IronError, anywhere: an Iron bug). Each mismatch, internal error and
+refusal is saved (source, inputs, outputs, message) under ``--out`` (``IRON_FUZZ_DIR``, default
+/tmp/iron-fuzz-failures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("IRON_CPU_SIMD_WIDTH", "8")
+os.environ.setdefault("IRON_MSL_CPU_SIMD_WIDTH", "8")
+
+from iron.errors import CompileError, IronError, LaunchError  # noqa: E402
+
+from . import source_gen as sg  # noqa: E402
+
+#: Iron bugs the fuzzer found and tests/fuzz/found/ pins (xfail strict): a failure whose message holds the marker is
+#: counted as ``known`` (reported, not failing the run). Remove a row with the fix.
+KNOWN = [("msl-cpu: CompileError", "undeclared identifier 'simd_lane_id'",
+          "MSL simd_shuffle_up/down without simd_lane() (test_found.py::test_msl_shuffle_up_down_without_simd_lane)"),
+         ("msl-cpu: CompileError", "no matching constructor for initialization of 'const bfloat'",
+          "MSL model: bf16 shared element read into a local (test_found.py::test_msl_bf16_shared_read_into_local)"),
+         ("msl-cpu disagrees", "[zero signs only]", "float min/max of +0.0 and -0.0: the interpreter returns the "
+          "second operand, msl-cpu the first (test_found.py::test_min_max_sign_of_zero)"),
+         ("", "`break` outside a loop", "helper returning from a loop, inlined into a while condition "
+          "(test_found.py::test_helper_with_loop_return_in_while_condition)")]
+APPROX_RTOL = 2e-5
+APPROX_ATOL = 1e-5
+_MODULES = Path(tempfile.gettempdir()) / f"iron-fuzz-src-{os.getpid()}"
+
+
+def available_backends(wanted: list[str] | None = None) -> list[str]:
+    from iron.runtime import unavailable_reason
+
+    names = wanted or ["vulkan", "msl-cpu", "cuda", "hip"]
+    return [b for b in names if b != "cpu" and unavailable_reason(b) is None]
+
+
+# -- source kernels -----------------------------------------------------------------------------------------------
+
+def load_program(program: sg.Program, folder: Path = _MODULES):
+    """Write the program to a real file (the front-end reads kernels with inspect.getsource) and import it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"fuzz_k{program.seed}.py"
+    path.write_text(program.source)
+    spec = importlib.util.spec_from_file_location(f"iron_fuzz_k{program.seed}_{time.monotonic_ns()}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def source_inputs(program: sg.Program) -> dict[str, np.ndarray]:
+    with np.errstate(over="ignore"):
+        return _source_inputs(program)
+
+
+def _source_inputs(program: sg.Program) -> dict[str, np.ndarray]:
+    import ml_dtypes
+
+    rng = np.random.default_rng(program.seed)
+    n = sg.IN_SIZE
+    xi = rng.integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32)
+    xi[:8] = [0, 1, -1, 7, -(2**31), 2**31 - 1, 3, -8]
+    xi[8:24] = rng.integers(-9, 10, 16)
+    xu = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    xu[:6] = [0, 1, 2**31, 2**32 - 1, 5, 31]
+    xf = (rng.standard_normal(n) * rng.choice([1, 100, 1e6], n)).astype(np.float32)
+    xf[:10] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1.5, -2.5, 2.0**31, -(2.0**32), 1e-40]
+    halfs = (rng.standard_normal(n) * 50).astype(np.float32)
+    halfs[:4] = [0.5, -0.0, np.inf, 70000.0]
+    size = sg.N_THREADS * sg.SITES
+    arrays = {"xi": xi, "xu": xu, "xf": xf, "xh": halfs.astype(np.float16), "xb": halfs.astype(ml_dtypes.bfloat16),
+              "oi": np.full(size, -12345, np.int32), "ou": np.full(size, 0xDEADBEEF, np.uint32),
+              "of": np.full(size, np.nan, np.float32), "oh": np.full(size, np.nan, np.float16),
+              "ob": np.full(size, np.nan, ml_dtypes.bfloat16), "oa": np.full(size, np.nan, np.float32),
+              "ai": rng.integers(-100, 100, sg.ATOMIC_SLOTS).astype(np.int32),
+              "au": rng.integers(0, 2**32, sg.ATOMIC_SLOTS, dtype=np.uint64).astype(np.uint32),
+              "ap": rng.integers(-1000, 1000, sg.N_THREADS * sg.PRIVATE).astype(np.int32)}
+    if program.generic:
+        dt = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}[program.dtype]
+        arrays["xt"] = halfs[: sg.N_THREADS].astype(dt)
+        arrays["ot"] = np.full(size, np.nan, dt)
+    return arrays
+
+
+def run_source(module, program: sg.Program, backend: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    arrays = {k: v.copy() for k, v in inputs.items()}
+    scalars = {"si": -7, "su": 3000000000, "sf": 2.75, "C": program.constexpr}
+    module.k[sg.N_THREADS, sg.GROUP](**arrays, **scalars, backend=backend)
+    return arrays
+
+
+def _skip_vulkan(module, program: sg.Program) -> str | None:
+    """Why lavapipe's allowances rule this kernel out of the Vulkan comparison (None: compare it)."""
+    from iron.runtime import get_backend
+
+    from .test_differential import _folds_on_lavapipe
+
+    if "llvmpipe" not in str(get_backend("vulkan").info().get("name", "")):
+        return None
+    if "zsign" in program.features:
+        return "an integer depends on the sign of a float zero"
+    import iron
+
+    dtype = getattr(iron, program.dtype) if program.generic else None
+    if _folds_on_lavapipe(module.k.variant(dtype, (program.constexpr,), sg.SIMD).kernel):
+        return "a float add/sub/mul by a constant zero"
+    return None
+
+
+def _as_f32(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32) if a.dtype.kind == "V" or a.dtype.itemsize == 2 else a
+
+
+def differences(name: str, want: np.ndarray, got: np.ndarray, backend: str) -> np.ndarray:
+    """Indices where ``got`` disagrees with the interpreter's ``want``."""
+    if want.dtype.kind in "iu":
+        return np.flatnonzero(want != got)
+    w, g = _as_f32(want), _as_f32(got)
+    both_nan = np.isnan(w) & np.isnan(g)
+    if name == "oa":
+        close = np.isclose(g, w, rtol=APPROX_RTOL, atol=APPROX_ATOL) | (np.isinf(w) & (g == w))
+        return np.flatnonzero(~(close | both_nan))
+    if backend == "vulkan":
+        same = w == g
+    else:
+        same = np.all(want.view(np.uint8).reshape(want.size, -1) == got.view(np.uint8).reshape(got.size, -1), 1)
+    return np.flatnonzero(~(same | both_nan))
+
+
+def lavapipe_zero_fold(want: np.ndarray, got: np.ndarray, bad: np.ndarray) -> bool:
+    """Whether every difference is a NaN the interpreter computed where Vulkan gave 0: lavapipe's LLVM folds
+    ``x * 0.0`` to 0 (docs/backends/vulkan.md) also where the zero is only known after its own folding (``v - v``,
+    ``i % 1`` cast to float), which tests/fuzz/test_differential.py's constant check cannot see."""
+    w, g = _as_f32(want)[bad], _as_f32(got)[bad]
+    return want.dtype.kind not in "iu" and bool(np.all(np.isnan(w) & (g == 0)))
+
+
+def compare(want: dict, got: dict, backend: str, sites: int, allowed: list | None = None) -> list[str]:
+    out = []
+    for name in want:
+        if name.startswith("x"):
+            continue
+        bad = differences(name, want[name], got[name], backend)
+        if bad.size and backend == "vulkan" and allowed is not None and lavapipe_zero_fold(want[name], got[name], bad):
+            allowed.append(f"vulkan: {name}: {bad.size} NaN -> 0 (lavapipe folds x * 0.0)")
+            continue
+        if bad.size:
+            i = int(bad[0])
+            zeros = want[name].dtype.kind not in "iu" and bool(np.all(_as_f32(want[name])[bad] == 0))
+            out.append(f"{backend} disagrees with the interpreter on {name}[{i}] (thread {i // sites}, site "
+                       f"{i % sites}): {got[name][i]!r} != {want[name][i]!r} ({bad.size} elements)"
+                       + (" [zero signs only]" if zeros else ""))
+    return out
+
+
+def _save(folder: Path, tag: str, report: dict, source: str, arrays: dict[str, dict[str, np.ndarray]]) -> str:
+    where = folder / tag
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "kernel.py").write_text(source)
+    (where / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    for run, values in arrays.items():
+        np.savez(where / f"{run}.npz", **{k: (v.view(np.uint16) if v.dtype.kind == "V" else v)
+                                          for k, v in values.items()})
+    return str(where)
+
+
+def fuzz_source(seed: int, backends: list[str], folder: Path) -> dict:
+    """One source kernel on the interpreter and ``backends``: {"outcome": ..., "compared": n, ...}."""
+    program = sg.random_source(seed)
+    report: dict = {"kind": "source", "seed": seed, "outcome": "ok", "compared": 0, "messages": []}
+    arrays: dict[str, dict] = {}
+    try:
+        module = load_program(program)
+        inputs = source_inputs(program)
+        arrays["inputs"] = inputs
+        try:
+            arrays["cpu"] = want = run_source(module, program, "cpu", inputs)
+        except CompileError as e:
+            report.update(outcome="internal" if "internal compiler error" in str(e) else "refused",
+                          messages=[str(e)])
+        except IronError as e:
+            report.update(outcome="exec_error", messages=[str(e)])
+        if report["outcome"] == "ok":
+            _against(module, program, backends, inputs, want, report, arrays)
+    except Exception as e:  # noqa: BLE001 - any non-Iron exception is an Iron (or fuzzer) bug, reported
+        report.update(outcome="internal", messages=[f"{type(e).__name__}: {e}\n{traceback.format_exc()}"])
+    _known(report)
+    if report["outcome"] != "ok":
+        report["saved"] = _save(folder, f"source-{seed}", report, program.source, arrays)
+    return report
+
+
+def _known(report: dict) -> None:
+    """A mismatch every message of which is a known bug becomes ``known``."""
+    if report["outcome"] not in ("mismatch", "internal"):
+        return
+    bugs = [next((bug for start, marker, bug in KNOWN if m.startswith(start) and marker in m), None)
+            for m in report["messages"]]
+    if all(bugs):
+        report["outcome"] = "known"
+        report["known"] = sorted(set(bugs))
+
+
+def _against(module, program, backends, inputs, want, report, arrays) -> None:
+    for backend in backends:
+        if backend == "vulkan":
+            why = _skip_vulkan(module, program)
+            if why:
+                report.setdefault("skipped", []).append(f"vulkan: {why}")
+                continue
+        try:
+            arrays[backend] = got = run_source(module, program, backend, inputs)
+        except LaunchError as e:  # e.g. past IRON_VULKAN_TIMEOUT, or refused where the interpreter ran it
+            report["outcome"] = "mismatch"
+            report["messages"].append(f"{backend}: LaunchError: {e}")
+            continue
+        except CompileError as e:  # a backend that cannot spell what the front-end accepted
+            report["outcome"] = "mismatch"
+            report["messages"].append(f"{backend}: CompileError: {e}")
+            continue
+        report["compared"] += 1
+        bad = compare(want, got, backend, sg.SITES, report.setdefault("allowed", []))
+        if bad:
+            report["outcome"] = "mismatch"
+            report["messages"] += bad
+
+
+# -- IR kernels (the exact profile of the pass tests' generator) --------------------------------------------------
+
+def fuzz_ir(seed: int, backends: list[str], folder: Path) -> dict:
+    from iron.ir import print_kernel
+    from iron.ir.rewrite import clone_kernel
+    from iron.passes import PassManager, default_pipeline
+    from iron.runtime import get_backend
+
+    from . import test_differential as td
+
+    report: dict = {"kind": "ir", "seed": seed, "outcome": "ok", "compared": 0, "messages": []}
+    text = ""
+    try:
+        kernel = td.gen.random_kernel(seed, budget=60, exact=True)
+        inputs = td._inputs()
+        for k in (PassManager(default_pipeline()).run(clone_kernel(kernel)), kernel):
+            text = print_kernel(k)
+            for backend in backends:
+                lavapipe = backend == "vulkan" and "llvmpipe" in str(get_backend("vulkan").info().get("name", ""))
+                if lavapipe and td._folds_on_lavapipe(k):
+                    continue
+                simd = get_backend("vulkan").simd_width() if backend == "vulkan" else td.SIMD
+                want, got = td._on("cpu", k, inputs, simd), td._on(backend, k, inputs)
+                report["compared"] += 1
+                for name in ("oi", "ou", "of"):
+                    bad = td._differences(want[name], got[name], zero_sign=backend != "vulkan")
+                    if bad.size:
+                        report["outcome"] = "mismatch"
+                        report["messages"].append(f"{backend} disagrees on {name}[{bad[0]}]: {got[name][bad[0]]!r}"
+                                                  f" != {want[name][bad[0]]!r} ({bad.size} elements)")
+    except IronError as e:
+        report.update(outcome="mismatch" if isinstance(e, LaunchError) else "exec_error", messages=[str(e)])
+    except Exception as e:  # noqa: BLE001
+        report.update(outcome="internal", messages=[f"{type(e).__name__}: {e}\n{traceback.format_exc()}"])
+    if report["outcome"] != "ok":
+        report["saved"] = _save(folder, f"ir-{seed}", report, text, {})
+    return report
+
+
+# -- the command line ---------------------------------------------------------------------------------------------
+
+def _one(job: tuple) -> dict:
+    kind, seed, backends, folder = job
+    start = time.perf_counter()
+    report = (fuzz_source if kind == "source" else fuzz_ir)(seed, backends, Path(folder))
+    report["seconds"] = time.perf_counter() - start
+    return report
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="scripts/fuzz.sh", description=__doc__.split("\n\n")[0])
+    p.add_argument("n", type=int, nargs="?", default=200, help="kernels to run (split between the kinds)")
+    p.add_argument("--backends", default="", help="comma-separated backends to compare with the interpreter "
+                   "(default: every one present)")
+    p.add_argument("--seed", type=int, default=None, help="first seed (default: fresh; printed for replay)")
+    p.add_argument("--kind", choices=["ir", "source", "both"], default="both")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    p.add_argument("--out", default=os.environ.get("IRON_FUZZ_DIR", "/tmp/iron-fuzz-failures"),
+                   help="where reproducers of failures go (IRON_FUZZ_DIR)")
+    p.add_argument("--max-seconds", type=float, default=None,
+                   help="stop after this long (the summary counts the kernels that finished)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print every failure's messages")
+    return p.parse_args(argv)
+
+
+def _jobs(args, backends: list[str]) -> list[tuple]:
+    kinds = ["ir", "source"] if args.kind == "both" else [args.kind]
+    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy) % 10**9
+    args.seed = seed
+    per = [args.n // len(kinds) + (1 if i < args.n % len(kinds) else 0) for i in range(len(kinds))]
+    jobs = [(kind, seed + i, backends, args.out) for i in range(max(per)) for kind, count in zip(kinds, per)
+            if i < count]
+    return jobs  # interleaved, so a run cut short (--max-seconds) still has both kinds
+
+
+def _summary(reports: list[dict], args, backends: list[str], seconds: float) -> str:
+    lines = [f"iron fuzz: {len(reports)} kernels (first seed {args.seed}, kinds {args.kind}) on cpu (reference) vs "
+             f"{', '.join(backends) or 'nothing'} in {seconds:.0f} s with {args.jobs} workers"]
+    for kind in ("ir", "source"):
+        mine = [r for r in reports if r["kind"] == kind]
+        if not mine:
+            continue
+        counts = Counter(r["outcome"] for r in mine)
+        skipped = sum(len(r.get("skipped", [])) + len(r.get("allowed", [])) for r in mine)
+        lines.append(f"  {kind:6}: {len(mine)} kernels, {sum(r['compared'] for r in mine)} comparisons "
+                     f"({skipped} skipped for driver allowances), mismatches {counts['mismatch']}, compile refusals "
+                     f"{counts['refused']}, interpreter errors {counts['exec_error']}, internal errors "
+                     f"{counts['internal']}, known bugs {counts['known']}")
+    for r in reports:
+        if r["outcome"] != "ok":
+            first = r["messages"][0].splitlines()[0] if r["messages"] else ""
+            lines.append(f"  {r['outcome']}: {r['kind']} seed {r['seed']} -> {r.get('saved')}: {first[:300]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    backends = available_backends([b.strip() for b in args.backends.split(",") if b.strip()] or None)
+    jobs = _jobs(args, backends)
+    print(f"fuzzing {len(jobs)} kernels, first seed {args.seed} (--seed {args.seed} replays), backends cpu + "
+          f"{', '.join(backends)}; failures go to {args.out}", flush=True)
+    start = time.perf_counter()
+    reports = []
+    pool = None
+    if args.jobs <= 1:
+        results = map(_one, jobs)
+    else:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=100)
+        results = pool.imap_unordered(_one, jobs, chunksize=4)
+    for i, report in enumerate(results, 1):
+        reports.append(report)
+        if report["outcome"] != "ok" and args.verbose:
+            print(f"{report['outcome']}: {report['kind']} seed {report['seed']}: "
+                  + "\n".join(report["messages"])[:3000], flush=True)
+        if i % 100 == 0:
+            bad = sum(r["outcome"] != "ok" for r in reports)
+            print(f"  {i}/{len(jobs)} kernels, {bad} not ok, {time.perf_counter() - start:.0f} s", flush=True)
+        if args.max_seconds is not None and time.perf_counter() - start > args.max_seconds:
+            print(f"  stopped after {args.max_seconds:.0f} s (--max-seconds)", flush=True)
+            break
+    if pool is not None:
+        pool.terminate()
+    print(_summary(reports, args, backends, time.perf_counter() - start))
+    failed = any(r["outcome"] in ("mismatch", "internal") for r in reports)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The source fuzzer's CI sample: random Python kernel sources (tests/fuzz/source_gen.py) through the whole pipeline
+(front-end, passes, every emitter) on the interpreter and every other backend present, compared as
+tests/fuzz/runner.py does. Fixed seeds under IRON_CI=1, fresh ones locally (``IRON_FUZZ_SEED=<first seed>`` replays a
+run); ``scripts/fuzz.sh N --kind source`` runs as many as you like.
+
+Each kernel runs on Vulkan; msl-cpu (a C++ compile each, about a second) takes every fourth, so the sample costs well
+under a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from . import runner
+from .test_differential import _seeds
+
+SEEDS = _seeds(30)
+BACKENDS = runner.available_backends(["vulkan", "msl-cpu"])
+
+
+def _backends(i: int) -> list[str]:
+    return [b for b in BACKENDS if b != "msl-cpu" or i % 4 == 0]
+
+
+@pytest.mark.parametrize("chunk", range(3))
+def test_source_kernels_agree_with_the_interpreter(chunk):
+    """30 kernels in three tests of ten; a failure names each seed, its messages and its saved reproducer."""
+    folder = Path(tempfile.gettempdir()) / "iron-fuzz-failures"
+    failures = []
+    for i in range(chunk * 10, chunk * 10 + 10):
+        report = runner.fuzz_source(SEEDS[i], _backends(i), folder)
+        if report["outcome"] not in ("ok", "known"):
+            failures.append(f"seed {SEEDS[i]} ({report['outcome']}, saved in {report.get('saved')}; "
+                            f"IRON_FUZZ_SEED={SEEDS[i]} replays it first):\n" + "\n".join(report["messages"]))
+    assert not failures, "\n\n".join(failures)
+
+
+def test_the_generator_is_deterministic():
+    from .source_gen import random_source
+
+    assert random_source(7).source == random_source(7).source
+    assert random_source(7).source != random_source(8).source
+
+
+def test_the_generator_covers_the_language():
+    """Every construct the generator promises appears in its first 150 kernels (generation alone: milliseconds)."""
+    import re
+
+    from .source_gen import CAST_TYPES, random_source
+
+    text = "\n".join(random_source(s).source for s in range(150))
+    for construct in ("@iron.func", "static_range(", "range(", "while ", "break", "continue", "return\n", "elif ",
+                      "else:", "shared(", "barrier()", "simd_sum(", "simd_shuffle_xor(", "simd_ballot(", "atomic_add(",
+                      "atomic_cas(", "Tensor[T]", "cast(", " if ", "where(", " and ", "(not ", "//", "%", "<<", ">>",
+                      "umulhi(", "bitcast(", "**", "+=", "exp(", "fma(", "C"):
+        assert construct in text, construct
+    for src in CAST_TYPES:  # a cast from every type to every type (f16/bf16 values are casts or loads of them)
+        for dst in CAST_TYPES:
+            if src in ("f16", "bf16"):
+                ok = re.search(rf"(iron\.{dst}|cast|bool|int)\((iron\.)?{src}\(", text) or dst == "f32"
+            else:
+                ok = f"iron.{dst}(" in text or dst == "bool"
+            assert ok, (src, dst)

@@ -24,9 +24,7 @@ def shuffle_down(x: Tensor[iron.i32], o: Tensor[iron.i32]):
 
 
 @pytest.mark.skipif(unavailable_reason("msl-cpu") is not None, reason="needs msl-cpu")
-@pytest.mark.xfail(strict=True, reason="MSL emitter: simd_shuffle_up/down expand to a macro that reads simd_lane_id, "
-                   "which is declared only when the kernel itself calls simd_lane(); clang: use of undeclared "
-                   "identifier 'simd_lane_id' (fuzz seed 1029)")
+# fixed: the MSL emitter declared simd_lane_id only when the kernel itself called simd_lane() (fuzz seed 1029)
 @pytest.mark.parametrize("kernel, dtype", [(shuffle_up, np.float32), (shuffle_down, np.int32)])
 def test_msl_shuffle_up_down_without_simd_lane(kernel, dtype, monkeypatch):
     monkeypatch.setenv("IRON_MSL_CPU_SIMD_WIDTH", "8")

@@ -369,7 +369,9 @@ class MslDialect(CDialect):
 
     def attribute_params(self, features: Features) -> list[tuple[str, str, str]]:
         used = set(features.thread_ops) if features is not None else set()
-        if features is not None and any(s.startswith(("iron_simd_shuffle_xor:", "iron_simd_shuffle_rel:"))
+        lane_users = ("iron_simd_shuffle_xor:", "iron_simd_shuffle_rel:", "iron_simd_shuffle_up:",
+                      "iron_simd_shuffle_down:")  # snippets (or their needs) that read the caller's lane
+        if features is not None and any(s.startswith(lane_users)
                                         or s in LANE_SNIPPETS
                                         for s in features.snippets):
             used.add("simd_lane")

@@ -30,12 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("IRON_CPU_SIMD_WIDTH", "8")
-os.environ.setdefault("IRON_MSL_CPU_SIMD_WIDTH", "8")
+from iron.errors import CompileError, IronError, LaunchError
 
-from iron.errors import CompileError, IronError, LaunchError  # noqa: E402
+from . import source_gen as sg
 
-from . import source_gen as sg  # noqa: E402
+#: the interpreter and msl-cpu run at lavapipe's subgroup size, so SIMD ops agree across the three; set by ``main``
+#: and by the tests' fixtures, never at import (an import would change the width for a whole pytest session)
+SIMD_ENV = {"IRON_CPU_SIMD_WIDTH": "8", "IRON_MSL_CPU_SIMD_WIDTH": "8"}
 
 #: Iron bugs the fuzzer found and tests/fuzz/found/ pins (xfail strict): a failure whose message holds the marker is
 #: counted as ``known`` (reported, not failing the run). Remove a row with the fix.
@@ -345,6 +346,8 @@ def _summary(reports: list[dict], args, backends: list[str], seconds: float) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    for name, value in SIMD_ENV.items():
+        os.environ.setdefault(name, value)
     args = _parse(sys.argv[1:] if argv is None else argv)
     backends = available_backends([b.strip() for b in args.backends.split(",") if b.strip()] or None)
     jobs = _jobs(args, backends)

@@ -21,6 +21,13 @@ SEEDS = _seeds(30)
 BACKENDS = runner.available_backends(["vulkan", "msl-cpu"])
 
 
+@pytest.fixture(autouse=True)
+def _lavapipe_width(monkeypatch):
+    """The interpreter and msl-cpu at lavapipe's subgroup size for these tests only (runner.SIMD_ENV)."""
+    for name, value in runner.SIMD_ENV.items():
+        monkeypatch.setenv(name, value)
+
+
 def _backends(i: int) -> list[str]:
     return [b for b in BACKENDS if b != "msl-cpu" or i % 4 == 0]
 

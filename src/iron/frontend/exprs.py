@@ -167,6 +167,12 @@ class ExprMixin:
             return promote_with_literal(a.type, b, self.native_half)
         return promote(a.type, b.type, self.native_half)
 
+    def arms_type(self, a: Any, b: Any) -> t.ScalarType:
+        """The type of ``a if c else b``: bool when both arms are (as in Python), else the arithmetic promotion."""
+        if all(isinstance(v.value, bool) if isinstance(v, Const) else v.type == t.bool_ for v in (a, b)):
+            return t.bool_
+        return self.common_type(a, b)
+
     def materialize_as(self, v: Any, ty: t.ScalarType) -> Value:
         if isinstance(v, Const):
             value = v.value
@@ -270,7 +276,7 @@ class ExprMixin:
             self.node = node
             self.check_number(a, node)
             self.check_number(b, node)
-            ty = self.common_type(a, b)
+            ty = self.arms_type(a, b)
             return self.b.select(cond, self.materialize_as(a, ty), self.materialize_as(b, ty))
         # an arm may load or divide: evaluate only the chosen arm, as Python does
         self.node = node
@@ -282,7 +288,7 @@ class ExprMixin:
         self.node = node
         self.check_number(a, node)
         self.check_number(b, node)
-        ty = self.var_type(self.common_type(a, b))
+        ty = self.var_type(self.arms_type(a, b))
         tmp = self.hoist(lambda bld: bld.var(ty, "_select"))
         with self.b.at(then):
             self.b.set(tmp, self.materialize_as(a, ty))

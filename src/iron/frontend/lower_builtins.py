@@ -116,7 +116,7 @@ def lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
             cg.check_number(a, node)
         if isinstance(cond, Const):
             return args[1] if cond.value else args[2]
-        ty = cg.common_type(args[1], args[2])
+        ty = cg.arms_type(args[1], args[2])  # bool when both arms are
         return cg.b.select(cond, cg.materialize_as(args[1], ty), cg.materialize_as(args[2], ty))
     if name in O.SIMD_REDUCE or name in O.SIMD_EXCHANGE:
         return lower_simd(cg, name, args, arg_nodes, node)

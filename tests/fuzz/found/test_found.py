@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import iron
-from iron import Tensor, program_id, simd_shuffle_down, simd_shuffle_up
+from iron import Tensor, program_id, simd_shuffle_down, simd_shuffle_up, where
 from iron.runtime import unavailable_reason
 
 
@@ -45,11 +45,7 @@ def bool_select(x: Tensor[iron.i32], o: Tensor[iron.i32]):
     o[i] = b
 
 
-@pytest.mark.xfail(strict=True, raises=iron.CompileError,
-                   reason="front-end: `a if c else b` and where(c, a, b) with two bool arms promote both arms to i32 "
-                   "(select ... : i32), so assigning the result to a bool variable is refused with 'cannot implicitly "
-                   "convert i32 to bool', and the hint names cast(x, iron.bool), which does not exist "
-                   "(iron has no attribute 'bool') (fuzz seed 4)")
+# fixed: a select of two bools was typed i32 (fuzz seed 4); now bool, as in Python
 def test_select_of_two_bools_is_a_bool():
     x = np.arange(-4, 12, dtype=np.int32)
     o = np.zeros(16, np.int32)
@@ -130,3 +126,18 @@ def test_min_max_sign_of_zero():
         out[backend] = (o.view(np.uint32), p.view(np.uint32))
     np.testing.assert_array_equal(out["msl-cpu"][0], out["cpu"][0])
     np.testing.assert_array_equal(out["msl-cpu"][1], out["cpu"][1])
+
+
+@iron.kernel
+def bool_where(x: Tensor[iron.i32], o: Tensor[iron.i32]):
+    i = program_id(0)
+    b = x[i] > 0
+    b = where(x[i] < 5, x[i] < 3, b)  # where() of two bools is a bool too
+    o[i] = b
+
+
+def test_where_of_two_bools_is_a_bool(backend):
+    x = np.arange(-4, 12, dtype=np.int32)
+    o = np.full(16, -1, np.int32)
+    bool_where[16](x, o, backend=backend)
+    np.testing.assert_array_equal(o, np.where(x < 5, x < 3, x > 0).astype(np.int32))

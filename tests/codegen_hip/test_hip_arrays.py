@@ -59,7 +59,7 @@ def test_views_are_offsets_into_the_same_allocation(hip, rng):
     out = iron.asarray(np.full(n, np.nan, np.float32), backend="hip")
     axpy[100](x[50:150], x[50:150], out[10:110], 1.5, 100)
     got = out.numpy()
-    np.testing.assert_allclose(got[10:110], 2.5 * base[50:150].astype(np.float64), rtol=1e-6)
+    np.testing.assert_allclose(got[10:110], 2.5 * base[50:150].astype(np.float64), rtol=1e-6, atol=1e-6)
     assert np.isnan(got[:10]).all() and np.isnan(got[110:]).all()
 
 
@@ -70,7 +70,7 @@ def test_numpy_beside_arrays_is_staged_and_waited_for(hip, rng):
     y = np.ones(n, np.float32)
     out = np.full(n, np.nan, np.float32)
     axpy[n](x, y, out, 3.0, n)
-    np.testing.assert_allclose(out, 3.0 * xs.astype(np.float64) + 1.0, rtol=1e-6)  # written back at once
+    np.testing.assert_allclose(out, 3.0 * xs.astype(np.float64) + 1.0, rtol=1e-6, atol=1e-6)  # written back at once
 
 
 def test_dependent_chain_on_device_arrays(hip, rng):

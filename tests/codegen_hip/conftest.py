@@ -24,3 +24,19 @@ def install(monkeypatch):
         return fake, backend
 
     return make
+
+
+@pytest.fixture
+def running(install, monkeypatch):
+    """(fake, backend) on gfx1030 (wavefront 32) whose launches really run: every code object the backend compiles is
+    remembered with its variant, so the fake runs each launch in the interpreter."""
+    fake, backend = install(arch="gfx1030", warp_size=32)
+    compile_for = backend.compile
+
+    def compile_and_remember(variant, target=None):
+        code = compile_for(variant, target)
+        fake.programs[code] = variant
+        return code
+
+    monkeypatch.setattr(backend, "compile", compile_and_remember)
+    return fake, backend

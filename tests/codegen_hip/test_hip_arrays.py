@@ -19,17 +19,8 @@ def axpy(x: Tensor[f32], y: Tensor[f32], out: Tensor[f32], a: float, n: int):
 
 
 @pytest.fixture
-def hip(install, monkeypatch):
-    fake, backend = install(arch="gfx1030", warp_size=32)
-    compile_for = backend.compile
-
-    def compile_and_remember(variant, target=None):
-        code = compile_for(variant, target)
-        fake.programs[code] = variant
-        return code
-
-    monkeypatch.setattr(backend, "compile", compile_and_remember)
-    return fake
+def hip(running):
+    return running[0]
 
 
 def _calls_between(fake, start: int) -> list[str]:

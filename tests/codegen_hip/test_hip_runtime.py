@@ -315,7 +315,7 @@ def test_read_only_output_is_refused_before_anything_runs(install):
 
 @needs_hiprtc
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-def test_every_registered_std_kernel_matches_the_cpu_backend_bit_for_bit(install, monkeypatch, dtype):
+def test_every_registered_std_kernel_matches_the_cpu_backend_bit_for_bit(running, monkeypatch, dtype):
     """Each std kernel's own launch callback, on its smallest test shape: through the HIP launch path (copies,
     argument array, grid) into the fake, which runs the interpreter at wavefront 32, against the cpu backend, which
     runs the same interpreter at SIMD width 32 on the arrays directly. Any slip in the HIP path shows as a mismatch."""
@@ -323,15 +323,7 @@ def test_every_registered_std_kernel_matches_the_cpu_backend_bit_for_bit(install
     from iron.ir.types import SCALAR_TYPES
 
     monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", "32")
-    fake, backend = install(arch="gfx1030", warp_size=32)
-    compile_for = backend.compile
-
-    def compile_and_remember(variant, target=None):
-        code = compile_for(variant, target)
-        fake.programs[code] = variant
-        return code
-
-    monkeypatch.setattr(backend, "compile", compile_and_remember)
+    fake, _ = running
     # attention picks its tiles by the backend's shared memory: the cpu backend is given HIP's, so both launches run
     # the same tiles (and the same rounding of the online softmax)
     monkeypatch.setitem(attention.LIMITS, "cpu", attention.LIMITS["hip"])

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from . import vulkan_props as vp
+from .vulkan_pipeline_cache import read_pipeline_cache, write_pipeline_cache
 from .vulkan_props import API_1_2, API_1_3, UCF, UCF_STYPE
 from .vulkan_select import choose_device, create_instance, list_devices, load_vulkan, uses_local_size_id, version_text
 
@@ -195,59 +196,12 @@ class VulkanContext:
         if self.phys.timestamp_bits:
             self.query_pool = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(
                 queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
-        initial = self._read_pipeline_cache()
+        initial = read_pipeline_cache(self.props)
         try:
             self.pipeline_cache = vk.vkCreatePipelineCache(dev, vk.VkPipelineCacheCreateInfo(
                 initialDataSize=len(initial), pInitialData=ffi.from_buffer(initial) if initial else None), None)
         except vk.VkError:  # a stale or corrupt file: drivers may reject it; start empty
             self.pipeline_cache = vk.vkCreatePipelineCache(dev, vk.VkPipelineCacheCreateInfo(), None)
-
-    def _pipeline_cache_path(self):
-        """``<iron cache>/vulkan/<pipelineCacheUUID>-<driverVersion>.bin``; None when caching is off."""
-        import os
-
-        from .cache import cache_dir
-
-        if os.environ.get("IRON_CACHE", "1") == "0":
-            return None
-        uuid = bytes(self.props.pipelineCacheUUID).hex()
-        return cache_dir() / "vulkan" / f"{uuid}-{self.props.driverVersion:x}.bin"
-
-    def _read_pipeline_cache(self) -> bytes:
-        path = self._pipeline_cache_path()
-        try:
-            return path.read_bytes() if path is not None else b""
-        except OSError:
-            return b""
-
-    def _write_pipeline_cache(self) -> None:
-        """Save the VkPipelineCache so the next process skips the driver's shader compile (atomic replace)."""
-        import os
-        import tempfile
-
-        path = self._pipeline_cache_path()
-        if path is None or not self.programs:
-            return
-        lib, ffi = self.vk.lib, self.ffi
-        size = ffi.new("size_t*")
-        if lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, ffi.NULL) != 0 or not size[0]:
-            return
-        data = ffi.new("char[]", size[0])
-        if lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, data) != 0:
-            return
-        tmp = None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(ffi.buffer(data, size[0]))
-            os.replace(tmp, path)
-        except OSError:  # a read-only or full disk only costs a recompile next time; leave no .tmp- file behind
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
 
     def info(self) -> dict[str, Any]:
         lim = self.limits
@@ -595,7 +549,7 @@ class VulkanContext:
     def _destroy(self) -> None:
         vk, dev = self.vk, self.device
         vk.vkDeviceWaitIdle(dev)
-        self._write_pipeline_cache()
+        write_pipeline_cache(self)
         for prog in self.programs.values():
             for pipe in prog.pipelines.values():
                 vk.vkDestroyPipeline(dev, pipe, None)

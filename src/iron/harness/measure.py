@@ -160,14 +160,9 @@ def measure(entry, inputs: dict, backend: str, repeats: int, expected: np.ndarra
         iron_s = _rotated_event_time([lambda d=d: entry.launch(d, backend) for d in sets], repeats)
         covered = cuda_timing.last_lead_ok
         out = _to_numpy(dev[entry.output], inputs[entry.output])
-        ref_s, errors = {}, dict(missing)
-        for family, fn in refs.items():
-            problem = check_peer(fn, dev, inputs[entry.output], expected, tol)
-            if problem:
-                errors[family] = problem
-                continue
-            ref_s[family] = _rotated_event_time([lambda d=d, fn=fn: fn(d) for d in sets], repeats)
-            covered = covered and cuda_timing.last_lead_ok
+        ref_s, errors, peers_covered = time_peers(refs, missing, dev, sets, inputs[entry.output], expected, tol,
+                                                  repeats)
+        covered = covered and peers_covered
         timing = EVENTS_TIMING if covered else f"{EVENTS_TIMING} (host launch latency included)"
         return Measured(iron_s, out, timing, len(sets), ref_s, errors, on_device=True)
     iron_s, timing = _device_time(lambda: entry.launch(inputs, backend), backend, repeats)
@@ -176,6 +171,21 @@ def measure(entry, inputs: dict, backend: str, repeats: int, expected: np.ndarra
     host = entry.reference
     ref_s = {"numpy": _time(lambda: host(inputs), repeats)} if host else {}
     return Measured(iron_s, inputs[entry.output], timing, 1, ref_s)
+
+
+def time_peers(refs: dict, missing: dict, dev: dict, sets: list, out: np.ndarray, expected, tol, repeats: int):
+    """(seconds per family, why a family was not timed, whether every timing kept the host's launch out): each peer
+    checked against the oracle on ``dev`` first (a wrong one is reported, not timed), then timed by CUDA events over
+    the rotated input ``sets``."""
+    ref_s, errors, covered = {}, dict(missing), True
+    for family, fn in refs.items():
+        problem = check_peer(fn, dev, out, expected, tol)
+        if problem:
+            errors[family] = problem
+            continue
+        ref_s[family] = _rotated_event_time([lambda d=d, fn=fn: fn(d) for d in sets], repeats)
+        covered = covered and cuda_timing.last_lead_ok
+    return ref_s, errors, covered
 
 
 # -- rows on a GPU reached without torch tensors (Vulkan on a GPU; HIP and Metal by the same rule), issue 16: Iron on
@@ -234,13 +244,7 @@ def measure_arrays(entry, inputs: dict, backend: str, repeats: int, expected: np
         dev = {k: _to_torch(v) for k, v in inputs.items()}
         dev["ref_out"] = dev[entry.output].clone()
         tsets = _input_copies(dev, repeats + 1)
-        ref_s, errors = {}, dict(missing)
-        for family, fn in refs.items():
-            problem = check_peer(fn, dev, inputs[entry.output], expected, tol)
-            if problem:
-                errors[family] = problem
-                continue
-            ref_s[family] = _rotated_event_time([lambda d=d, fn=fn: fn(d) for d in tsets], repeats)
+        ref_s, errors, _ = time_peers(refs, missing, dev, tsets, inputs[entry.output], expected, tol, repeats)
         return Measured(iron_s, out, timing, copies, ref_s, errors, on_device=True), TORCH_REFERENCE
     host = entry.reference
     ref_s = {"numpy": _time(lambda: host(inputs), repeats)} if host else {}

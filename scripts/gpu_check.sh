@@ -30,6 +30,10 @@
 #   scripts/gpu_check.sh stdnew  issue 18's new kernels' tests on CUDA
 #   scripts/gpu_check.sh varrays issue 16 on NVIDIA's Vulkan (carry as for vulkan): tests/arrays, host time per launch
 #                                 (bench/experiments/array_launch.py), iron bench on Vulkan beside CUDA
+#   scripts/gpu_check.sh model   issue 19: scripts/gpu_model.py (the 1B-shaped model on cuda, and vulkan when .gl is
+#                                 carried) beside transformers -> model_1b.json
+#   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
+#   scripts/gpu_check.sh vgemm   issue 14: the std GEMM on NVIDIA's Vulkan (cooperative matrices) beside CUDA
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -125,19 +129,40 @@ if [ "$PART" = stdnew ]; then
     -k "attention or quant or reduc or topk or sampl or scan or softmax_ext or log_softmax or elementwise or cast" \
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
-if [ "$PART" = vulkan ] || [ "$PART" = varrays ]; then
+if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || { [ "$PART" = model ] && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
     exit 2
   fi
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=$PYTHONPATH:/tmp/site
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-  J=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  [ -f "$J" ] && export VK_DRIVER_FILES=$J
-  $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
-    2>&1 | tee -a "$OUT/env.txt"
+  if [ -z "${VULKAN_READY:-}" ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH=$PYTHONPATH:/tmp/site VULKAN_READY=1
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    J=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    [ -f "$J" ] && export VK_DRIVER_FILES=$J
+    $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
+      2>&1 | tee -a "$OUT/env.txt"
+  fi
+fi
+if [ "$PART" = model ]; then
+  # issue 19: the Llama-3.2-1B-shaped model (random bf16 weights made here by transformers) on Iron beside
+  # transformers: logits, greedy tokens, decode tokens/s, prefill ms, a decode step's kernels (CUPTI)
+  timeout ${MODEL_TIMEOUT:-420} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends ${MODEL_BACKENDS:-cuda,vulkan} \
+    2>&1 | grep -v "Writing model" | tee "$OUT/model_1b.txt" | tail -n 30
+fi
+if [ "$PART" = wgsweep ]; then
+  # issue 14: every gemm_wg configuration (and new ones) timed alone at the sizes of WG_SIZES, checked first
+  IRON_WG_SWEEP=${WG_SIZES:-4096,8192} timeout ${WG_TIMEOUT:-200} $PY scripts/gpu_tile_bench.py "$OUT/wg_sweep.json" \
+    2>&1 | tee "$OUT/wg_sweep.txt" | tail -n 20
+fi
+if [ "$PART" = vgemm ]; then
+  # issue 14: the std GEMM through cooperative matrices on NVIDIA's Vulkan driver, beside CUDA (bf16)
+  for B in vulkan cuda; do
+    IRON_PROGRESS=lines timeout ${VGEMM_TIMEOUT:-150} $PY -m iron.cli.main bench --backend $B -v --dtype bf16 \
+      --filter std/gemm/gemm --json "$OUT/gemm_$B.json" 2>&1 | tee "$OUT/gemm_$B.txt" | tail -n 12
+    pack
+  done
 fi
 if [ "$PART" = varrays ]; then
   # issue 16 on NVIDIA's Vulkan driver: device arrays, host time per launch (beside CUDA and torch), and iron bench

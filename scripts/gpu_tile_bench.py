@@ -242,6 +242,13 @@ def main() -> None:
     if os.environ.get("IRON_TILE_SWEEP"):
         extra = [(128, 256, 64, 2, 4, 3), (256, 128, 64, 4, 2, 3), (128, 128, 64, 2, 4, 4), (128, 128, 32, 2, 4, 4)]
         result["sweep"] = sweep(8192, G.CONFIGS["cuda"] + extra) + sweep(4096, G.CONFIGS["cuda"][:3])
+    if os.environ.get("IRON_WG_SWEEP"):  # only the gemm_wg configurations, at the sizes given (e.g. "4096,8192")
+        extra = [(256, 128, 4), (256, 128, 3), (128, 192, 4), (192, 256, 3), (128, 256, 2)]
+        result["wg_sweep"] = [r for n in os.environ["IRON_WG_SWEEP"].split(",")
+                              for r in wg_sweep(int(n), G.HOPPER + extra)]
+        with open(sys.argv[1], "w") as f:
+            json.dump(result, f, indent=1)
+        return
     result["wg_sweep"] = wg_sweep(8192, G.HOPPER + [(128, 192, 4)])
     result["sass"] = sass()
     print(json.dumps(result["sass"]), flush=True)

@@ -158,7 +158,7 @@ if [ "$PART" = wgsweep ]; then
 fi
 if [ "$PART" = vgemm ]; then
   # issue 14: the std GEMM through cooperative matrices on NVIDIA's Vulkan driver, beside CUDA (bf16)
-  for B in vulkan cuda; do
+  for B in ${VGEMM_BACKENDS:-vulkan cuda}; do
     IRON_PROGRESS=lines timeout ${VGEMM_TIMEOUT:-150} $PY -m iron.cli.main bench --backend $B -v --dtype bf16 \
       --filter std/gemm/gemm --json "$OUT/gemm_$B.json" 2>&1 | tee "$OUT/gemm_$B.txt" | tail -n 12
     pack

@@ -62,14 +62,18 @@ def reference(model, prompt: list[int], device: str, rec: dict) -> dict:
     ids = torch.tensor([prompt], device=device)
     with torch.no_grad():
         logits = model(ids).logits[0].float().cpu().numpy()
+        model.float()  # the same weights in f32: the error of each bf16 run against it
+        f32 = model(ids).logits[0].double().cpu().numpy()
+        model.to(torch.bfloat16)
         out = model.generate(ids, max_new_tokens=NEW, do_sample=False, output_scores=True,
                              return_dict_in_generate=True, pad_token_id=0)
+    rec["transformers_bf16_vs_f32_rel_err"] = rel(logits, f32)
     tokens = out.sequences[0, len(prompt):].tolist()
     scores = torch.stack(out.scores)[:, 0].float()
     top2 = scores.topk(2, dim=-1).values
     rec["transformers"] = {"tokens": tokens, "top2_gap": (top2[:, 0] - top2[:, 1]).tolist()}
     rec["transformers"].update(transformers_speed(model, prompt, device))
-    return {"logits": logits, "tokens": tokens, "gaps": (top2[:, 0] - top2[:, 1]).tolist()}
+    return {"logits": logits, "f32": f32, "tokens": tokens, "gaps": (top2[:, 0] - top2[:, 1]).tolist()}
 
 
 def transformers_speed(model, prompt: list[int], device: str) -> dict:
@@ -136,6 +140,10 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
             r["prefill_logits_rel_err_all"] = rel(got, ref["logits"])
             r["prefill_logits_rel_err_last"] = rel(got[-1], ref["logits"][-1])
             r["argmax_equal_rows"] = int((got.argmax(-1) == ref["logits"].argmax(-1)).sum())
+            r["prefill_logits_vs_f32_rel_err_all"] = rel(got, ref["f32"])
+            r["argmax_equal_rows_vs_f32"] = int((got.argmax(-1) == ref["f32"].argmax(-1)).sum())
+            r["transformers_bf16_argmax_equal_rows_vs_f32"] = int((ref["logits"].argmax(-1) ==
+                                                                   ref["f32"].argmax(-1)).sum())
 
     @stage("greedy")
     def _greedy():
@@ -195,6 +203,33 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
         top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:20]
         r["profile_top"] = [{"kernel": k[:90], "us_per_step": v[0] / steps, "calls_per_step": v[1] / steps}
                             for k, v in top]
+
+    @stage("host_profile")
+    def _host_profile():
+        """cProfile of 10 decode steps: where the host's time per step goes (top functions by own time)."""
+        import cProfile
+        import io
+        import pstats
+
+        m = state["m"]
+        m.reset(PROMPT_LEN + 32)
+        m.prefill(prompt)
+        from iron.runtime.device_array import empty
+        from iron.std.reductions import launch_argmax
+        tok = empty((1,), "i32", backend=backend)
+        launch_argmax(m.step_logits, tok, backend)
+        launch_argmax(m.decode(tok), tok, backend)
+        synchronize(backend)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(10):
+            launch_argmax(m.decode(tok), tok, backend)
+        synchronize(backend)
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
+        pstats.Stats(prof, stream=text).sort_stats("cumtime").print_stats(30)
+        r["host_profile"] = text.getvalue()[-12000:]
 
     for name, fn in stages:
         t = time.perf_counter()

@@ -16,7 +16,7 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("IRON_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("IRON_AUTOTUNE", raising=False)
     monkeypatch.delenv("IRON_CACHE", raising=False)
-    autotune._MEMORY.clear()
+    autotune.forget()
     return tmp_path
 
 
@@ -41,7 +41,7 @@ def test_fastest_is_chosen_and_remembered(cache):
     stored = json.loads((cache / "autotune.json").read_text())
     assert list(stored.values()) == [1] and "(128, 8)" in next(iter(stored))  # the bucket, not the shape
     calls.clear()
-    autotune._MEMORY.clear()  # a new process: read from disk, time nothing
+    autotune.forget()  # a new process: read from disk, time nothing
     assert autotune.tune("demo", configs, run, backend="cpu", dtype="f32", key=(120, 5)) == {"x": 1}
     assert calls == []
     assert autotune.CHOSEN["demo|f32|120x5"] == {"x": 1}

@@ -185,6 +185,7 @@ def test_an_unusable_cache_folder_warns_once_and_a_private_one_is_used(backend, 
     monkeypatch.setenv("IRON_CACHE", "1")
     monkeypatch.delenv("IRON_AUTOTUNE", raising=False)
     monkeypatch.setattr(autotune, "_MEMORY", {})
+    monkeypatch.setattr(autotune, "_QUICK", {})
     scale_add.variant(None).artifacts.clear()  # the library is loaded through the cache again
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -213,6 +214,7 @@ def test_a_damaged_autotune_file_is_tuned_again_and_rewritten(tmp_path, monkeypa
                "deeply_nested": b"[" * 200_000, "a_list": b"[1, 2]", "a_folder": None}
     for how, text in damaged.items():
         monkeypatch.setattr(autotune, "_MEMORY", {})
+        monkeypatch.setattr(autotune, "_QUICK", {})
         if path.is_dir():
             shutil.rmtree(path)
         path.unlink(missing_ok=True)

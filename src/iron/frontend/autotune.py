@@ -29,6 +29,8 @@ CHOSEN: dict[str, dict[str, Any]] = {}
 #: the last choice made (the bench records it with the row it measured)
 LAST: dict[str, Any] = {}
 _MEMORY: dict[str, int] = {}  # cache key -> index of the winner, this process
+_QUICK: dict[tuple, int] = {}  # (backend object, name, dtype, key, configs) -> index of the winner, this process
+_DEVICE: dict[int, str] = {}  # id(backend object) -> its device's name
 _REPEATS = 5
 
 
@@ -43,11 +45,22 @@ def tune(name: str, configs: Sequence[dict[str, Any]], run: Callable[[dict[str, 
     if not configs:
         raise ValueError(f"{name}: autotune needs at least one configuration")
     be = get_backend(backend)
-    label = f"{name}|{dtype}|{'x'.join(map(str, key))}"
     if os.environ.get("IRON_AUTOTUNE", "1") == "0" or len(configs) == 1:
-        _choose(label, configs[0])
+        _choose(name, dtype, key, configs[0])
         return configs[0]
-    device = str(be.info().get("name", ""))
+    # a launch helper asks once per launch: the answer for these exact arguments comes from memory, without the
+    # device query and the digest below (on CUDA those cost more than the launch)
+    try:
+        quick = (id(be), name, dtype, tuple(key), tuple(tuple(c.items()) for c in configs))
+        index = _QUICK.get(quick)
+    except TypeError:  # an unhashable configuration value
+        quick, index = None, None
+    if index is not None:
+        _choose(name, dtype, key, configs[index])
+        return configs[index]
+    device = _DEVICE.get(id(be))
+    if device is None:
+        device = _DEVICE[id(be)] = str(be.info().get("name", ""))
     digest = hashlib.sha256(json.dumps([dict(c) for c in configs], sort_keys=True, default=str).encode()).hexdigest()
     ckey = f"{be.name}|{device}|{name}|{dtype}|{bucket(key)}|{digest[:16]}"
     index = _MEMORY.get(ckey)
@@ -57,12 +70,20 @@ def tune(name: str, configs: Sequence[dict[str, Any]], run: Callable[[dict[str, 
         index = _measure(name, configs, run, be)
         _store(ckey, index)
     _MEMORY[ckey] = index
-    _choose(label, configs[index])
+    if quick is not None:
+        _QUICK[quick] = index
+    _choose(name, dtype, key, configs[index])
     return configs[index]
 
 
-def _choose(label: str, config: dict[str, Any]) -> None:
-    CHOSEN[label] = dict(config)
+def forget() -> None:
+    """Forget this process's choices, as a new process would: the next ``tune`` reads the cache file again."""
+    _MEMORY.clear()
+    _QUICK.clear()
+
+
+def _choose(name: str, dtype: str, key: Sequence[int], config: dict[str, Any]) -> None:
+    CHOSEN[f"{name}|{dtype}|{'x'.join(map(str, key))}"] = dict(config)
     LAST.clear()
     LAST.update(config)
 

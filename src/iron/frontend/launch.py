@@ -83,7 +83,9 @@ class Launcher:
         self.kfn = kfn
         self.grid = grid
         self.group = group
-        self._fast: dict[str | None, Any] = {}  # backend= -> a backend's fast launcher for repeat calls
+        # backend= -> the backend's fast launchers for repeat calls, the latest first: one k[grid] often serves calls
+        # of several shapes in turn (a model's GEMVs of one grid, different widths), each with its own launcher
+        self._fast: dict[str | None, list[Any]] = {}
         self.key: Any = None  # the k[...] key this launcher is cached under (set by KernelFunction.__getitem__)
         self.generation = kfn.generation  # the kernel's variants its fast launchers hold (KernelFunction.refresh)
 
@@ -93,9 +95,9 @@ class Launcher:
             self._fast.clear()  # a global the variants baked in has changed: they are gone, and so are these
             self.generation = kfn.generation
         if not kwargs:
-            fast = self._fast.get(backend)
-            if fast is not None and fast(args):
-                return
+            for fast in self._fast.get(backend, ()):
+                if fast(args):
+                    return
         try:
             self._launch(args, kwargs, backend)
         except IronError as e:
@@ -148,13 +150,19 @@ class Launcher:
         be.launch(variant, arrays, scalars, grid3, group3)
         if not kwargs:
             min_sizes = {chk.param: grid3[chk.axis] for chk in variant.size_checks}
-            fast = self._fast[backend] = be.fast_launcher(kfn, variant, args, bound, grid3, group3, min_sizes)
+            fast = be.fast_launcher(kfn, variant, args, bound, grid3, group3, min_sizes)
+            if fast is not None:
+                held = self._fast.setdefault(backend, [])
+                held.insert(0, fast)
+                del held[FAST_LAUNCHERS:]
             if fast is not None and backend is None and self.key is not None:
                 direct = be.direct_launcher(fast, self)
                 if direct is not None:
                     kfn.install_direct_launcher(self.key, self, direct)
 
 
+#: fast launchers one ``k[grid]`` keeps per backend (each a call shape it saw last)
+FAST_LAUNCHERS = 4
 #: ``program_id`` and ``num_threads`` are i32: every thread of an axis, whole groups counted, needs an id below this
 INDEX_LIMIT = 2**31
 #: backends whose thread ids are one array over the whole grid (the interpreter's), so the product is bounded too

@@ -84,6 +84,7 @@ class VulkanQueue:
         self.idle: list[tuple[Any, Any]] = []
         self.deferred: list[tuple[str, Any]] = []  # buffers to pool once the recorded batch has finished
         self.sets: dict[Any, Any] = {}
+        self.descriptors = 0  # buffer descriptors taken from the pool by ``sets``
         from vulkan._vulkan import lib  # the loader's functions through cffi (see ``record``)
 
         self.lib = lib
@@ -176,13 +177,17 @@ class VulkanQueue:
         vk, dev = self.ctx.vk, self.ctx.device
         info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self.set_pool, descriptorSetCount=1,
                                               pSetLayouts=[prog.set_layout])
+        # the pool is counted here rather than waiting for the driver to refuse: NVIDIA's answer when it is full
+        # (VK_ERROR_OUT_OF_POOL_MEMORY) is missing from the `vulkan` package's error table (a KeyError there)
+        need = max(1, len(spk.buffers))
+        if len(self.sets) + 1 > _SETS or self.descriptors + need > _SETS * 8:
+            self._reset_sets()
         try:
             handle = vk.vkAllocateDescriptorSets(dev, info)[0]
-        except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool):
-            self.synchronize()  # every set may be in use by recorded work until it has run
-            vk.vkResetDescriptorPool(dev, self.set_pool, 0)
-            self.sets.clear()
+        except (vk.VkErrorOutOfPoolMemory, vk.VkErrorFragmentedPool, KeyError):
+            self._reset_sets()
             handle = vk.vkAllocateDescriptorSets(dev, info)[0]
+        self.descriptors += need
         dset = self.ctx.ffi.new("VkDescriptorSet[1]", [handle])  # what vkCmdBindDescriptorSets takes
         if spk.buffers:
             writes = [vk.VkWriteDescriptorSet(
@@ -193,6 +198,13 @@ class VulkanQueue:
             vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
         self.sets[key] = dset
         return dset
+
+    def _reset_sets(self) -> None:
+        """Empty the descriptor pool, after a wait: every set may be in use by recorded work until it has run."""
+        self.synchronize()
+        self.ctx.vk.vkResetDescriptorPool(self.ctx.device, self.set_pool, 0)
+        self.sets.clear()
+        self.descriptors = 0
 
     # -- batches --------------------------------------------------------------------------------------------------
 

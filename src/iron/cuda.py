@@ -4,6 +4,10 @@
         for _ in range(100):
             k[n](x, y)
     g.launch()                          # replays all of them with one call
+
+Device memory allocated while recording (``iron.empty`` inside the block, and the workspaces launch helpers such as
+``std.reductions.launch_argmax`` make) is allocated at once, outside the capture, and lives as long as the graph:
+its launches read and write it at every replay.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ class Graph:
     def __init__(self) -> None:
         self._builder = None
         self._graph = None
+        self._keep: list = []  # device memory allocated while capturing (helpers' workspaces), kept for replays
 
     def __enter__(self) -> Graph:
         be = get_backend("cuda")
@@ -26,11 +31,13 @@ class Graph:
         self._builder = be.stream.create_graph_builder()
         self._builder.begin_building()
         be.capture = self._builder
+        be.capture_keep = self._keep
         return self
 
     def __exit__(self, *exc) -> None:
         be = get_backend("cuda")
         be.capture = None
+        be.capture_keep = []
         self._builder.end_building()
         if exc[0] is None:
             self._graph = self._builder.complete()

@@ -5,6 +5,9 @@ softmax(logits / temperature) with the seed ``seed + step``) into a slot of a de
 embedding reads in place: the host copies nothing in during decode. It reads each token back as it comes only when it
 needs it (an ``on_token`` callback, or stop tokens to watch for); otherwise once, at the end.
 
+Greedy decoding on CUDA replays each step as a captured CUDA graph (``decode_graph``; ``IRON_CUDA_GRAPH=0`` for
+the launch-by-launch loop, which every other backend and sampling use).
+
 Timing: ``prefill_s`` runs from the prompt's upload to its first token on the device (``iron.synchronize``), so it
 includes the first choice; ``decode_s`` covers the remaining steps. The first call of each kernel variant compiles it
 (and on GPUs autotunes), so a first run is slower than the ones after it: ``warmup=True`` runs the loop once, untimed,
@@ -24,6 +27,7 @@ from ..std.reductions import launch_argmax
 from ..std.sampling import launch_sample
 from ..std.topk import MAX_K
 from .config import ModelError
+from .decode_graph import DecodeGraph, graphs_apply
 from .llama import SLOT, Llama, slot_array
 
 __all__ = ["GenerationResult", "generate"]
@@ -96,10 +100,14 @@ def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop
     model.reset(len(prompt) + max_new)
     out = asarray(slot_array(np.zeros(max_new, np.int64)), backend=be)  # token i at element i * SLOT
     watch = on_token is not None or bool(stop_ids)
+    replay = DecodeGraph(model, out, len(prompt)) if sampling.greedy and graphs_apply(model) else None
     synchronize(be)
     start = time.perf_counter()
     logits = model.prefill(prompt)
-    _choose(logits, model.slot(out, 0), sampling, 0, be)
+    if replay is not None:
+        replay.first(logits)
+    else:
+        _choose(logits, model.slot(out, 0), sampling, 0, be)
     last_logits = logits.numpy().reshape(-1).astype(np.float32)  # waits: the prefill and the first choice are done
     prefill_s = time.perf_counter() - start
     tokens: list[int] = []
@@ -108,8 +116,11 @@ def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop
     for step in range(1, max_new):
         if stopped:
             break
-        logits = model.decode(model.slot(out, step - 1))
-        _choose(logits, model.slot(out, step), sampling, step, be)
+        if replay is not None:
+            replay.step()
+        else:
+            logits = model.decode(model.slot(out, step - 1))
+            _choose(logits, model.slot(out, step), sampling, step, be)
         if watch:
             stopped = _take(out, step, tokens, stop_ids, on_token)
     synchronize(be)
@@ -117,7 +128,7 @@ def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop
     if not watch:
         tokens = [int(t) for t in out.numpy()[::SLOT][:max_new]]
     return GenerationResult(tokens=tokens, last_prefill_logits=last_logits, prefill_s=prefill_s, decode_s=decode_s,
-                            prompt_len=len(prompt), stopped=stopped)
+                            prompt_len=len(prompt), stopped=stopped, extra={"cuda_graph": replay is not None})
 
 
 def _choose(logits, slot, sampling: Sampling, step: int, backend: str) -> None:

@@ -124,7 +124,6 @@ class Llama:
         self.cos, self.sin = asarray(cos, backend=be), asarray(sin, backend=be)
         self.positions = asarray(np.arange(self.max_len, dtype=np.int32), backend=be)
         self.slots = asarray(slot_array(np.arange(self.max_len + 1)), backend=be)
-        self.zero = asarray(np.zeros(1, np.int32), backend=be)
         self.step_rows = self._rows(1)
         self.step_logits = empty((1, c.vocab_size), dt, backend=be)
 
@@ -157,16 +156,20 @@ class Llama:
             launch_gemv(self.weights.lm_head, rows.n[t - 1], logits.reshape(-1), self.backend)
         return logits
 
-    def decode(self, token: Any) -> Array:
+    def decode(self, token: Any, where: tuple[Array, Array] | None = None) -> Array:
         """One step: the token (an int, or a one-element i32 Array on the device, e.g. a slot the previous step's
-        sampling wrote) at the next position; returns the logits (1, vocab), a buffer reused by the next step."""
+        sampling wrote) at the next position; returns the logits (1, vocab), a buffer reused by the next step.
+
+        ``where``: one-element i32 device arrays (position, position + 1) that the step reads its position from
+        instead of the host's count, so that the same launches serve every step (a captured CUDA graph,
+        ``model.graph``); whoever passes them keeps them equal to the host's count."""
         if self.max_len == 0:
             raise ModelError("no KV cache: call reset(max_len) before decode")
         if not isinstance(token, Array):
             token = asarray(np.array([int(token)], dtype=np.int32), backend=self.backend)
         self._check_room(1)
         rows = self.step_rows
-        self._forward(token, rows)
+        self._forward(token, rows, where)
         launch_gemv(self.weights.lm_head, rows.n.reshape(-1), self.step_logits.reshape(-1), self.backend)
         return self.step_logits
 
@@ -175,14 +178,17 @@ class Llama:
             raise ModelError(f"the KV cache holds {self.max_len} positions; {self.length} are used and {t} more "
                              "do not fit (reset with a larger max_len)")
 
-    def _forward(self, ids: Array, rows: _Rows) -> None:
-        """The layers over ``ids`` at positions length .. length + T - 1; leaves rms_norm(h) * w_final in rows.n."""
+    def _forward(self, ids: Array, rows: _Rows, where: tuple[Array, Array] | None = None) -> None:
+        """The layers over ``ids`` at positions length .. length + T - 1; leaves rms_norm(h) * w_final in rows.n.
+        One token reads its position and the cache length from ``where`` (default: the slots of the host's count)."""
         be, w = self.backend, self.weights
+        if ids.shape[0] == 1 and where is None:
+            where = (self.slot(self.slots, self.length), self.slot(self.slots, self.length + 1))
         launch_embedding(w.embed, ids, rows.h[0], be)
         launch_rms_norm(rows.h[0], w.layers[0].input_norm, rows.n, self.config.rms_norm_eps, be)
         cur = 0
         for i, lw in enumerate(w.layers):
-            self._attention(i, lw, rows)
+            self._attention(i, lw, rows, where)
             launch_add_rms_norm(rows.o, rows.h[cur], lw.post_norm, rows.h[1 - cur], rows.n, self.config.rms_norm_eps,
                                 be)
             cur = 1 - cur
@@ -193,29 +199,27 @@ class Llama:
             cur = 1 - cur
         self.length += ids.shape[0]
 
-    def _attention(self, i: int, lw: LayerWeights, rows: _Rows) -> None:
+    def _attention(self, i: int, lw: LayerWeights, rows: _Rows, where: tuple[Array, Array] | None) -> None:
         """rows.o = attention of rows.n (projections, RoPE, the cache append, attention, the output projection)."""
         c, be = self.config, self.backend
         t, start = rows.n.shape[0], self.length
         self._project_qkv(lw, rows)
-        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, self._positions(t), start, False, be)
-        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, self._positions(t), start, False, be)
-        pos = self.slot(self.slots, start) if t == 1 else self.positions[start:start + t]
+        # one token: its position from the device (offset 0); a prompt: positions 0 .. t - 1 plus the start
+        rope_pos, offset = (where[0], 0) if t == 1 else (self.positions[0:t], start)
+        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, rope_pos, offset, False, be)
+        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, rope_pos, offset, False, be)
+        pos = where[0] if t == 1 else self.positions[start:start + t]
         launch_kv_append(rows.k, pos, self.k_cache[i], be)
         launch_kv_append(rows.v, pos, self.v_cache[i], be)
-        if t == 1:  # the whole cache, its length in a slot: every step launches the same shapes
+        if t == 1:  # the whole cache, its length on the device: every step launches the same shapes
             shape = (1, self.max_len, c.num_kv_heads, c.head_dim)
             launch_decode(rows.q, self.k_cache[i].reshape(shape), self.v_cache[i].reshape(shape),
-                          self.slot(self.slots, start + 1), rows.attn, backend=be, chunk=self.chunk)
+                          where[1], rows.attn, backend=be, chunk=self.chunk)
         elif start == 0 and self._flash_prefill_applies():
             launch_prefill(rows.q, rows.k, rows.v, rows.attn, causal=True, backend=be)
         else:
             self._prefill_through_pages(i, rows)
         self._linear(rows.attn.reshape(t, c.q_size), lw.o, lw.o_bias, rows.o, rows)
-
-    def _positions(self, t: int) -> Array:
-        """RoPE's per-token positions, 0 .. t - 1 (the kernel adds the start as its offset)."""
-        return self.zero if t == 1 else self.positions[0:t]
 
     def _flash_prefill_applies(self) -> bool:
         d, width = self.config.head_dim, get_backend(self.backend).simd_width()

@@ -102,6 +102,8 @@ class CudaBackend(Backend):
         self.stream = None
         self.arch = os.environ.get("IRON_CUDA_ARCH", "sm_90")
         self.capture = None  # a GraphBuilder while iron.cuda.graph() is recording
+        self.capture_keep: list = []  # device memory made while recording, handed to the graph that uses it
+        self._side = None  # a stream for allocations while Iron's stream is being captured
         self.last_launch: tuple | None = None  # (variant, grid, group) of the last full-path launch
         self._streams: dict[int, Any] = {}
 
@@ -383,6 +385,12 @@ class CudaBackend(Backend):
         from .cuda_timing import event_seconds
 
         return event_seconds(fn, repeats)
+
+    def side_stream(self):
+        """A second stream of this device (allocations made while Iron's stream is being captured)."""
+        if self._side is None:
+            self._side = self.device().create_stream()
+        return self._side
 
     def synchronize(self) -> None:
         if self.stream is not None:

@@ -25,7 +25,13 @@ class CudaStore:
         self.device = dev.device_id
         self.owner = owner  # a foreign producer whose memory this is (from_dlpack), kept alive
         if ptr is None:
-            self.buf = dev.memory_resource.allocate(max(nbytes, 256), stream=backend.stream)
+            if backend.capture is None:
+                self.buf = dev.memory_resource.allocate(max(nbytes, 256), stream=backend.stream)
+            else:  # inside iron.cuda.graph(): memory the graph's launches use, made now and kept by the graph
+                side = backend.side_stream()
+                self.buf = dev.memory_resource.allocate(max(nbytes, 256), stream=side)
+                side.sync()
+                backend.capture_keep.append(self)
             ptr = int(self.buf.handle)
         self.ptr = ptr
 

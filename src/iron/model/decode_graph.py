@@ -1,0 +1,87 @@
+"""Greedy decode steps as one captured CUDA graph, replayed per token (issue 19: no host work per token).
+
+A decode step reads everything that changes from one token to the next from the device: the token (``token``,
+written by the previous step's argmax), its position and the cache length (``state``: two slots, position and
+position + 1, which ``Llama.decode(..., where=...)`` passes to RoPE, the cache append and attention). The step ends
+with ``advance``: both counts move on by one and the new token is written into the history. So the launches of step
+s + 1 are those of step s, and ``iron.cuda.graph()`` records them once (the first step's launches, recorded rather
+than run); each token is then one graph launch, and the host only counts.
+
+Sampling (temperature > 0) draws with the seed ``seed + step``, a host value per step: it keeps the launch-by-launch
+loop, as do the backends without graphs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..frontend import kernel
+from ..lang import Tensor, constexpr, i32
+from ..runtime.device_array import Array, asarray, empty
+from ..std.reductions import launch_argmax
+from .llama import SLOT, Llama, slot_array
+
+__all__ = ["DecodeGraph", "graphs_apply"]
+
+
+@kernel
+def advance(token: Tensor[i32], state: Tensor[i32], history: Tensor[i32], base: int, SLOT: constexpr):
+    """One thread: position and length (``state[0]``, ``state[SLOT]``) move on by one; the token chosen for the new
+    position goes to ``history[(position - base) * SLOT]``."""
+    p = state[0] + 1
+    state[0] = p
+    state[SLOT] = state[SLOT] + 1
+    history[(p - base) * SLOT] = token[0]
+
+
+def graphs_apply(model: Llama) -> bool:
+    """Whether ``generate`` replays greedy decode steps as a CUDA graph on this model's backend (IRON_CUDA_GRAPH=0
+    turns it off)."""
+    return model.backend == "cuda" and os.environ.get("IRON_CUDA_GRAPH", "1") != "0"
+
+
+class DecodeGraph:
+    """The greedy decode loop of ``model`` after a prefill of ``prompt_len`` tokens; ``history`` (a slot array)
+    receives token s of the continuation at slot s."""
+
+    def __init__(self, model: Llama, history: Array, prompt_len: int, capture: bool = True):
+        be = model.backend
+        self.capture = capture  # False: every step launch by launch (the same launches, for backends without graphs)
+        self.model, self.history, self.base = model, history, prompt_len
+        self.token = empty((1,), i32, backend=be)
+        # position, length: prompt_len - 1 and prompt_len, so that the first advance (after the prefill's choice)
+        # moves them to the first decode step's
+        self.state = asarray(slot_array(np.array([prompt_len - 1, prompt_len])), backend=be)
+        self.where = (model.slot(self.state, 0), model.slot(self.state, 1))
+        self.graph = None
+        self.steps = 0
+
+    def first(self, logits: Array) -> None:
+        """Choose the prefill's token (greedy) into ``token`` and history slot 0."""
+        self._choose(logits)
+
+    def step(self) -> None:
+        """One decode step. The first runs launch by launch (compiling and autotuning what it needs: timing cannot
+        run inside a capture); the second is recorded and launched; the rest replay the recording."""
+        model = self.model
+        model._check_room(1)
+        if self.steps == 0 or not self.capture:
+            self._choose(model.decode(self.token, where=self.where))
+        else:
+            if self.graph is None:
+                from ..cuda import graph
+
+                with graph() as g:
+                    self._choose(model.decode(self.token, where=self.where))
+                model.length -= 1  # recorded, not run
+                self.graph = g
+            self.graph.launch()
+            model.length += 1
+        self.steps += 1
+
+    def _choose(self, logits: Array) -> None:
+        be = self.model.backend
+        launch_argmax(logits, self.token, be)
+        advance[1](self.token, self.state, self.history, self.base, SLOT, backend=be)

@@ -1,0 +1,78 @@
+"""The decode step that reads its token and position from the device (model/decode_graph.py): its launches are the
+same at every step, so CUDA records them once as a graph. On every backend the same steps run launch by launch
+(``capture=False``) and must give transformers' greedy continuation; on CUDA ``generate`` replays the graph and must
+give the same tokens as the launch-by-launch loop and transformers."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import iron
+from iron.model import generate
+from iron.model.decode_graph import DecodeGraph
+from iron.model.llama import SLOT, slot_array
+
+from .test_model_runner import FULL, VARIANTS, model, reference
+
+
+@pytest.mark.parametrize("variant", [FULL, "qwen2"])
+def test_device_state_steps_follow_transformers(backend, variant):
+    _, info = reference(variant)
+    m = model(variant, backend, None)
+    prompt, steps = info["prompt_ids"], 6
+    m.reset(len(prompt) + steps)
+    history = iron.asarray(slot_array(np.full(steps, -1)), backend=backend)
+    run = DecodeGraph(m, history, len(prompt), capture=False)
+    run.first(m.prefill(prompt))
+    for _ in range(steps - 1):
+        run.step()
+    assert [int(t) for t in history.numpy()[::SLOT]] == info["greedy_tokens"][:steps]
+    assert m.length == len(prompt) + steps - 1
+    state = run.state.numpy()
+    assert (int(state[0]), int(state[SLOT])) == (m.length, m.length + 1)
+
+
+def _cuda_or_skip():
+    from iron.runtime import unavailable_reason
+
+    why = unavailable_reason("cuda")
+    if why:
+        pytest.skip(f"cuda unavailable: {why}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generate_replays_a_cuda_graph(variant, monkeypatch):
+    _cuda_or_skip()
+    ref, info = reference(variant)
+    m = model(variant, "cuda", None)
+    graphed = generate(m, info["prompt_ids"], 16)
+    assert graphed.extra["cuda_graph"]
+    assert graphed.tokens == info["greedy_tokens"][:16]
+    monkeypatch.setenv("IRON_CUDA_GRAPH", "0")
+    plain = generate(m, info["prompt_ids"], 16)
+    assert not plain.extra["cuda_graph"] and plain.tokens == graphed.tokens
+
+
+def test_memory_made_while_capturing_lives_with_the_graph(rng):
+    """Workspaces a launch helper allocates inside iron.cuda.graph() stay the graph's: replays after the Python
+    objects are gone still read and write them (argmax's scratch here)."""
+    _cuda_or_skip()
+    from iron.std.reductions import launch_argmax
+
+    x = iron.asarray(rng.standard_normal((4, 5000)).astype(np.float32), backend="cuda")
+    out = iron.empty((4,), iron.i32, backend="cuda")
+    launch_argmax(x, out, "cuda")  # compiles and tunes outside the capture
+    with iron.cuda.graph() as g:
+        launch_argmax(x, out, "cuda")
+    gc.collect()
+    junk = [iron.zeros((1 << 16,), iron.f32, backend="cuda") for _ in range(8)]  # reuse of freed pool memory
+    for _ in range(3):
+        host = rng.standard_normal((4, 5000)).astype(np.float32)
+        x.store.write(0, host)  # new inputs and a poisoned output in the memory the graph reads and writes
+        out.store.write(0, np.full(4, -1, np.int32))
+        g.launch()
+        assert np.array_equal(out.numpy(), host.argmax(axis=1))
+    del junk

@@ -23,10 +23,10 @@ from .frontend.torch_op import torch_op
 from .harness.registry import InputGen, bench, test_kernel
 from .lang import *  # noqa: F403
 from .lang import BUILTINS, FLOAT_DTYPES, DTypeVar, T, Tensor, bf16, constexpr, f16, f32, i32, u32
-from .runtime.device_array import Array, asarray, empty, from_dlpack, synchronize, zeros
+from .runtime.device_array import Array, asarray, empty, from_dlpack, graph, synchronize, zeros
 from .version import __version__ as __version__
 
 __all__ = ["Array", "BUILTINS", "CompileError", "DTypeVar", "ExecutionError", "FLOAT_DTYPES", "IronError", "IronFunc",
            "InputGen", "KernelFunction", "LaunchError", "T", "Tensor", "bench", "bf16", "constexpr", "cuda", "f16",
-           "f32", "func", "i32", "kernel", "test_kernel", "torch_op", "u32", "asarray", "empty", "from_dlpack",
+           "f32", "func", "graph", "i32", "kernel", "test_kernel", "torch_op", "u32", "asarray", "empty", "from_dlpack",
            "synchronize", "zeros", *BUILTINS]

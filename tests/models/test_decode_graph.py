@@ -1,7 +1,7 @@
 """The decode step that reads its token and position from the device (model/decode_graph.py): its launches are the
-same at every step, so CUDA records them once as a graph. On every backend the same steps run launch by launch
-(``capture=False``) and must give transformers' greedy continuation; on CUDA ``generate`` replays the graph and must
-give the same tokens as the launch-by-launch loop and transformers."""
+same at every step, so CUDA and Vulkan record them once (``iron.graph``). On every backend the same steps run launch
+by launch (``capture=False``) and must give transformers' greedy continuation; on CUDA and Vulkan ``generate``
+replays a recording and must give the same tokens as the launch-by-launch loop and transformers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 import iron
 from iron.model import generate
-from iron.model.decode_graph import DecodeGraph
+from iron.model.decode_graph import RECORDING, DecodeGraph
 from iron.model.llama import SLOT, slot_array
 
 from .test_model_runner import FULL, VARIANTS, model, reference
@@ -44,16 +44,19 @@ def _cuda_or_skip():
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_generate_replays_a_cuda_graph(variant, monkeypatch):
-    _cuda_or_skip()
-    ref, info = reference(variant)
-    m = model(variant, "cuda", None)
+def test_generate_replays_a_recording(backend, variant, monkeypatch):
+    """CUDA and Vulkan: greedy generate records one decode step and replays it; same tokens as transformers and as
+    the launch-by-launch loop."""
+    if backend not in RECORDING:
+        pytest.skip(f"{backend} has no recording")
+    _, info = reference(variant)
+    m = model(variant, backend, None)
     graphed = generate(m, info["prompt_ids"], 16)
-    assert graphed.extra["cuda_graph"]
+    assert graphed.extra["graph"]
     assert graphed.tokens == info["greedy_tokens"][:16]
-    monkeypatch.setenv("IRON_CUDA_GRAPH", "0")
+    monkeypatch.setenv("IRON_DECODE_GRAPH", "0")
     plain = generate(m, info["prompt_ids"], 16)
-    assert not plain.extra["cuda_graph"] and plain.tokens == graphed.tokens
+    assert not plain.extra["graph"] and plain.tokens == graphed.tokens
 
 
 def test_memory_made_while_capturing_lives_with_the_graph(rng):

@@ -1,4 +1,5 @@
-"""Greedy decode steps as one captured CUDA graph, replayed per token (issue 19: no host work per token).
+"""Greedy decode steps recorded once and replayed per token (issue 19: no host work per token): a CUDA graph on
+CUDA, one command buffer on Vulkan (``iron.graph``).
 
 A decode step reads everything that changes from one token to the next from the device: the token (``token``,
 written by the previous step's argmax), its position and the cache length (``state``: two slots, position and
@@ -8,7 +9,7 @@ s + 1 are those of step s, and ``iron.cuda.graph()`` records them once (the firs
 than run); each token is then one graph launch, and the host only counts.
 
 Sampling (temperature > 0) draws with the seed ``seed + step``, a host value per step: it keeps the launch-by-launch
-loop, as do the backends without graphs.
+loop, as do the backends without a recording (the interpreter, msl-cpu, HIP, Metal).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..frontend import kernel
 from ..lang import Tensor, constexpr, i32
-from ..runtime.device_array import Array, asarray, empty
+from ..runtime.device_array import Array, asarray, empty, graph
 from ..std.reductions import launch_argmax
 from .llama import SLOT, Llama, slot_array
 
@@ -36,10 +37,14 @@ def advance(token: Tensor[i32], state: Tensor[i32], history: Tensor[i32], base: 
     history[(p - base) * SLOT] = token[0]
 
 
+#: backends whose launches ``iron.graph`` records for replay
+RECORDING = ("cuda", "vulkan")
+
+
 def graphs_apply(model: Llama) -> bool:
-    """Whether ``generate`` replays greedy decode steps as a CUDA graph on this model's backend (IRON_CUDA_GRAPH=0
-    turns it off)."""
-    return model.backend == "cuda" and os.environ.get("IRON_CUDA_GRAPH", "1") != "0"
+    """Whether ``generate`` replays greedy decode steps as a recording on this model's backend (a CUDA graph, a
+    Vulkan command buffer); IRON_DECODE_GRAPH=0 turns it off."""
+    return model.backend in RECORDING and os.environ.get("IRON_DECODE_GRAPH", "1") != "0"
 
 
 class DecodeGraph:
@@ -71,9 +76,7 @@ class DecodeGraph:
             self._choose(model.decode(self.token, where=self.where))
         else:
             if self.graph is None:
-                from ..cuda import graph
-
-                with graph() as g:
+                with graph(model.backend) as g:
                     self._choose(model.decode(self.token, where=self.where))
                 model.length -= 1  # recorded, not run
                 self.graph = g

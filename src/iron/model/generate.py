@@ -5,8 +5,8 @@ softmax(logits / temperature) with the seed ``seed + step``) into a slot of a de
 embedding reads in place: the host copies nothing in during decode. It reads each token back as it comes only when it
 needs it (an ``on_token`` callback, or stop tokens to watch for); otherwise once, at the end.
 
-Greedy decoding on CUDA replays each step as a captured CUDA graph (``decode_graph``; ``IRON_CUDA_GRAPH=0`` for
-the launch-by-launch loop, which every other backend and sampling use).
+Greedy decoding on CUDA and Vulkan replays each step as a recording (a CUDA graph, a Vulkan command buffer:
+``decode_graph``; ``IRON_DECODE_GRAPH=0`` for the launch-by-launch loop, which other backends and sampling use).
 
 Timing: ``prefill_s`` runs from the prompt's upload to its first token on the device (``iron.synchronize``), so it
 includes the first choice; ``decode_s`` covers the remaining steps. The first call of each kernel variant compiles it
@@ -128,7 +128,7 @@ def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop
     if not watch:
         tokens = [int(t) for t in out.numpy()[::SLOT][:max_new]]
     return GenerationResult(tokens=tokens, last_prefill_logits=last_logits, prefill_s=prefill_s, decode_s=decode_s,
-                            prompt_len=len(prompt), stopped=stopped, extra={"cuda_graph": replay is not None})
+                            prompt_len=len(prompt), stopped=stopped, extra={"graph": replay is not None})
 
 
 def _choose(logits, slot, sampling: Sampling, step: int, backend: str) -> None:

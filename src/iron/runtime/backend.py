@@ -89,6 +89,14 @@ class Backend:
     def synchronize(self) -> None:
         """Wait for the work this backend queued (a no-op where launches are synchronous)."""
 
+    def graph(self) -> Any:
+        """A context manager that records the launches made inside it for replay (``iron.graph``): CUDA graphs,
+        Vulkan command buffers. Other backends have none."""
+        from ..errors import LaunchError
+
+        raise LaunchError(f"the {self.name} backend cannot record launches for replay (iron.graph): CUDA and Vulkan "
+                          "can; launch one by one here")
+
     # -- device arrays (``iron.asarray``; runtime/device_array.py) ----------------------------------------------------
 
     def array_store(self, nbytes: int) -> Any:

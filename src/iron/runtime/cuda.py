@@ -386,6 +386,12 @@ class CudaBackend(Backend):
 
         return event_seconds(fn, repeats)
 
+    def graph(self):
+        """A CUDA graph capture (``iron.graph``, ``iron.cuda.graph``)."""
+        from .cuda_graph import Graph
+
+        return Graph(self)
+
     def side_stream(self):
         """A second stream of this device (allocations made while Iron's stream is being captured)."""
         if self._side is None:

@@ -236,6 +236,16 @@ def _host_from_dlpack(obj: Any) -> np.ndarray:
                           hint="pass a NumPy array, or use iron.from_dlpack for CUDA arrays") from None
 
 
+def graph(backend: str | None = None) -> Any:
+    """``with iron.graph(backend) as g:`` records the launches made inside (not run); ``g.launch()`` replays them
+    without waiting. CUDA: a CUDA graph (``iron.cuda.graph``); Vulkan: one command buffer submitted per replay.
+    Launches on device arrays only; memory allocated inside lives as long as ``g``; arrays made before must outlive
+    it. Other backends refuse with a LaunchError."""
+    from . import ALIASES, get_backend
+
+    return get_backend(ALIASES.get(backend, backend) if backend else None).graph()
+
+
 def synchronize(backend: str | None = None) -> None:
     """Wait for the work queued on ``backend`` (default: every backend this process has used)."""
     from . import _INSTANCES, ALIASES, get_backend

@@ -124,6 +124,12 @@ class VulkanBackend(Backend):
                 self._queue = VulkanQueue(self.context())
             return self._queue
 
+    def graph(self):
+        """A recording of launches into one replayable command buffer (``iron.graph``; vulkan_record.py)."""
+        from .vulkan_record import VulkanGraph
+
+        return VulkanGraph(self)
+
     def array_store(self, nbytes: int):
         from .vulkan_queue import VulkanStore
 

@@ -48,6 +48,8 @@ class VulkanStore:
         self.kind = "unified" if ctx.unified else "device"
         self.buf = queue.alloc(self.kind, max(nbytes, 4))
         weakref.finalize(self, queue.release, self.kind, self.buf)  # the finalizer must not hold self
+        if queue.recording is not None:  # a workspace the recorded launches use at every replay
+            queue.recording.keep.append(self)
 
     def write(self, offset: int, data: np.ndarray) -> None:
         self.queue.write(self.buf, offset, data)
@@ -84,6 +86,9 @@ class VulkanQueue:
         self.idle: list[tuple[Any, Any]] = []
         self.deferred: list[tuple[str, Any]] = []  # buffers to pool once the recorded batch has finished
         self.sets: dict[Any, Any] = {}
+        self.recording: Any = None  # a VulkanRecording while iron.graph() records (vulkan_record.py)
+        self.retired: list[Any] = []  # recordings no graph holds any more, destroyed once nothing runs
+        self.spare_fences: list[Any] = []  # fences of finished replays
         self.descriptors = 0  # buffer descriptors taken from the pool by ``sets``
         from vulkan._vulkan import lib  # the loader's functions through cffi (see ``record``)
 
@@ -143,9 +148,12 @@ class VulkanQueue:
             if not next(b for b in spk.buffers if b.param == name).readonly and n:
                 vk.vkCmdCopyBuffer(cmd, scratch.handle, buf.handle, 1,
                                    [vk.VkBufferCopy(srcOffset=0, dstOffset=off, size=n)])
-            self.deferred.append(("device", scratch))
+            (self.deferred if self.recording is None else self.recording.held).append(("device", scratch))
         if moved:
             self._barrier(cmd)
+        if self.recording is not None:
+            self.recording.dispatches += 1
+            return
         self.count += 1
         if self.count >= BATCH:
             self._submit()
@@ -164,11 +172,13 @@ class VulkanQueue:
                 moved[name] = (scratch, (buf, off, n))
                 binds[name] = (scratch, 0, n)
         if moved:
-            self._barrier(self.cmd[0])
+            self._barrier(self._begin())
         return moved
 
     def _set(self, spk, prog, binds: dict[str, tuple]):
         """The (cached) descriptor set binding each buffer parameter to its array's range."""
+        if self.recording is not None:
+            return self.recording.descriptor_set(spk, prog, binds)
         key = (id(prog), tuple((b.binding, id(binds[b.param][0]), binds[b.param][1], binds[b.param][2])
                                for b in spk.buffers))
         dset = self.sets.get(key)
@@ -189,15 +199,20 @@ class VulkanQueue:
             handle = vk.vkAllocateDescriptorSets(dev, info)[0]
         self.descriptors += need
         dset = self.ctx.ffi.new("VkDescriptorSet[1]", [handle])  # what vkCmdBindDescriptorSets takes
+        self.write_set(handle, spk, binds)
+        self.sets[key] = dset
+        return dset
+
+    def write_set(self, handle, spk, binds: dict[str, tuple]) -> None:
+        """Point the descriptor set ``handle``'s bindings at the buffer ranges of ``binds``."""
+        vk = self.ctx.vk
         if spk.buffers:
             writes = [vk.VkWriteDescriptorSet(
                 dstSet=handle, dstBinding=b.binding, descriptorCount=1,
                 descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                 pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=binds[b.param][0].handle, offset=binds[b.param][1],
                                                        range=max(4, binds[b.param][2]))]) for b in spk.buffers]
-            vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
-        self.sets[key] = dset
-        return dset
+            vk.vkUpdateDescriptorSets(self.ctx.device, len(writes), writes, 0, None)
 
     def _reset_sets(self) -> None:
         """Empty the descriptor pool, after a wait: every set may be in use by recorded work until it has run."""
@@ -209,7 +224,10 @@ class VulkanQueue:
     # -- batches --------------------------------------------------------------------------------------------------
 
     def _begin(self):
-        """The batch command buffer being recorded (begun, with its leading barrier, on first use)."""
+        """The batch command buffer being recorded (begun, with its leading barrier, on first use); while
+        ``iron.graph()`` records, the recording's."""
+        if self.recording is not None:
+            return self.recording.cmd
         if self.cmd is None:
             vk, dev = self.ctx.vk, self.ctx.device
             if self.ctx.lost:
@@ -248,6 +266,9 @@ class VulkanQueue:
         """Submit the batch being recorded and wait for every batch in flight."""
         vk, dev = self.ctx.vk, self.ctx.device
         with self.lock:
+            if self.recording is not None:
+                raise LaunchError("nothing can wait for the GPU while launches are being recorded (iron.graph()): "
+                                  "read arrays back after the with block")
             self._drain()
             self._submit()
             limit = float(os.environ.get("IRON_VULKAN_TIMEOUT", "120"))
@@ -261,11 +282,36 @@ class VulkanQueue:
                                      "(IRON_VULKAN_TIMEOUT sets the limit)")
                     raise LaunchError(self.ctx.lost) from None
                 vk.vkResetFences(dev, 1, [fence])
-                vk.vkResetCommandBuffer(cmd, 0)
                 self.inflight.pop(0)
-                self.idle.append((cmd, fence))
+                if cmd is None:  # a replay: its command buffer is the recording's
+                    self.spare_fences.append(fence)
+                else:
+                    vk.vkResetCommandBuffer(cmd, 0)
+                    self.idle.append((cmd, fence))
                 for kind, buf in freed:
                     self.ctx.put_buffer(kind, buf)
+            while self.retired:
+                self.retired.pop().destroy()
+
+    def replay(self, rec) -> None:
+        """Submit a recording (after the batch being recorded), without waiting."""
+        vk = self.ctx.vk
+        with self.lock:
+            if self.ctx.lost:
+                raise LaunchError(self.ctx.lost)
+            self._drain()
+            self._submit()
+            fence = self.spare_fences.pop() if self.spare_fences else vk.vkCreateFence(
+                self.ctx.device, vk.VkFenceCreateInfo(), None)
+            vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[rec.cmd])],
+                             fence)
+            self.inflight.append((None, fence, []))
+
+    def retire(self, rec) -> None:
+        """A graph's finalizer: its recording is destroyed at the next wait (replays may still run). Takes no
+        lock (see ``release``)."""
+        if not self.ctx._destroyed:
+            self.retired.append(rec)
 
     @property
     def busy(self) -> bool:
@@ -288,7 +334,9 @@ class VulkanQueue:
         queued) to the pool. Hold ``lock``."""
         while self.released:
             kind, buf = self.released.pop()
-            if self.cmd is not None:
+            if self.recording is not None:  # the recording may use it: it goes back with the recording
+                self.recording.held.append((kind, buf))
+            elif self.cmd is not None:
                 self.deferred.append((kind, buf))
             elif self.inflight:
                 self.inflight[-1][2].append((kind, buf))
@@ -380,5 +428,9 @@ class VulkanQueue:
             vk.vkDestroyFence(dev, fence, None)
         if self.cmd is not None:
             vk.vkDestroyFence(dev, self.cmd[1], None)
-        self.inflight, self.idle, self.cmd = [], [], None
+        for fence in self.spare_fences:
+            vk.vkDestroyFence(dev, fence, None)
+        while self.retired:
+            self.retired.pop().destroy()
+        self.inflight, self.idle, self.cmd, self.spare_fences = [], [], None, []
         vk.vkDestroyDescriptorPool(dev, self.set_pool, None)

@@ -1,0 +1,109 @@
+"""iron.graph(backend): launches recorded once and replayed (CUDA graphs; Vulkan command buffers), against NumPy.
+Backends without a recording refuse with a LaunchError."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import iron
+from iron import Tensor, f32, i32, program_id
+
+RECORDS = ("cuda", "vulkan", "hip-on-cuda")
+
+
+@iron.kernel
+def bump(x: Tensor[f32], counter: Tensor[i32], out: Tensor[f32], n: int):
+    """out[i] = x[i] * (counter[0] + 1); thread 0 then counts (read before write in one thread)."""
+    i = program_id(0)
+    c = counter[0]
+    if i < n:
+        out[i] = x[i] * (c + 1)
+
+
+@iron.kernel
+def count(counter: Tensor[i32]):
+    counter[0] = counter[0] + 1
+
+
+@iron.kernel
+def copy(src: Tensor[f32], dst: Tensor[f32]):
+    i = program_id(0)
+    dst[i] = src[i] * 2.0
+
+
+@iron.kernel
+def accumulate(src: Tensor[f32], acc: Tensor[f32]):
+    i = program_id(0)
+    acc[i] = acc[i] + src[i]
+
+
+def _need_recording(backend):
+    if backend not in RECORDS:
+        with pytest.raises(iron.LaunchError, match="cannot record"):
+            iron.graph(backend)
+        pytest.skip(f"{backend} has no recording (refusal checked)")
+
+
+def test_replays_see_state_the_previous_replay_wrote(backend, rng):
+    """A recorded step that reads a device counter and advances it: each replay computes with the next value,
+    and the replays run in order after the work submitted before them."""
+    _need_recording(backend)
+    n = 300
+    xs = rng.standard_normal(n).astype(np.float32)
+    x = iron.asarray(xs, backend=backend)
+    counter = iron.zeros((1,), iron.i32, backend=backend)
+    out = iron.empty((n,), iron.f32, backend=backend)
+    acc = iron.zeros((n,), iron.f32, backend=backend)
+    bump[n](x, counter, out, n)  # compiled outside the recording
+    count[1](counter)
+    accumulate[n](out, acc)
+    iron.synchronize(backend)
+    with iron.graph(backend) as g:
+        bump[n](x, counter, out, n)
+        count[1](counter)
+        accumulate[n](out, acc)
+    assert int(counter.numpy()[0]) == 1  # recorded, not run
+    for _ in range(5):
+        g.launch()
+    iron.synchronize(backend)
+    assert int(counter.numpy()[0]) == 6
+    assert np.allclose(out.numpy(), xs * 6, rtol=1e-6)
+    want = xs.astype(np.float64) * (1 + 2 + 3 + 4 + 5 + 6)
+    assert np.allclose(acc.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_workspaces_made_while_recording_live_with_the_graph(backend, rng):
+    """An array made inside the recording (as launch helpers make workspaces) is the graph's: later allocations
+    do not take its memory while the graph lives."""
+    _need_recording(backend)
+    n = 256
+    xs = rng.standard_normal(n).astype(np.float32)
+    x = iron.asarray(xs, backend=backend)
+    out = iron.empty((n,), iron.f32, backend=backend)
+    accumulate[n](x, out)
+    copy[n](x, out)
+    iron.synchronize(backend)
+    with iron.graph(backend) as g:
+        tmp = iron.empty((n,), iron.f32, backend=backend)
+        copy[n](x, tmp)
+        accumulate[n](tmp, out)
+    del tmp
+    gc.collect()
+    others = [iron.asarray(np.full(n, 1e6, np.float32), backend=backend) for _ in range(6)]
+    base = out.numpy().astype(np.float64)
+    g.launch()
+    iron.synchronize(backend)
+    assert np.allclose(out.numpy(), base + 2 * xs.astype(np.float64), rtol=1e-5, atol=1e-5)
+    del others
+
+
+def test_nothing_waits_inside_a_recording(backend):
+    _need_recording(backend)
+    x = iron.zeros((4,), iron.f32, backend=backend)
+    with pytest.raises((iron.LaunchError, RuntimeError)):
+        with iron.graph(backend):
+            x.numpy()
+    x.numpy()  # usable again after the failed recording

@@ -8,6 +8,7 @@ One decoder layer, for T tokens at positions start .. start + T - 1 (batch 1):
                                                      (std/gemm for f16/bf16, std/gemm_f32) over its row ranges;
                                                      biases by std/elementwise add with row broadcast
     q,k   = rope(q), rope(k)                         std/rope, rotate-half, f32 cos/sin tables made once at reset
+                                                     (one token: q and k side by side, one launch)
     cache[start ..] = k, v                           std/gather kv_append
     a     = attention(q, cache)                      std/attention_decode (one token); prefill: std/attention's
                                                      flash kernel, or the decode kernel over the cache (below)
@@ -81,6 +82,8 @@ class _Rows:
     qkv: Array | None  # (1, q + 2 kv): the fused projection of a decode step
     gate_up: Array | None  # (1, 2 * intermediate)
     pages: tuple[Array, Array] | None = None  # the prefill fallback's block table (T, pages) and lengths (T,)
+    qk_pre: Array | None = None  # with T = 1: q_pre and k_pre as one (1, heads + kv heads, D) view (one RoPE launch)
+    qk: Array | None = None  # with T = 1: q and k as one (1, heads + kv heads, D) array
 
 
 class Llama:
@@ -205,9 +208,11 @@ class Llama:
         t, start = rows.n.shape[0], self.length
         self._project_qkv(lw, rows)
         # one token: its position from the device (offset 0); a prompt: positions 0 .. t - 1 plus the start
-        rope_pos, offset = (where[0], 0) if t == 1 else (self.positions[0:t], start)
-        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, rope_pos, offset, False, be)
-        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, rope_pos, offset, False, be)
+        if t == 1:  # q and k lie side by side (``_rows``): one launch rotates both
+            launch_rope(rows.qk_pre, rows.qk, self.cos, self.sin, where[0], 0, False, be)
+        else:
+            launch_rope(rows.q_pre, rows.q, self.cos, self.sin, self.positions[0:t], start, False, be)
+            launch_rope(rows.k_pre, rows.k, self.cos, self.sin, self.positions[0:t], start, False, be)
         pos = where[0] if t == 1 else self.positions[start:start + t]
         launch_kv_append(rows.k, pos, self.k_cache[i], be)
         launch_kv_append(rows.v, pos, self.v_cache[i], be)
@@ -300,14 +305,20 @@ class Llama:
             k_pre = flat[c.q_size:c.q_size + c.kv_size].reshape(1, c.num_kv_heads, hd)
             v = flat[c.q_size + c.kv_size:].reshape(1, c.num_kv_heads, hd)
             gate, up = gate_up.reshape(-1)[0:inter].reshape(1, inter), gate_up.reshape(-1)[inter:].reshape(1, inter)
+            heads = c.num_heads + c.num_kv_heads
+            qk_pre = flat[0:c.q_size + c.kv_size].reshape(1, heads, hd)
+            qk = new(1, heads, hd)
+            q = qk.reshape(-1)[0:c.q_size].reshape(1, c.num_heads, hd)
+            k = qk.reshape(-1)[c.q_size:].reshape(1, c.num_kv_heads, hd)
         else:
             qkv = gate_up = None
             q_pre, k_pre, v = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd), new(t, c.num_kv_heads, hd)
             gate, up = new(t, inter), new(t, inter)
+            qk_pre = qk = None
+            q, k = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd)
         return _Rows(h=[new(t, c.hidden_size), new(t, c.hidden_size)], n=new(t, c.hidden_size), q_pre=q_pre,
-                     k_pre=k_pre, v=v, q=new(t, c.num_heads, hd), k=new(t, c.num_kv_heads, hd),
-                     attn=new(t, c.num_heads, hd), o=new(t, c.hidden_size), gate=gate, up=up, act=new(t, inter),
-                     tmp=tmp, qkv=qkv, gate_up=gate_up)
+                     k_pre=k_pre, v=v, q=q, k=k, attn=new(t, c.num_heads, hd), o=new(t, c.hidden_size), gate=gate,
+                     up=up, act=new(t, inter), tmp=tmp, qkv=qkv, gate_up=gate_up, qk_pre=qk_pre, qk=qk)
 
 
 def slot_array(values: np.ndarray) -> np.ndarray:

@@ -208,6 +208,63 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
         r["profile_top"] = [{"kernel": k[:90], "us_per_step": v[0] / steps, "calls_per_step": v[1] / steps}
                             for k, v in top]
 
+    @stage("prefill_profile")
+    def _prefill_profile():
+        """The kernels of one 2048-token prefill (CUPTI): GPU time by kernel name beside the wall time."""
+        if backend != "cuda":
+            return
+        m = state["m"]
+        t = max(PREFILLS[SHAPE[0]])
+        ids = np.random.default_rng(2).integers(0, m.config.vocab_size, t).tolist()
+        m.reset(t + 1)
+        m.prefill(ids)
+        synchronize(backend)
+        m.reset(t + 1)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            start = time.perf_counter()
+            m.prefill(ids)
+            synchronize(backend)
+            wall = time.perf_counter() - start
+        kernels = {}
+        for ev in prof.key_averages():
+            dt = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+            if dt:
+                kernels[ev.key] = (kernels.get(ev.key, (0, 0))[0] + dt, ev.count)
+        r["prefill_profile_wall_ms"] = 1e3 * wall
+        r["prefill_profile_gpu_ms"] = sum(v[0] for v in kernels.values()) / 1e3
+        r["prefill_profile_top"] = [{"kernel": k[:90], "us": v[0], "calls": v[1]}
+                                    for k, v in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:15]]
+
+    @stage("gemv_shapes")
+    def _gemv_shapes():
+        """Each decode GEMV shape timed alone by CUDA events, cycling through the 16 layers' matrices (no L2 reuse
+        between calls, as in a decode step): µs per call and GB/s of weights read."""
+        if backend != "cuda":
+            return
+        from iron.runtime import get_backend
+        from iron.runtime.device_array import empty
+        from iron.std.gemv import launch_gemv
+
+        m = state["m"]
+        w = m.weights
+        shapes = {"qkv": [lw.qkv for lw in w.layers], "o": [lw.o for lw in w.layers],
+                  "gate_up": [lw.gate_up for lw in w.layers], "down": [lw.down for lw in w.layers],
+                  "lm_head": [w.lm_head]}
+        out = {}
+        for name, mats in shapes.items():
+            rows, cols = mats[0].shape
+            x = empty((cols,), m.dtype, backend=backend)
+            y = empty((rows,), m.dtype, backend=backend)
+            launch_gemv(mats[0], x, y, backend)
+
+            def each(mats=mats, x=x, y=y):
+                for a in mats:
+                    launch_gemv(a, x, y, backend)
+
+            us = get_backend(backend).gpu_time(each, 10) * 1e6 / len(mats)
+            out[name] = {"shape": [rows, cols], "us": us, "gb_s": rows * cols * mats[0].itemsize / us / 1e3}
+        r["gemv_shapes"] = out
+
     @stage("host_profile")
     def _host_profile():
         """cProfile of 10 decode steps: where the host's time per step goes (top functions by own time)."""

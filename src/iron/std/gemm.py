@@ -272,6 +272,10 @@ _NVIDIA = [(128, 128, 32, 2, 4, 3), (128, 256, 32, 2, 4, 3), (256, 128, 32, 4, 2
 #: Vulkan: the small tile first (lavapipe: 32 KiB, 16-bit shared elements held in 32 bits), then one that fits
 #: NVIDIA's 48 KiB with the cooperative-matrix scratch (1 KiB per SIMD group); autotuning skips what a device refuses
 CONFIGS = {"cuda": _NVIDIA, "hip-on-cuda": _NVIDIA[:1], "vulkan": [(32, 32, 16, 2, 1, 2), (64, 64, 32, 2, 2, 2)]}
+#: Vulkan on an NVIDIA GPU (cooperative matrices, 48 KiB of shared memory): larger tiles, more work per SIMD group
+#: (64 x 64 ran 60 TF/s at 4096^3 bf16 on the H200, bench/results/2026-12-02-h200-model-vgemm.txt)
+VULKAN_NVIDIA = [(64, 64, 32, 2, 2, 2), (128, 128, 32, 2, 4, 2), (128, 64, 32, 2, 2, 2), (64, 128, 32, 2, 2, 2),
+                 (128, 128, 16, 2, 4, 2)]
 SMALL = [(32, 32, 16, 2, 1, 2)]
 _FIELDS = ("BM", "BN", "BK", "WM", "WN", "STAGES")
 #: the constexprs `iron build` compiles by default: a 64 x 64 tile, two stages (19 KiB: within Metal's 32 KiB)
@@ -318,7 +322,9 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     if wg:
         configs = [dict(zip(_WG_FIELDS, values)) for values in HOPPER]
     else:
-        configs = [dict(zip(_FIELDS, values)) for values in CONFIGS.get(name, SMALL)]
+        table = VULKAN_NVIDIA if name == "vulkan" and get_backend(name).vendor() == "nvidia" else \
+            CONFIGS.get(name, SMALL)
+        configs = [dict(zip(_FIELDS, values)) for values in table]
     dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
     label = f"std/gemm{'_wg' if wg else ''}{'_nt' if trans_b else ''}"
     run(tune(label, configs, run, backend=name, dtype=dtype, key=(batch * m, n, k)))

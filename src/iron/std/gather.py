@@ -4,9 +4,13 @@
   token reads nothing, never another row or past the table).
 - ``kv_append``: cache[pos[i], :] = new[i, :] for each new row i (its K or V: heads x head_dim values), at the
   given positions (prefill: consecutive; decode: one per sequence); rows at positions outside [0, max_len) are
-  dropped. The same kernel writes K and V (two launches, or one per cache).
+  dropped (neither read nor written). The same kernel writes K and V (two launches, or one per cache).
 
-One thread per element; rows are contiguous, so neighbouring threads touch neighbouring elements.
+Layout: the output rows are cut into vectors of ``VEC`` elements (16 bytes: 8 x f16/bf16, 4 x f32) and each thread
+moves ``PER`` of them, vector ``k * num_threads(0) + program_id(0)`` for k < PER, so a SIMD group's accesses are
+contiguous runs of whole rows' vectors; every 16-byte load is issued before the first store. ``VEC`` halves until the
+row length is a multiple of it, and is 1 (scalar accesses, one element a vector) when that reaches 1 or a device array
+does not start on a 16-byte boundary. ``PER`` grows (up to 4) only while the launch keeps ``MIN_THREADS`` threads.
 """
 
 from __future__ import annotations
@@ -17,44 +21,110 @@ import numpy as np
 
 from ..frontend import kernel
 from ..harness.registry import InputGen, bench, test_kernel
-from ..lang import T, Tensor, i32, program_id
+from ..lang import T, Tensor, constexpr, i32, local_array, num_threads, program_id, static_range, vload, vstore
+from .elementwise import device_offset
+
+#: iron build's default variant (valid for every dtype): 4-element vectors, one a thread
+VEC = 4
+PER = 1
+#: vectors a thread moves at most, and the threads a launch keeps at least before a thread takes more
+MAX_PER = 4
+MIN_THREADS = 1 << 16
 
 
 @kernel
-def embedding(table: Tensor[T], ids: Tensor[i32], out: Tensor[T], vocab: int, dim: int):
-    """out[t, c] = table[ids[t], c] (zeros for an id outside [0, vocab)); launch tokens * dim threads."""
-    i = program_id(0)
-    t = i // dim
-    c = i % dim
-    tok = ids[t]
-    if tok >= 0 and tok < vocab:
-        out[i] = table[tok * dim + c]
-    else:
-        out[i] = 0.0
+def embedding(table: Tensor[T], ids: Tensor[i32], out: Tensor[T], vocab: int, dim: int, nvec: int, VEC: constexpr,
+              PER: constexpr):
+    """out[t, c] = table[ids[t], c] (zeros for an id outside [0, vocab)), in ``nvec`` = tokens * dim / VEC vectors
+    of VEC elements (dim a multiple of VEC), PER a thread; launch ceil(nvec / PER) threads."""
+    t0 = program_id(0)
+    g = num_threads(0)
+    nv = dim // VEC
+    vals = local_array(T, PER * VEC)
+    for k in static_range(PER):
+        e = k * g + t0
+        if e < nvec:
+            tok = ids[e // nv]
+            if tok >= 0 and tok < vocab:
+                w = vload(table, tok * dim + (e % nv) * VEC, VEC)
+                for j in static_range(VEC):
+                    vals[k * VEC + j] = w[j]
+            else:
+                for j in static_range(VEC):
+                    vals[k * VEC + j] = 0.0
+    for k in static_range(PER):
+        e = k * g + t0
+        if e < nvec:
+            o = local_array(T, VEC)
+            for j in static_range(VEC):
+                o[j] = vals[k * VEC + j]
+            vstore(out, e * VEC, o)
 
 
 @kernel
-def kv_append(new: Tensor[T], pos: Tensor[i32], cache: Tensor[T], row: int, max_len: int):
-    """cache[pos[r] * row + c] = new[r * row + c] for row r of ``new`` (``row`` elements each); positions outside
-    [0, max_len) are skipped. Launch n_new * row threads."""
-    i = program_id(0)
-    r = i // row
-    p = pos[r]
-    if p >= 0 and p < max_len:
-        cache[p * row + i % row] = new[i]
+def kv_append(new: Tensor[T], pos: Tensor[i32], cache: Tensor[T], row: int, max_len: int, nvec: int,
+              VEC: constexpr, PER: constexpr):
+    """cache[pos[r] * row + c] = new[r * row + c] for row r of ``new`` (``row`` elements each, a multiple of VEC),
+    in ``nvec`` = n_new * row / VEC vectors, PER a thread; rows at positions outside [0, max_len) are neither read
+    nor written. Launch ceil(nvec / PER) threads."""
+    t0 = program_id(0)
+    g = num_threads(0)
+    nv = row // VEC
+    vals = local_array(T, PER * VEC)
+    dst = local_array(i32, PER)  # where vector k goes in the cache; -1: nowhere
+    for k in static_range(PER):
+        e = k * g + t0
+        dst[k] = -1
+        if e < nvec:
+            p = pos[e // nv]
+            if p >= 0 and p < max_len:
+                dst[k] = p * row + (e % nv) * VEC
+                w = vload(new, e * VEC, VEC)
+                for j in static_range(VEC):
+                    vals[k * VEC + j] = w[j]
+    for k in static_range(PER):
+        if dst[k] >= 0:
+            o = local_array(T, VEC)
+            for j in static_range(VEC):
+                o[j] = vals[k * VEC + j]
+            vstore(cache, dst[k], o)
+
+
+def _itemsize(x: Any) -> int:
+    size = getattr(x.dtype, "itemsize", None)
+    return int(size) if size is not None else int(x.element_size())
+
+
+def plan_rows(rows: int, length: int, *arrays: Any) -> tuple[int, int]:
+    """(VEC, PER) for ``rows`` rows of ``length`` elements of ``arrays``' dtype (module docstring)."""
+    aligned = not any((device_offset(a) or 0) % 16 for a in arrays)
+    vec = 16 // _itemsize(arrays[0]) if aligned else 1
+    while vec > 1 and length % vec:
+        vec //= 2
+    vectors = rows * (length // vec)
+    per = 1
+    while 2 * per <= MAX_PER and vectors // (2 * per) >= MIN_THREADS:
+        per *= 2
+    return vec, per
 
 
 def launch_embedding(table: Any, ids: Any, out: Any, backend: str | None = None) -> None:
     vocab, dim = table.shape
-    embedding[int(ids.shape[0]) * dim](table, ids, out, vocab, dim, backend=backend)
+    tokens = int(ids.shape[0])
+    vec, per = plan_rows(tokens, dim, table, out)
+    nvec = tokens * dim // vec
+    if nvec > 0:
+        embedding[-(-nvec // per)](table, ids, out, vocab, dim, nvec, vec, per, backend=backend)
 
 
 def launch_kv_append(new: Any, pos: Any, cache: Any, backend: str | None = None) -> None:
     """new: (n, ...) rows, cache: (max_len, ...) rows of the same trailing shape, pos: (n,) i32."""
     row = int(np.prod(new.shape[1:]))
-    kv_append[int(new.shape[0]) * row](new, pos, cache, row, int(cache.shape[0]), backend=backend)
-
-
+    n = int(new.shape[0])
+    vec, per = plan_rows(n, row, new, cache)
+    nvec = n * row // vec
+    if nvec > 0:
+        kv_append[-(-nvec // per)](new, pos, cache, row, int(cache.shape[0]), nvec, vec, per, backend=backend)
 def _emb_setup(gen: InputGen) -> dict[str, np.ndarray]:
     tokens, vocab, dim = gen.shape
     ids = gen.rng.integers(0, vocab, tokens).astype(np.int32)

@@ -8,8 +8,18 @@ cache length). Pair i of a head rotates by angle index i:
 - ``INTERLEAVED = True`` (GPT-J, llama.cpp's "normal" mode): the pair is (x[2i], x[2i + 1]);
 - ``INTERLEAVED = False`` (rotate-half, the Hugging Face Llama layout): (x[i], x[i + D/2]).
 
-out = (x0 c - x1 s, x0 s + x1 c) in f32, rounded once to T; ``out`` may be ``x`` (in place: ``launch_rope`` then
-reads a copy of ``x``). One thread per pair.
+out = (x0 c - x1 s, x0 s + x1 c) in f32, rounded once to T. ``out`` may be ``x`` (in place: ``launch_rope`` then
+runs ``rope_inplace``, the same code on one buffer: every thread reads exactly the elements it writes).
+
+Layout (``launch_rope``): a thread owns one vector of ``VEC`` elements (16 bytes: 8 x f16/bf16, 4 x f32) at the
+same place of ``HPT`` heads of one token, heads hg, hg + G, hg + 2G, ... (G = ceil(heads / HPT)). Rotate-half: the
+vector at i and its partner at i + D/2, VEC pairs; interleaved: one vector holding VEC / 2 pairs. The thread reads
+its token's VEC (or VEC / 2) cos and sin values once, in 16-byte loads, and uses them for all its heads; it issues
+every x load before the first use. Neighbouring threads hold neighbouring vectors of a head, so a SIMD group's
+accesses are contiguous. ``HPT`` doubles (up to ``MAX_VECTORS`` x vectors a thread) while it divides the heads and
+the launch keeps ``MIN_THREADS`` threads: long prompts take 4 (rotate-half) or 8 heads a thread, decode 1. ``VEC``
+halves until D / 2 (rotate-half) or D (interleaved) is a multiple of it, and is 1, the scalar path of one thread per
+pair, when that reaches 1 or a device array does not start on a 16-byte boundary.
 """
 
 from __future__ import annotations
@@ -18,19 +28,26 @@ from typing import Any
 
 import numpy as np
 
-from ..frontend import kernel
+from ..frontend import func, kernel
 from ..harness.registry import InputGen, bench, test_kernel
-from ..lang import T, Tensor, cast, constexpr, f32, i32, program_id
+from ..lang import T, Tensor, cast, constexpr, f32, i32, local_array, program_id, static_range, vload, vstore
+from .elementwise import device_offset
 
-#: iron build's default layout
+#: iron build's default layout and vector shape (valid for every dtype: 4 elements, one head a thread)
 INTERLEAVED = False
+VEC = 4
+HPT = 1
 BASE = 10000.0
+#: x vectors a thread keeps in flight at most (HPT is at most this over the vectors one head takes), and the threads
+#: a launch keeps at least before it gives a thread more heads (an H200 holds ~270k; 64k with 8 x 16 bytes in flight
+#: each are ~8 MB of loads in flight, well past what its bandwidth-latency product needs)
+MAX_VECTORS = 8
+MIN_THREADS = 1 << 16
 
 
-@kernel
-def rope(x: Tensor[T], out: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: Tensor[i32], heads: int, D: int,
-         offset: int, INTERLEAVED: constexpr):
-    """Rotate each pair of x (tokens x heads x D) by its token's angle; launch tokens * heads * D / 2 threads."""
+@func
+def rope_pair(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED):
+    """The scalar path: thread i rotates pair i % (D / 2) of row i // (D / 2) (token * heads + head)."""
     i = program_id(0)
     half = D // 2
     p = i % half
@@ -45,8 +62,95 @@ def rope(x: Tensor[T], out: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: 
         b = a + 1
     x0 = cast(x[a], f32)
     x1 = cast(x[b], f32)
-    out[a] = cast(x0 * c - x1 * s, T)
-    out[b] = cast(x0 * s + x1 * c, T)
+    out[a] = x0 * c - x1 * s  # rounded once to out's dtype by the store
+    out[b] = x0 * s + x1 * c
+
+
+@func
+def load_table(t, i, dst, N):
+    """dst[j] = t[i + j] for j < N (f32 table values): 16-byte loads of 4, or one of N < 4."""
+    if N <= 4:
+        one = vload(t, i, N)
+        for j in static_range(N):
+            dst[j] = one[j]
+    else:
+        for q in static_range(N // 4):
+            w = vload(t, i + 4 * q, 4)
+            for j in static_range(4):
+                dst[4 * q + j] = w[j]
+
+
+@func
+def rope_vectors(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT, DT):
+    """The vector path (module docstring): VEC elements of HPT heads of one token a thread."""
+    half = D // 2
+    P = VEC // (1 + INTERLEAVED)  # pairs a vector holds (compile-time)
+    nv = (D // (2 - INTERLEAVED)) // VEC  # vectors of a head: D / 2 / VEC (rotate-half) or D / VEC (interleaved)
+    i = program_id(0)
+    groups = (heads + HPT - 1) // HPT
+    v = i % nv
+    rest = i // nv
+    hg = rest % groups
+    tok = rest // groups
+    c = local_array(f32, P)
+    s = local_array(f32, P)
+    row = (pos[tok] + offset) * half + v * P  # the token's angles for this vector's pairs
+    load_table(cos, row, c, P)
+    load_table(sin, row, s, P)
+    xa = local_array(DT, HPT * VEC)
+    xb = local_array(DT, HPT * VEC)
+    for k in static_range(HPT):
+        h = hg + k * groups
+        if h < heads:
+            a = (tok * heads + h) * D + v * VEC
+            va = vload(x, a, VEC)
+            for j in static_range(VEC):
+                xa[k * VEC + j] = va[j]
+            if not INTERLEAVED:
+                vb = vload(x, a + half, VEC)
+                for j in static_range(VEC):
+                    xb[k * VEC + j] = vb[j]
+    for k in static_range(HPT):
+        h = hg + k * groups
+        if h < heads:
+            a = (tok * heads + h) * D + v * VEC
+            oa = local_array(DT, VEC)
+            if INTERLEAVED:
+                for j in static_range(P):
+                    x0 = cast(xa[k * VEC + 2 * j], f32)
+                    x1 = cast(xa[k * VEC + 2 * j + 1], f32)
+                    oa[2 * j] = x0 * c[j] - x1 * s[j]
+                    oa[2 * j + 1] = x0 * s[j] + x1 * c[j]
+                vstore(out, a, oa)
+            else:
+                ob = local_array(DT, VEC)
+                for j in static_range(VEC):
+                    x0 = cast(xa[k * VEC + j], f32)
+                    x1 = cast(xb[k * VEC + j], f32)
+                    oa[j] = x0 * c[j] - x1 * s[j]
+                    ob[j] = x0 * s[j] + x1 * c[j]
+                vstore(out, a, oa)
+                vstore(out, a + half, ob)
+
+
+@kernel
+def rope(x: Tensor[T], out: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: Tensor[i32], heads: int, D: int,
+         offset: int, INTERLEAVED: constexpr, VEC: constexpr, HPT: constexpr):
+    """Rotate each pair of x (tokens x heads x D) by its token's angle into out; grid: ``rope_grid``."""
+    if VEC == 1:
+        rope_pair(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED)
+    else:
+        rope_vectors(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT, T)
+
+
+@kernel
+def rope_inplace(x: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: Tensor[i32], heads: int, D: int,
+                 offset: int, INTERLEAVED: constexpr, VEC: constexpr, HPT: constexpr):
+    """``rope`` with out = x (each thread reads exactly the elements it writes)."""
+    if VEC == 1:
+        rope_pair(x, x, cos, sin, pos, heads, D, offset, INTERLEAVED)
+    else:
+        rope_vectors(x, x, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT, T)
 
 
 def rope_tables(max_pos: int, dim: int, base: float = BASE) -> tuple[np.ndarray, np.ndarray]:
@@ -56,14 +160,50 @@ def rope_tables(max_pos: int, dim: int, base: float = BASE) -> tuple[np.ndarray,
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
+def _itemsize(x: Any) -> int:
+    size = getattr(x.dtype, "itemsize", None)
+    return int(size) if size is not None else int(x.element_size())
+
+
+def plan_rope(tokens: int, heads: int, dim: int, itemsize: int, interleaved: bool,
+              aligned: bool = True) -> tuple[int, int]:
+    """(VEC, HPT) for x of (tokens, heads, dim) and ``itemsize`` bytes an element (module docstring); ``aligned``:
+    every array starts on a 16-byte boundary."""
+    span = dim if interleaved else dim // 2  # the elements a head's vectors tile
+    vec = 16 // itemsize if aligned and span > 0 else 1
+    while vec > 1 and span % vec:
+        vec //= 2
+    if vec == 1:
+        return 1, 1
+    per_head = span // vec  # vectors (threads) per head at one head a thread
+    loads = 1 if interleaved else 2  # x vectors per head a thread
+    hpt = 1
+    while (2 * hpt * loads <= MAX_VECTORS and heads % (2 * hpt) == 0
+           and tokens * heads * per_head // (2 * hpt) >= MIN_THREADS):
+        hpt *= 2
+    return vec, hpt
+
+
+def rope_grid(tokens: int, heads: int, dim: int, interleaved: bool, vec: int, hpt: int) -> int:
+    """Threads of a launch of (VEC, HPT) = (vec, hpt)."""
+    if vec == 1:
+        return tokens * heads * (dim // 2)
+    span = dim if interleaved else dim // 2
+    return tokens * -(-heads // hpt) * (span // vec)
+
+
 def launch_rope(x: Any, out: Any, cos: Any, sin: Any, pos: Any, offset: int = 0, interleaved: bool = False,
                 backend: str | None = None) -> None:
     tokens, heads, dim = x.shape
-    if out is x:  # in place: a kernel may not read through one argument memory it writes through another (dsl.md)
-        x = x.clone() if callable(getattr(x, "clone", None)) else x.copy()
-    rope[tokens * heads * dim // 2](x, out, cos, sin, pos, heads, dim, offset, interleaved, backend=backend)
-
-
+    aligned = not any((device_offset(a) or 0) % 16 for a in (x, out, cos, sin))
+    vec, hpt = plan_rope(tokens, heads, dim, _itemsize(x), interleaved, aligned)
+    n = rope_grid(tokens, heads, dim, interleaved, vec, hpt)
+    if n <= 0:
+        return
+    if out is x:  # one buffer both read and written (dsl.md: no aliasing between two arguments)
+        rope_inplace[n](x, cos, sin, pos, heads, dim, offset, interleaved, vec, hpt, backend=backend)
+    else:
+        rope[n](x, out, cos, sin, pos, heads, dim, offset, interleaved, vec, hpt, backend=backend)
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:
     tokens, heads, dim = gen.shape
     max_pos = tokens + 64

@@ -157,7 +157,8 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
 
     @stage("decode_speed")
     def _decode():
-        res = generate(state["m"], prompt, DECODE_TOKENS)
+        res = generate(state["m"], prompt, DECODE_TOKENS, warmup=True)  # timed: the recording made, then replayed
+        r["decode_graph"] = res.extra.get("graph")
         r["decode_tokens_per_s"] = res.decode_tokens_per_s
         r["decode_ms_per_token"] = 1e3 / res.decode_tokens_per_s
 
@@ -237,11 +238,10 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
 
     @stage("gemv_shapes")
     def _gemv_shapes():
-        """Each decode GEMV shape timed alone by CUDA events, cycling through the 16 layers' matrices (no L2 reuse
+        """Each decode GEMV shape timed alone (CUPTI kernel time), cycling through the 16 layers' matrices (no L2 reuse
         between calls, as in a decode step): µs per call and GB/s of weights read."""
         if backend != "cuda":
             return
-        from iron.runtime import get_backend
         from iron.runtime.device_array import empty
         from iron.std.gemv import launch_gemv
 
@@ -256,12 +256,14 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
             x = empty((cols,), m.dtype, backend=backend)
             y = empty((rows,), m.dtype, backend=backend)
             launch_gemv(mats[0], x, y, backend)
-
-            def each(mats=mats, x=x, y=y):
-                for a in mats:
+            synchronize(backend)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                for a in mats * 2:
                     launch_gemv(a, x, y, backend)
-
-            us = get_backend(backend).gpu_time(each, 10) * 1e6 / len(mats)
+                synchronize(backend)
+            total = sum(getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+                        for ev in prof.key_averages() if ev.key.startswith("gemv"))
+            us = total / (2 * len(mats))
             out[name] = {"shape": [rows, cols], "us": us, "gb_s": rows * cols * mats[0].itemsize / us / 1e3}
         r["gemv_shapes"] = out
 

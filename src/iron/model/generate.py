@@ -89,15 +89,16 @@ def generate(model: Llama, prompt_ids: Sequence[int], max_new_tokens: int, tempe
     if not 0 < top_k <= MAX_K:
         raise ModelError(f"top_k must be in 1 .. {MAX_K}, not {top_k}")
     sampling = Sampling(temperature, top_p, top_k, seed)
-    if warmup:
-        _run(model, prompt, min(max_new_tokens, 2), sampling, (), None)
-    return _run(model, prompt, max_new_tokens, sampling, tuple(int(s) for s in stop_ids), on_token)
+    cache = len(prompt) + max_new_tokens
+    if warmup:  # the same cache size: the same kernel variants and autotuning buckets as the timed run
+        _run(model, prompt, min(max_new_tokens, 3), sampling, (), None, cache)
+    return _run(model, prompt, max_new_tokens, sampling, tuple(int(s) for s in stop_ids), on_token, cache)
 
 
 def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop_ids: tuple[int, ...],
-         on_token: Callable[[int, int], None] | None) -> GenerationResult:
+         on_token: Callable[[int, int], None] | None, cache: int) -> GenerationResult:
     be = model.backend
-    model.reset(len(prompt) + max_new)
+    model.reset(cache)
     out = asarray(slot_array(np.zeros(max_new, np.int64)), backend=be)  # token i at element i * SLOT
     watch = on_token is not None or bool(stop_ids)
     replay = DecodeGraph(model, out, len(prompt)) if sampling.greedy and graphs_apply(model) else None

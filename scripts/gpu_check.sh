@@ -32,6 +32,7 @@
 #                                 (bench/experiments/array_launch.py), iron bench on Vulkan beside CUDA
 #   scripts/gpu_check.sh model   issue 19: scripts/gpu_model.py (the 1B-shaped model on cuda, and vulkan when .gl is
 #                                 carried) beside transformers -> model_1b.json
+#   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
 #   scripts/gpu_check.sh vgemm   issue 14: the std GEMM on NVIDIA's Vulkan (cooperative matrices) beside CUDA
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
@@ -150,6 +151,14 @@ if [ "$PART" = model ]; then
   # transformers: logits, greedy tokens, decode tokens/s, prefill ms, a decode step's kernels (CUPTI)
   timeout ${MODEL_TIMEOUT:-420} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends ${MODEL_BACKENDS:-cuda,vulkan} \
     2>&1 | grep -v "Writing model" | tee "$OUT/model_1b.txt" | tail -n 30
+fi
+if [ "$PART" = ncu ]; then
+  # the attention prefill kernel of a Llama-1B layer under Nsight Compute: throughput, stall reasons, occupancy
+  timeout 60 $PY bench/experiments/attn_ncu.py 2>&1 | tee "$OUT/attn_time.txt"
+  timeout ${NCU_TIMEOUT:-150} ncu --kernel-name attn_prefill --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+    --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis --section SchedulerStats $PY bench/experiments/attn_ncu.py 2>&1 \
+    | tee "$OUT/attn_ncu.txt" | tail -n 80
 fi
 if [ "$PART" = wgsweep ]; then
   # issue 14: every gemm_wg configuration (and new ones) timed alone at the sizes of WG_SIZES, checked first

@@ -7,20 +7,27 @@ h reads key/value head h // (HQ // HKV); scale 1/sqrt(D) unless given. f32, f16,
 
 Design (split-K decode, as FlashDecoding): ``attn_decode_split`` runs one group per (split, kv head, sequence). The
 group takes CHUNK positions of the sequence and all G = HQ // HKV query heads that share the kv head, so each K/V
-row is read once for G heads:
+row is read once for G heads. A group whose split starts at or past the sequence's length returns at once (the cache
+shape is fixed across decode steps, the length lives on the device, so most splits of a short sequence are empty).
 
-1. the G query rows, pre-scaled, go to shared memory (f32);
-2. scores: each thread takes whole positions, reading its K row as D / VEC 16-byte loads (unrolled: all in flight),
-   and writes G dot products to a shared score array;
-3. per head, the chunk's max m and sum l of exp(s - m) (the scores become the weights in place);
+1. loads: the G query rows, the thread's first K row (D / VEC 16-byte loads) and its first U V vectors are all issued
+   before the first barrier (no load crosses one), so a short sequence waits for global memory once; the query
+   rows, pre-scaled, go to shared memory (f32);
+2. scores: each thread takes whole positions and writes G dot products to a shared score array (unrolled over the
+   chunk: in a loop the compiler would hold all G x D query values in registers and spill);
+3. per head, the chunk's max m and sum l of exp(s - m) (the scores become the weights in place), each a SIMD-group
+   reduction (``simd_max``/``simd_sum``), one slot per SIMD group in shared memory, one barrier;
 4. P V: thread t owns the 16-byte vector t % (D / VEC) of V's rows t // (D / VEC), t // (D / VEC) + TG, ... (a SIMD
-   group reads whole rows, coalesced), accumulating G x VEC sums in registers, reduced over the TG row sets in
-   shared memory; the split's partial (out, m, l) goes to an f32 workspace.
+   group reads whole rows, coalesced), U rows per step (loads in flight together), accumulating G x VEC sums in
+   registers, reduced over the TG row sets in shared memory. A sequence that fits in split 0 is normalised and
+   written to ``out`` here; otherwise the split's partial (out, m, l) goes to an f32 workspace.
 
 ``attn_decode_combine`` merges the splits per (sequence, head, column): out = sum_s e^(m_s - M) o_s /
-sum_s e^(m_s - M) l_s, M the max of the m_s (splits past a sequence's length have m = -inf, l = 0, o = 0). The paged
-cache differs only in the row address (``PAGED``). Expected on the H200, not measured here: B 32 x L 8192 with
-CHUNK 256 runs 8192 groups, each reading 512 KiB of K/V in 16-byte loads.
+sum_s e^(m_s - M) l_s, M the max of the m_s, over the ceil(len / CHUNK) splits that hold positions, in one
+online-softmax pass that loads U splits' (m, l, o) at once without waiting for ``lens`` (splits past the length are
+read and weighted 0); it leaves a sequence of one split alone. The paged cache differs only in the row address
+(``PAGED``). Expected on the H200, not measured here: B 32 x L 8192 with CHUNK 256 runs 8192 groups, each reading
+128 KiB of bf16 K/V in 16-byte loads.
 """
 
 from __future__ import annotations
@@ -45,8 +52,14 @@ from ..lang import (
     local_id,
     program_id,
     shared,
+    simd_group,
+    simd_lane,
+    simd_max,
+    simd_size,
+    simd_sum,
     static_range,
     vload,
+    where,
 )
 from .softmax import scratch_f32
 
@@ -72,116 +85,200 @@ def kv_row(table, b, j, hk, L, MAXP, HKV, D, PAGED):
 
 
 @func
-def group_reduce_to(red, dst, off, tid, G, BLOCK, IS_MAX):
-    """dst[off + g] = max (or sum) of red[g * BLOCK .. g * BLOCK + BLOCK - 1], by threads 0 .. G - 1, between two
-    barriers."""
+def load_rows(src, dst, table, b, start, j0, step, cnt, hk, dv0, L, MAXP, HKV, D, PAGED, NR, NVEC, VEC):
+    """dst[(r * NVEC + w) * VEC ..] = the VEC elements at vector dv0 + w of chunk row j0 + r * step (clamped to the
+    chunk's last row, cnt - 1), r < NR, w < NVEC: NR * NVEC independent 16-byte loads, all in flight."""
+    for r in static_range(NR):
+        row = kv_row(table, b, start + min(j0 + r * step, cnt - 1), hk, L, MAXP, HKV, D, PAGED)
+        for w in static_range(NVEC):
+            x = vload(src, row + (dv0 + w) * VEC, VEC)
+            for e in static_range(VEC):
+                dst[(r * NVEC + w) * VEC + e] = x[e]
+
+
+@func
+def score_row(k, kr, sq, sc, mx, table, b, start, jj, cnt, hk, L, MAXP, HKV, D, PAGED, G, CHUNK, BLOCK, NV, VEC):
+    """The G scores of chunk row jj from its K row in ``kr`` into sc and the running maxima mx; then the K row this
+    thread scores next, jj + BLOCK, into kr."""
+    dot = local_array(f32, G)
+    for g in static_range(G):
+        dot[g] = 0.0
+    for e in static_range(D):
+        x = kr[e]
+        for g in static_range(G):
+            dot[g] += x * sq[g * D + e]
+    if jj + BLOCK < cnt:
+        load_rows(k, kr, table, b, start, jj + BLOCK, BLOCK, cnt, hk, 0, L, MAXP, HKV, D, PAGED, 1, NV, VEC)
+    for g in static_range(G):
+        sc[g * CHUNK + jj] = dot[g]
+        mx[g] = max(mx[g], dot[g])
+
+
+@func
+def reduce_heads(x, red, dst, G, NW, IS_MAX):
+    """dst[g] = max (or sum) of x[g] over the group: a SIMD reduction per head, one slot per (head, SIMD group) in
+    ``red`` (G * NW), one barrier, then every thread reads the G * NW slots back (unrolled: all loads in flight).
+    ``red`` must not be reused by another reduction."""
+    for g in static_range(G):
+        r = simd_max(x[g]) if IS_MAX else simd_sum(x[g])
+        if simd_lane() == 0:
+            red[g * NW + simd_group()] = r
     barrier()
-    if tid < G:
+    for g in static_range(G):
         r = -math.inf if IS_MAX else 0.0
-        for i in range(BLOCK):
-            x = red[tid * BLOCK + i]
-            r = max(r, x) if IS_MAX else r + x
-        dst[off + tid] = r
-    barrier()
+        for w in static_range(NW):
+            r = max(r, red[g * NW + w]) if IS_MAX else r + red[g * NW + w]
+        dst[g] = r
 
 
 @kernel
 def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i32], lens: Tensor[i32],
-                      po: Tensor[f32], pm: Tensor[f32], pl: Tensor[f32], HQ: int, HKV: int, L: int, MAXP: int,
-                      NSPLIT: int, scale: float, D: constexpr, G: constexpr, CHUNK: constexpr, BLOCK: constexpr,
-                      VEC: constexpr, PAGED: constexpr):
+                      po: Tensor[f32], pm: Tensor[f32], pl: Tensor[f32], out: Tensor[T], HQ: int, HKV: int, L: int,
+                      MAXP: int, NSPLIT: int, scale: float, D: constexpr, G: constexpr, CHUNK: constexpr,
+                      BLOCK: constexpr, VEC: constexpr, PAGED: constexpr):
     """One split's partial attention for G query heads of one kv head; launch (NSPLIT * BLOCK, HKV, B) threads in
-    groups of (BLOCK, 1, 1). Partials: po (B, HQ, NSPLIT, D), pm and pl (B, HQ, NSPLIT)."""
+    groups of (BLOCK, 1, 1). Partials: po (B, HQ, NSPLIT, D), pm and pl (B, HQ, NSPLIT); a sequence that fits in
+    split 0 gets its output ``out`` (B, HQ, D) here instead."""
     NV = D // VEC
     TG = BLOCK // NV
+    NW = BLOCK // simd_size()
+    U = max(1, min(8, 256 // (G * VEC)))  # V rows per thread and P V step, their loads in flight together
     sq = shared(f32, G * D)
     sc = shared(f32, G * CHUNK)
-    red = shared(f32, G * BLOCK)
-    stat = shared(f32, 2 * G)
+    redm = shared(f32, G * NW)
+    redl = shared(f32, G * NW)
     acc_s = shared(f32, TG * G * D)
     tid = local_id(0)
     s = group_id(0)
     hk = group_id(1)
     b = group_id(2)
-    start = s * CHUNK
-    cnt = min(lens[b] - start, CHUNK)
     head0 = b * HQ + hk * G
-    for i in range(tid, G * D, BLOCK):
-        sq[i] = q[head0 * D + i] * scale
+    qr = local_array(T, (G * D + BLOCK - 1) // BLOCK)  # loaded with lens, not after it
+    for i0 in static_range(0, G * D, BLOCK):
+        if i0 + tid < G * D:
+            qr[i0 // BLOCK] = q[head0 * D + i0 + tid]
+    n = lens[b]
+    start = s * CHUNK
+    if start >= n:  # the whole group: nothing of the sequence here; the combine never reads this split
+        return
+    cnt = min(n - start, CHUNK)
+    whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
+    dv = tid % NV
+    tg = tid // NV
+    # this thread's first K row and first U V rows go in flight with q's, before the barrier (no load crosses one):
+    # a short sequence then waits for global memory once
+    kr = local_array(T, D)
+    vr = local_array(T, U * VEC)
+    load_rows(k, kr, table, b, start, tid, BLOCK, cnt, hk, 0, L, MAXP, HKV, D, PAGED, 1, NV, VEC)
+    load_rows(v, vr, table, b, start, tg, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC)
+    for i0 in static_range(0, G * D, BLOCK):
+        if i0 + tid < G * D:
+            sq[i0 + tid] = qr[i0 // BLOCK] * scale
     barrier()
     # scores and the local max
     mx = local_array(f32, G)
     for g in static_range(G):
         mx[g] = -math.inf
-    for jj in range(tid, cnt, BLOCK):
-        row = kv_row(table, b, start + jj, hk, L, MAXP, HKV, D, PAGED)
-        dot = local_array(f32, G)
-        for g in static_range(G):
-            dot[g] = 0.0
-        for dv in static_range(NV):
-            kv = vload(k, row + dv * VEC, VEC)
-            for g in static_range(G):
-                for e in static_range(VEC):
-                    dot[g] += kv[e] * sq[g * D + dv * VEC + e]
-        for g in static_range(G):
-            sc[g * CHUNK + jj] = dot[g]
-            mx[g] = max(mx[g], dot[g])
-    for g in static_range(G):
-        red[g * BLOCK + tid] = mx[g]
-    group_reduce_to(red, stat, 0, tid, G, BLOCK, True)
-    # weights in place and the local sum
-    for g in static_range(G):
-        m = stat[g]
-        tot = 0.0
+    # unrolled where the unroll budget allows: in a loop the compiler hoists all G x D of sq into registers (spills)
+    if (CHUNK + BLOCK - 1) // BLOCK * G * D <= 2048:
+        for j0 in static_range(0, CHUNK, BLOCK):
+            if j0 + tid < cnt:
+                score_row(k, kr, sq, sc, mx, table, b, start, j0 + tid, cnt, hk, L, MAXP, HKV, D, PAGED, G, CHUNK,
+                          BLOCK, NV, VEC)
+    else:
         for jj in range(tid, cnt, BLOCK):
-            p = exp(sc[g * CHUNK + jj] - m)
+            score_row(k, kr, sq, sc, mx, table, b, start, jj, cnt, hk, L, MAXP, HKV, D, PAGED, G, CHUNK, BLOCK, NV,
+                      VEC)
+    stat = local_array(f32, G)
+    reduce_heads(mx, redm, stat, G, NW, True)
+    # weights in place and the local sum
+    tot = local_array(f32, G)
+    for g in static_range(G):
+        tot[g] = 0.0
+    for jj in range(tid, cnt, BLOCK):
+        for g in static_range(G):
+            p = exp(sc[g * CHUNK + jj] - stat[g])
             sc[g * CHUNK + jj] = p
-            tot += p
-        red[g * BLOCK + tid] = tot
-    group_reduce_to(red, stat, G, tid, G, BLOCK, False)
-    # P V
-    dv = tid % NV
-    tg = tid // NV
+            tot[g] += p
+    den = local_array(f32, G)
+    reduce_heads(tot, redl, den, G, NW, False)
+    # P V: U rows per step (rows past the chunk are clamped to its last and weighted 0)
     acc = local_array(f32, G * VEC)
     for i in static_range(G * VEC):
         acc[i] = 0.0
     if tg < TG:
-        for jj in range(tg, cnt, TG):
-            row = kv_row(table, b, start + jj, hk, L, MAXP, HKV, D, PAGED)
-            vv = vload(v, row + dv * VEC, VEC)
-            for g in static_range(G):
-                p = sc[g * CHUNK + jj]
-                for e in static_range(VEC):
-                    acc[g * VEC + e] += p * vv[e]
+        for j0 in range(tg, cnt, TG * U):
+            for u in static_range(U):
+                jj = j0 + u * TG
+                jc = min(jj, cnt - 1)
+                for g in static_range(G):
+                    p = where(jj < cnt, sc[g * CHUNK + jc], 0.0)
+                    for e in static_range(VEC):
+                        acc[g * VEC + e] += p * vr[u * VEC + e]
+            if j0 + TG * U < cnt:
+                load_rows(v, vr, table, b, start, j0 + TG * U, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC)
         for g in static_range(G):
             for e in static_range(VEC):
                 acc_s[(tg * G + g) * D + dv * VEC + e] = acc[g * VEC + e]
     barrier()
-    for i in range(tid, G * D, BLOCK):
-        t = 0.0
-        for j in range(TG):
-            t += acc_s[j * G * D + i]
-        po[((head0 + i // D) * NSPLIT + s) * D + i % D] = t
-    if tid < G:
-        pm[(head0 + tid) * NSPLIT + s] = stat[tid]
-        pl[(head0 + tid) * NSPLIT + s] = stat[G + tid]
+    for i0 in static_range(0, G * D, BLOCK):
+        i = i0 + tid
+        if i < G * D:
+            t = 0.0
+            for j in static_range(TG):
+                t += acc_s[j * G * D + i]
+            if whole:
+                dg = den[0]
+                for g in static_range(1, G):
+                    dg = where(i // D == g, den[g], dg)
+                out[head0 * D + i] = t / dg
+            else:
+                po[((head0 + i // D) * NSPLIT + s) * D + i % D] = t
+    if tid == 0 and not whole:
+        for g in static_range(G):
+            pm[(head0 + g) * NSPLIT + s] = stat[g]
+            pl[(head0 + g) * NSPLIT + s] = den[g]
 
 
 @kernel
-def attn_decode_combine(po: Tensor[f32], pm: Tensor[f32], pl: Tensor[f32], out: Tensor[T], NSPLIT: int, D: int):
-    """out[b, h, d] from the splits' partials; one thread per output element (B * HQ * D threads)."""
+def attn_decode_combine(po: Tensor[f32], pm: Tensor[f32], pl: Tensor[f32], lens: Tensor[i32], out: Tensor[T],
+                        HQ: int, NSPLIT: int, D: int, CHUNK: int, U: constexpr):
+    """out[b, h, d] from the splits' partials; one thread per output element (B * HQ * D threads). Only the splits
+    that hold positions (ceil(lens[b] / CHUNK)) count; a sequence with one such split was written by the split
+    kernel. One online-softmax pass, U splits per step: their 3 U loads are independent, all in flight."""
     i = program_id(0)
     bh = i // D
+    n = lens[bh // HQ]
     mx = -math.inf
-    for s in range(NSPLIT):
-        mx = max(mx, pm[bh * NSPLIT + s])
     num = 0.0
     den = 0.0
-    if mx > -math.inf:
-        for s in range(NSPLIT):
-            w = exp(pm[bh * NSPLIT + s] - mx)
-            num += w * po[(bh * NSPLIT + s) * D + i % D]
-            den += w * pl[bh * NSPLIT + s]
+    for s0 in range(0, NSPLIT, U):
+        # the loads do not wait for lens: splits past the length (unwritten) are read and weighted 0
+        ms = local_array(f32, U)
+        ls = local_array(f32, U)
+        ov = local_array(f32, U)
+        for u in static_range(U):
+            sj = bh * NSPLIT + min(s0 + u, NSPLIT - 1)
+            ms[u] = pm[sj]
+            ls[u] = pl[sj]
+            ov[u] = po[sj * D + i % D]
+        ns = min((n + CHUNK - 1) // CHUNK, NSPLIT)
+        if ns == 1:  # written by the split kernel
+            return
+        if s0 >= ns:
+            break
+        m_new = mx
+        for u in static_range(U):
+            ms[u] = where(s0 + u < ns, ms[u], -math.inf)
+            m_new = max(m_new, ms[u])
+        alpha = where(mx > -math.inf, exp(mx - m_new), 0.0)
+        num *= alpha
+        den *= alpha
+        for u in static_range(U):
+            w = exp(ms[u] - m_new)
+            num += where(s0 + u < ns, w * ov[u], 0.0)
+            den += where(s0 + u < ns, w * ls[u], 0.0)
+        mx = m_new
     out[i] = num / den if den > 0.0 else 0.0
 
 
@@ -206,9 +303,10 @@ def _launch(q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, pag
     po, pm, pl = scratch_f32(q, b * hq * nsplit * d), scratch_f32(q, b * hq * nsplit), scratch_f32(q, b * hq * nsplit)
     sc = 1.0 / math.sqrt(d) if scale is None else scale
     attn_decode_split[(nsplit * block, hkv, b), (block, 1, 1)](
-        q, k, v, table, lens, po, pm, pl, hq, hkv, cache_len, maxp, nsplit, sc, d, hq // hkv, chunk, block, vec,
-        paged, backend=backend)
-    attn_decode_combine[b * hq * d, 128](po, pm, pl, out, nsplit, d, backend=backend)
+        q, k, v, table, lens, po, pm, pl, out, hq, hkv, cache_len, maxp, nsplit, sc, d, hq // hkv, chunk, block,
+        vec, paged, backend=backend)
+    attn_decode_combine[b * hq * d, 128](po, pm, pl, lens, out, hq, nsplit, d, chunk, min(16, _pow2(nsplit)),
+                                         backend=backend)
 
 
 def launch_decode(q: Any, k: Any, v: Any, lens: Any, out: Any, scale: float | None = None,

@@ -10,16 +10,22 @@ blocks of BN tokens (up to its last row when causal):
 
 1. stage K (BN x D) in shared memory; each SIMD group computes S = Q K^T (16 x BN) with ``mma`` over D / 16 steps
    (``frag_b`` reads K transposed) and stores it to an f32 shared scratch;
-2. its lanes run the online softmax on its 16 rows: scale, causal and length masks, row max (``simd_max``), the new
-   running max m, alpha = exp(m_old - m), P = exp(S - m) rounded to the input type into shared memory, and the running
-   sum l = l * alpha + rowsum(P) (in f32 registers, replicated across the lanes);
+2. its lanes run the online softmax on its 16 rows, in base 2 (scores pre-multiplied by scale * log2(e), ``exp2``):
+   each row is owned by SW / 16 neighbouring lanes (a lane owns 16 / SW rows where the SIMD width is below 16), which
+   read their columns as 16-byte ``vload``s, apply the causal and length masks and combine the row max and sum by
+   one or two shuffles, not SIMD-wide reductions; P = exp2(S - m) goes to shared memory rounded to the input type
+   (``vstore``), and the running max m and sum l stay with the row's owner, its alpha = exp2(m_old - m) shuffled to
+   every lane;
 3. stage V in the same shared buffer; PV = P V (16 x D) by ``mma`` over BN / 16 steps, stored to the scratch; each
    lane then updates its slice of O (16 rows x D / simd_size() columns, f32 registers): O = O * alpha + PV.
 
 At the end O / l is written. Fragments cannot be scaled in place in the DSL (no element-wise ops on fragments), so O
 lives in lane registers and every block's PV passes through shared memory: correct on every backend, but the shared
-traffic keeps this well below FlashAttention's speed on the H200 (not measured here; the 430 TF/s target needs O in
-the accumulator fragments, i.e. a fragment-scaling builtin).
+traffic keeps this well below FlashAttention's speed on the H200. Measured there (2026-12-02, bf16, 2048 tokens, 32/8
+heads, D 64, causal; Nsight Compute, bench/results/2026-12-02-h200-attn-ncu.txt) before the lane-owned rows: 22 TF/s,
+~2,000 instructions per SIMD group per key block (a third of them the per-row SIMD-wide reductions of step 2), 219
+registers (2 groups per SM, 12% occupancy), stalls on shared-memory reads. The 430 TF/s target needs O in the
+accumulator fragments, i.e. a fragment-scaling builtin.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from ..lang import (
     async_wait,
     barrier,
     constexpr,
-    exp,
+    exp2,
     f32,
     frag_a,
     frag_acc,
@@ -52,10 +58,12 @@ from ..lang import (
     shared,
     simd_group,
     simd_lane,
-    simd_max,
+    simd_shuffle,
+    simd_shuffle_xor,
     simd_size,
-    simd_sum,
     static_range,
+    vload,
+    vstore,
 )
 from ..runtime import get_backend
 from .gemm import H
@@ -88,36 +96,69 @@ def stage_rows(src, col0, stride, dst, ld, r0, n, R, D, tid, nth):
 
 
 @func
-def online_softmax(ss, sp, m, l, al, row0, q0, k0, n, scale, LS, LP, BN, CAUSAL):
-    """The online-softmax step of one SIMD group's 16 rows (shared rows row0 ..): P into sp, m/l/alpha updated."""
+def row_combine(x, LPR, IS_MAX):
+    """Max (or sum) of x over the LPR neighbouring lanes that share a row (LPR a power of two up to 8)."""
+    if LPR >= 2:
+        y = simd_shuffle_xor(x, 1)
+        x = max(x, y) if IS_MAX else x + y
+    if LPR >= 4:
+        y = simd_shuffle_xor(x, 2)
+        x = max(x, y) if IS_MAX else x + y
+    if LPR >= 8:
+        y = simd_shuffle_xor(x, 4)
+        x = max(x, y) if IS_MAX else x + y
+    return x
+
+
+@func
+def online_softmax(ss, sp, m, l, al, row0, q0, k0, n, scale2, LS, LP, BN, CAUSAL, SW):
+    """The online-softmax step of one SIMD group's 16 rows (shared rows row0 ..), in base 2 (``scale2`` = scale *
+    log2(e)): P into sp; m and l of this lane's own rows updated; al[r] = alpha of every row r, in every lane.
+
+    Rows are owned by lanes: LPR = SW / 16 neighbouring lanes share a row (each takes BN / LPR columns, combined by
+    shuffles), or with SW < 16 each lane owns RPL = 16 / SW rows, so a row's max and sum need no SIMD-wide reduction."""
+    LPR = max(1, SW // 16)
+    RPL = max(1, 16 // SW)
+    RSTEP = SW // LPR  # rows apart of one lane's rows
+    CPL = BN // LPR  # columns per lane
+    PW = min(VEC, CPL)  # halves per P store
     lane = simd_lane()
-    S = simd_size()
-    for r in static_range(16):
+    c0 = (lane % LPR) * CPL
+    mine = local_array(f32, RPL)
+    for i in static_range(RPL):
+        r = lane // LPR + i * RSTEP
         qi = q0 + r
+        base = (row0 + r) * LS + c0
+        sv = local_array(f32, CPL)
         mx = -math.inf
-        for c in range(lane, BN, S):
-            kj = k0 + c
-            s = ss[(row0 + r) * LS + c] * scale
-            if kj >= n or (CAUSAL and kj > qi):
-                s = -math.inf
-            mx = max(mx, s)
-        mx = simd_max(mx)
-        m_new = max(m[r], mx)
-        m_use = m_new if m_new > -math.inf else 0.0  # a row with nothing seen yet: exp(-inf - 0) = 0, not NaN
+        for j in static_range(CPL // 4):
+            v = vload(ss, base + 4 * j, 4)
+            for e in static_range(4):
+                kj = k0 + c0 + 4 * j + e
+                x = v[e] * scale2
+                if kj >= n or (CAUSAL and kj > qi):
+                    x = -math.inf
+                sv[4 * j + e] = x
+                mx = max(mx, x)
+        mx = row_combine(mx, LPR, True)
+        m_new = max(m[i], mx)
+        m_use = m_new if m_new > -math.inf else 0.0  # a row with nothing seen yet: exp2(-inf - 0) = 0, not NaN
         tot = 0.0
-        for c in range(lane, BN, S):
-            kj = k0 + c
-            s = ss[(row0 + r) * LS + c] * scale
-            p = exp(s - m_use)
-            if kj >= n or (CAUSAL and kj > qi):
-                p = 0.0
-            sp[(row0 + r) * LP + c] = p
-            tot += p
-        tot = simd_sum(tot)
-        alpha = exp(m[r] - m_use)
-        l[r] = l[r] * alpha + tot
-        al[r] = alpha
-        m[r] = m_new
+        pbase = (row0 + r) * LP + c0
+        for j in static_range(CPL // PW):
+            pv = local_array(H, PW)
+            for e in static_range(PW):
+                p = exp2(sv[PW * j + e] - m_use)
+                pv[e] = p
+                tot += p
+            vstore(sp, pbase + PW * j, pv)
+        tot = row_combine(tot, LPR, False)
+        alpha = exp2(m[i] - m_use)
+        l[i] = l[i] * alpha + tot
+        m[i] = m_new
+        mine[i] = alpha
+    for r in static_range(16):  # every lane scales its columns of O: alpha of each row from the row's owner
+        al[r] = simd_shuffle(mine[r // RSTEP], (r % RSTEP) * LPR)
 
 
 @kernel
@@ -145,15 +186,18 @@ def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: in
     q0 = group_id(0) * BM
     row0 = w * 16
     stage_rows(q, h * D, HQ * D, sq, LQ, q0, n, BM, D, tid, nth)
+    RPL = max(1, 16 // SW)
     o = local_array(f32, 16 * DPL)
-    m = local_array(f32, 16)
-    l = local_array(f32, 16)
+    m = local_array(f32, RPL)  # this lane's own rows (online_softmax)
+    l = local_array(f32, RPL)
     al = local_array(f32, 16)
+    for i in static_range(RPL):
+        m[i] = -math.inf
+        l[i] = 0.0
     for r in static_range(16):
-        m[r] = -math.inf
-        l[r] = 0.0
         for j in static_range(DPL):
             o[r * DPL + j] = 0.0
+    scale2 = scale * 1.4426950408889634  # exp(x) = exp2(x log2(e))
     kend = n
     if CAUSAL:
         kend = min(n, q0 + BM)
@@ -167,7 +211,7 @@ def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: in
             acc = mma(frag_a(sq, row0 * LQ + kk * 16, LQ), frag_b(skv, kk * 16, LQ, True, BN // 16), acc)
         frag_store(ss, row0 * LS, LS, acc, 16, BN)
         barrier()
-        online_softmax(ss, sp, m, l, al, row0, q0 + row0, k0, n, scale, LS, LP, BN, CAUSAL)
+        online_softmax(ss, sp, m, l, al, row0, q0 + row0, k0, n, scale2, LS, LP, BN, CAUSAL, SW)
         barrier()  # every SIMD group is done with K
         stage_rows(v, hk * D, HKV * D, skv, LQ, k0, n, BN, D, tid, nth)
         pv = mma(frag_a(sp, row0 * LP, LP), frag_b(skv, 0, LQ, False, D // 16), frag_acc(1, D // 16))
@@ -178,10 +222,13 @@ def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: in
         for r in static_range(16):
             for j in static_range(DPL):
                 o[r * DPL + j] = o[r * DPL + j] * al[r] + ss[(row0 + r) * LS + lane + j * S]
+    LPR = max(1, SW // 16)
+    RSTEP = SW // LPR
     for r in static_range(16):
+        lr = simd_shuffle(l[r // RSTEP], (r % RSTEP) * LPR)  # the row's sum, from its owner
         qi = q0 + row0 + r
         if qi < n:
-            inv = 1.0 / l[r]
+            inv = 1.0 / lr
             for j in static_range(DPL):
                 out[(qi * HQ + h) * D + lane + j * S] = o[r * DPL + j] * inv
 

@@ -284,8 +284,10 @@ TRANS_B = False
 
 
 #: gemm_wg on NVIDIA sm_90 (wgmma), (BM, BN, STAGES): two warpgroups of 64 x 256 four stages deep (192 KiB of
-#: shared memory) first, the best of the prototype (bench/results/2026-12-01-h200-wgmma-proto.json)
-HOPPER = [(128, 256, 4), (128, 128, 4), (128, 256, 3)]
+#: shared memory) first, the best of the prototype (bench/results/2026-12-01-h200-wgmma-proto.json); one warpgroup of
+#: 64 x 128 last, for narrow products (a 1B model's K and V projections of a 2048-token prompt, N = 512, fill 32 of
+#: the 132 SMs with 128 x 256 tiles)
+HOPPER = [(128, 256, 4), (128, 128, 4), (128, 256, 3), (64, 128, 4)]
 _WG_FIELDS = ("BM", "BN", "STAGES")
 
 

@@ -32,6 +32,9 @@
 #                                 (bench/experiments/array_launch.py), iron bench on Vulkan beside CUDA
 #   scripts/gpu_check.sh model   issue 19: scripts/gpu_model.py (the 1B-shaped model on cuda, and vulkan when .gl is
 #                                 carried) beside transformers -> model_1b.json
+#   scripts/gpu_check.sh changed the tests of the kernels and runtime pieces changed on 2026-12-02, on CUDA; the
+#                                 attention prefill timed (bench/experiments/attn_ncu.py)
+#   scripts/gpu_check.sh vchanged  the recordings (iron.graph, the decode step) on NVIDIA's Vulkan
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
 #   scripts/gpu_check.sh vgemm   issue 14: the std GEMM on NVIDIA's Vulkan (cooperative matrices) beside CUDA
@@ -130,7 +133,8 @@ if [ "$PART" = stdnew ]; then
     -k "attention or quant or reduc or topk or sampl or scan or softmax_ext or log_softmax or elementwise or cast" \
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
-if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || { [ "$PART" = model ] && [ -d .gl ]; }; then
+if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || \
+   { [ "$PART" = model ] && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
     exit 2
@@ -145,6 +149,20 @@ if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || { [ "
     $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
       2>&1 | tee -a "$OUT/env.txt"
   fi
+fi
+if [ "$PART" = changed ]; then
+  # this session's changed kernels and runtime pieces on CUDA (and the recordings on NVIDIA's Vulkan when carried)
+  IRON_TEST_BACKENDS=cuda timeout ${CHANGED_TIMEOUT:-170} $PY -m pytest -p no:cacheprovider -q -rs \
+    tests/std/test_attention.py tests/std/test_attention_decode_speed_paths.py tests/std/test_rope.py \
+    tests/std/test_gather.py tests/arrays/test_graph.py tests/arrays/test_device_arrays.py \
+    tests/models/test_decode_graph.py tests/models/test_model_runner.py 2>&1 | tee "$OUT/pytest_changed_cuda.txt" \
+    | tail -n 15
+  pack
+  timeout 40 $PY bench/experiments/attn_ncu.py 2>&1 | tee "$OUT/attn_time.txt"
+fi
+if [ "$PART" = vchanged ]; then
+  IRON_TEST_BACKENDS=vulkan timeout ${VCHANGED_TIMEOUT:-90} $PY -m pytest -p no:cacheprovider -q -rs \
+    tests/arrays/test_graph.py tests/models/test_decode_graph.py 2>&1 | tee "$OUT/pytest_changed_vulkan.txt" | tail -n 8
 fi
 if [ "$PART" = model ]; then
   # issue 19: the Llama-3.2-1B-shaped model (random bf16 weights made here by transformers) on Iron beside

@@ -74,8 +74,9 @@ def test_memory_made_while_capturing_lives_with_the_graph(rng):
     junk = [iron.zeros((1 << 16,), iron.f32, backend="cuda") for _ in range(8)]  # reuse of freed pool memory
     for _ in range(3):
         host = rng.standard_normal((4, 5000)).astype(np.float32)
-        x.store.write(0, host)  # new inputs and a poisoned output in the memory the graph reads and writes
-        out.store.write(0, np.full(4, -1, np.int32))
+        # new inputs and a poisoned output, written into the memory the graph reads and writes (bytes)
+        x.store.write(0, host.reshape(-1).view(np.uint8))
+        out.store.write(0, np.full(4, -1, np.int32).view(np.uint8))
         g.launch()
         assert np.array_equal(out.numpy(), host.argmax(axis=1))
     del junk

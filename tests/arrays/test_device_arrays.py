@@ -230,3 +230,53 @@ def test_more_distinct_views_than_the_descriptor_pool_holds(monkeypatch, rng):
         axpy[n](x[64 * i:64 * i + n], y, outs[i], 1.0)
     for i in range(views):
         assert np.array_equal(outs[i].numpy(), xs[64 * i:64 * i + n]), i
+
+
+def test_dlpack_export_capsule_is_read_by_numpy(rng):
+    """The DLPack capsule CUDA arrays export (runtime/dlpack.py), built here over host memory: NumPy reads the
+    same memory through it (layout of every structure), the owner stays alive while NumPy holds it, and both a
+    consumed and an unconsumed capsule release it."""
+    from iron.runtime import dlpack
+
+    host = rng.standard_normal((3, 5)).astype(np.float32)
+
+    class Producer:
+        def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+            return dlpack.capsule(host.ctypes.data, host.shape, host.dtype, (dlpack.CPU, 0), host)
+
+        def __dlpack_device__(self):
+            return (dlpack.CPU, 0)
+
+    before = dlpack.live_exports()
+    y = np.from_dlpack(Producer())
+    assert y.shape == (3, 5) and y.ctypes.data == host.ctypes.data and np.array_equal(y, host)
+    assert dlpack.live_exports() == before + 1
+    del y
+    gc.collect()
+    assert dlpack.live_exports() == before
+    unused = Producer().__dlpack__()
+    assert dlpack.live_exports() == before + 1
+    del unused
+    gc.collect()
+    assert dlpack.live_exports() == before
+    codes = {d: (t.code, t.bits) for d, t in ((d, dlpack.data_type(np.dtype(d))) for d in ("float32", "float16",
+                                                                                            "int32", "uint32"))}
+    assert codes == {"float32": (2, 32), "float16": (2, 16), "int32": (0, 32), "uint32": (1, 32)}
+    assert (dlpack.data_type(as_dtype(np.zeros(1), "bf16").dtype).code, 16) == (4, 16)
+
+
+def test_cuda_array_dlpack_export_to_torch(rng):
+    """CUDA: an iron Array exported through DLPack is the same memory in torch (no copy), written by Iron first."""
+    torch = pytest.importorskip("torch")
+    from iron.runtime import unavailable_reason
+
+    if unavailable_reason("cuda") or not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    xs = rng.standard_normal(1000).astype(np.float32)
+    x = iron.asarray(xs, backend="cuda")
+    out = iron.empty((1000,), iron.f32, backend="cuda")
+    axpy[1000](x, x, out, 2.0)
+    t = torch.from_dlpack(out)
+    assert t.device.type == "cuda" and t.data_ptr() == out.__cuda_array_interface__["data"][0]
+    assert np.allclose(t.cpu().numpy(), 3 * xs, rtol=1e-6)
+    assert out.__dlpack_device__() == (2, out.device)

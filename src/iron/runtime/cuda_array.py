@@ -35,6 +35,25 @@ class CudaStore:
             ptr = int(self.buf.handle)
         self.ptr = ptr
 
+    @property
+    def dlpack_device(self) -> tuple[int, int]:
+        return (2, self.device)  # kDLCUDA
+
+    def dlpack(self, array, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+               copy: Any = None) -> Any:
+        """A DLPack capsule of ``array`` (issue 16). The consumer's ``stream`` sees every launch queued before: Iron
+        waits for its own stream first, unless the consumer passes -1 (it will synchronise itself)."""
+        from .dlpack import CUDA, capsule
+
+        if dl_device is not None and tuple(dl_device) != (CUDA, self.device):
+            raise BufferError(f"this array is on CUDA device {self.device}; it cannot be exported to {dl_device} "
+                              "(copy it with .numpy())")
+        if copy:
+            raise BufferError("DLPack export of a CUDA array shares its memory; copy=True is not supported")
+        if stream != -1:
+            self.backend.synchronize()
+        return capsule(self.ptr + array.offset, array.shape, array.dtype.np_dtype, (CUDA, self.device), array)
+
     def write(self, offset: int, data: np.ndarray) -> None:
         self._copy(data, offset, to_device=True)
 

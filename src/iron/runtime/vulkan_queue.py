@@ -125,10 +125,23 @@ class VulkanQueue:
 
     def record(self, spk, prog, pipe, groups, binds: dict[str, tuple], push: bytes) -> None:
         """Record a prepared dispatch on buffers (param -> (Buffer, offset, bytes)); hold ``lock``."""
-        ctx, vk, lib = self.ctx, self.ctx.vk, self.lib
         self._drain()
         moved = self._align_views(spk, binds)
         dset = self._set(spk, prog, binds)
+        self._dispatch(spk, prog, pipe, groups, dset, push, moved)
+
+    def record_aligned(self, spk, prog, pipe, groups, key: tuple, binds: dict[str, tuple], push: bytes) -> None:
+        """``record`` for buffers all bound at aligned offsets, ``key`` their descriptor-set key as ``_set`` makes it
+        (the fast launcher builds both without a loop); hold ``lock``."""
+        if self.released:
+            self._drain()
+        dset = self.sets.get(key) if self.recording is None else None
+        if dset is None:
+            dset = self._set(spk, prog, binds)
+        self._dispatch(spk, prog, pipe, groups, dset, push, None)
+
+    def _dispatch(self, spk, prog, pipe, groups, dset, push: bytes, moved: dict | None) -> None:
+        ctx, vk, lib = self.ctx, self.ctx.vk, self.lib
         cmd = self._begin()
         # the hot path calls the loader through cffi directly (the `vulkan` package's wrappers convert every
         # argument in Python); state already bound in this command buffer is not bound again
@@ -144,12 +157,12 @@ class VulkanQueue:
                                    ctx.ffi.from_buffer(push))
         lib.vkCmdDispatch(cmd, *groups)
         self._barrier(cmd)
-        for name, (scratch, (buf, off, n)) in moved.items():
-            if not next(b for b in spk.buffers if b.param == name).readonly and n:
-                vk.vkCmdCopyBuffer(cmd, scratch.handle, buf.handle, 1,
-                                   [vk.VkBufferCopy(srcOffset=0, dstOffset=off, size=n)])
-            (self.deferred if self.recording is None else self.recording.held).append(("device", scratch))
         if moved:
+            for name, (scratch, (buf, off, n)) in moved.items():
+                if not next(b for b in spk.buffers if b.param == name).readonly and n:
+                    vk.vkCmdCopyBuffer(cmd, scratch.handle, buf.handle, 1,
+                                       [vk.VkBufferCopy(srcOffset=0, dstOffset=off, size=n)])
+                (self.deferred if self.recording is None else self.recording.held).append(("device", scratch))
             self._barrier(cmd)
         if self.recording is not None:
             self.recording.dispatches += 1

@@ -70,7 +70,10 @@ struct bfloat {
         }
     }
     explicit operator float() const { return __builtin_bit_cast(float, (uint)bits << 16); }
-    // threadgroup (volatile) storage; the assignments are templates so that bfloat stays trivially copyable
+    // threadgroup (volatile) storage; the assignments and the construction from a volatile element (`const bfloat v
+    // = sh[0];`) are templates so that bfloat stays trivially copyable (a template is never a copy constructor)
+    template <typename U, typename = typename iron_model_is_bfloat<U>::type>
+    bfloat(const volatile U& other) : bits(other.bits) {}
     explicit operator float() const volatile { return __builtin_bit_cast(float, (uint)bits << 16); }
     template <typename U, typename = typename iron_model_is_bfloat<U>::type>
     bfloat& operator=(const volatile U& other) {

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CompileError
+from ..errors import CompileError, IronError
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.builder import Builder
@@ -513,12 +513,34 @@ class FunctionCodegen(exprs.ExprMixin):
     def stmt_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error("unsupported syntax: `while ... else`", node, "set a flag before `break` instead")
+        if self._calls_helper(node.test):
+            # a helper inlined into the condition may bring loops and early returns, which a condition region cannot
+            # hold (it computes a value, nothing jumps): `while True: if not test: break` evaluates it in the body
+            guard = ast.If(ast.UnaryOp(ast.Not(), node.test), [ast.Break()], [])
+            loop = ast.While(ast.Constant(True), [guard, *node.body], [])
+            for n in (guard, guard.test, guard.body[0], loop, loop.test):
+                ast.copy_location(n, node.test if n is not loop else node)
+            return self.stmt_While(loop)
         _, cond_block, body = self.b.while_()
         with self.b.at(cond_block):
             c = self.truth(self.expr(node.test), node.test)
             self.b.loc = self.frame.src.loc(node.test)
             self.b.op("condition", [self.materialize(c, t.bool_)])
         self.region(body, node.body, node, is_loop="while")
+
+    def _calls_helper(self, test: ast.expr) -> bool:
+        """Whether the expression calls an ``@iron.func`` (resolved by name, as the call will be)."""
+        from .refs import IronFunc, Ref
+
+        for call in (n for n in ast.walk(test) if isinstance(n, ast.Call)):
+            if isinstance(call.func, (ast.Name, ast.Attribute)):
+                try:
+                    fn = self.expr(call.func)
+                except IronError:
+                    continue
+                if isinstance(fn, Ref) and isinstance(fn.obj, IronFunc):
+                    return True
+        return False
 
     def stmt_Break(self, node: ast.Break) -> None:
         self.jump("break", node)

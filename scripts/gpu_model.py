@@ -106,6 +106,16 @@ def transformers_speed(model, prompt: list[int], device: str) -> dict:
     return res
 
 
+def kernel_times(prof) -> dict[str, tuple[float, int]]:
+    """GPU µs and launches per kernel name from a torch.profiler run (CUPTI sees every kernel of the process)."""
+    kernels: dict[str, tuple[float, int]] = {}
+    for ev in prof.key_averages():
+        dt = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+        if dt:
+            kernels[ev.key] = (kernels.get(ev.key, (0, 0))[0] + dt, ev.count)
+    return kernels
+
+
 def rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a.astype(np.float64) - b).max() / np.abs(b).max())
 
@@ -195,11 +205,7 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
                 run.step()
             synchronize(backend)
             wall = time.perf_counter() - t
-        kernels = {}
-        for ev in prof.key_averages():
-            dt = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
-            if dt:
-                kernels[ev.key] = (kernels.get(ev.key, (0, 0))[0] + dt, ev.count)
+        kernels = kernel_times(prof)
         total = sum(v[0] for v in kernels.values())
         r["profile_what"] = "decode steps replayed as a CUDA graph (model/decode_graph.py)"
         r["profile_wall_ms_per_step"] = 1e3 * wall / steps
@@ -226,11 +232,7 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
             m.prefill(ids)
             synchronize(backend)
             wall = time.perf_counter() - start
-        kernels = {}
-        for ev in prof.key_averages():
-            dt = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
-            if dt:
-                kernels[ev.key] = (kernels.get(ev.key, (0, 0))[0] + dt, ev.count)
+        kernels = kernel_times(prof)
         r["prefill_profile_wall_ms"] = 1e3 * wall
         r["prefill_profile_gpu_ms"] = sum(v[0] for v in kernels.values()) / 1e3
         r["prefill_profile_top"] = [{"kernel": k[:90], "us": v[0], "calls": v[1]}

@@ -55,12 +55,12 @@ from ..lang import (
     simd_group,
     simd_lane,
     simd_max,
-    simd_size,
     simd_sum,
     static_range,
     vload,
     where,
 )
+from ..runtime import get_backend
 from .softmax import scratch_f32
 
 #: the default variant (``iron build``): D 128, 4 query heads per kv head, 64-position chunks, 4-element vectors
@@ -70,6 +70,7 @@ CHUNK = 64
 BLOCK = 128
 VEC = 4
 PAGED = False
+SW = 32  # the SIMD width `iron build` assumes (launches pass the backend's)
 #: the paged cache's page size (positions per page)
 PAGE = 16
 
@@ -135,13 +136,14 @@ def reduce_heads(x, red, dst, G, NW, IS_MAX):
 def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i32], lens: Tensor[i32],
                       po: Tensor[f32], pm: Tensor[f32], pl: Tensor[f32], out: Tensor[T], HQ: int, HKV: int, L: int,
                       MAXP: int, NSPLIT: int, scale: float, D: constexpr, G: constexpr, CHUNK: constexpr,
-                      BLOCK: constexpr, VEC: constexpr, PAGED: constexpr):
+                      BLOCK: constexpr, VEC: constexpr, PAGED: constexpr, SW: constexpr):
     """One split's partial attention for G query heads of one kv head; launch (NSPLIT * BLOCK, HKV, B) threads in
     groups of (BLOCK, 1, 1). Partials: po (B, HQ, NSPLIT, D), pm and pl (B, HQ, NSPLIT); a sequence that fits in
-    split 0 gets its output ``out`` (B, HQ, D) here instead."""
+    split 0 gets its output ``out`` (B, HQ, D) here instead. SW is the backend's SIMD width (a constexpr, so that
+    the variant's shared arrays and unrolled reductions are sized at compile time, also in `iron build`)."""
     NV = D // VEC
     TG = BLOCK // NV
-    NW = BLOCK // simd_size()
+    NW = BLOCK // SW
     U = max(1, min(8, 256 // (G * VEC)))  # V rows per thread and P V step, their loads in flight together
     sq = shared(f32, G * D)
     sc = shared(f32, G * CHUNK)
@@ -304,7 +306,7 @@ def _launch(q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, pag
     sc = 1.0 / math.sqrt(d) if scale is None else scale
     attn_decode_split[(nsplit * block, hkv, b), (block, 1, 1)](
         q, k, v, table, lens, po, pm, pl, out, hq, hkv, cache_len, maxp, nsplit, sc, d, hq // hkv, chunk, block,
-        vec, paged, backend=backend)
+        vec, paged, get_backend(backend).simd_width(), backend=backend)
     attn_decode_combine[b * hq * d, 128](po, pm, pl, lens, out, hq, nsplit, d, chunk, min(16, _pow2(nsplit)),
                                          backend=backend)
 

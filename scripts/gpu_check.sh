@@ -38,6 +38,9 @@
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
 #   scripts/gpu_check.sh vgemm   issue 14: the std GEMM on NVIDIA's Vulkan (cooperative matrices) beside CUDA
+#                                 (VGEMM_FILTER: which gemm rows; VGEMM_BACKENDS)
+#   scripts/gpu_check.sh sanitize issue 17: compute-sanitizer memcheck + racecheck over the std kernel tests on CUDA
+#   scripts/gpu_check.sh session3 the tests of this session's changes (2026-12-02, 2nd) on CUDA and Vulkan
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -133,7 +136,7 @@ if [ "$PART" = stdnew ]; then
     -k "attention or quant or reduc or topk or sampl or scan or softmax_ext or log_softmax or elementwise or cast" \
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
-if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || \
+if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
    { [ "$PART" = model ] && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -187,9 +190,26 @@ if [ "$PART" = vgemm ]; then
   # issue 14: the std GEMM through cooperative matrices on NVIDIA's Vulkan driver, beside CUDA (bf16)
   for B in ${VGEMM_BACKENDS:-vulkan cuda}; do
     IRON_PROGRESS=lines timeout ${VGEMM_TIMEOUT:-150} $PY -m iron.cli.main bench --backend $B -v --dtype bf16 \
-      --filter std/gemm/gemm --json "$OUT/gemm_$B.json" 2>&1 | tee "$OUT/gemm_$B.txt" | tail -n 12
+      --filter "${VGEMM_FILTER:-std/gemm/gemm}" --json "$OUT/gemm_$B.json" 2>&1 | tee "$OUT/gemm_$B.txt" | tail -n 12
     pack
   done
+fi
+if [ "$PART" = sanitize ]; then
+  # issue 17: compute-sanitizer memcheck and racecheck over the std kernels' tests on CUDA (logs committed)
+  for TOOL in memcheck racecheck; do
+    IRON_TEST_BACKENDS=cuda timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $TOOL --error-exitcode 86 \
+      --print-limit 20 $PY -m pytest -p no:cacheprovider -q -x tests/std/test_std_kernels.py -k "${SAN_FILTER:-cuda}" \
+      2>&1 | tee "$OUT/sanitize_$TOOL.txt" | tail -n 8
+    echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/sanitize_$TOOL.txt"
+    pack
+  done
+fi
+if [ "$PART" = session3 ]; then
+  # 2026-12-02 (second session): the changed pieces on CUDA, then on NVIDIA's Vulkan when carried
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${S3_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rs \
+    tests/std/test_gemm_staged.py tests/arrays/test_device_arrays.py ${S3_TESTS:-} 2>&1 \
+    | tee "$OUT/pytest_session3.txt" | tail -n 12
+  pack
 fi
 if [ "$PART" = varrays ]; then
   # issue 16 on NVIDIA's Vulkan driver: device arrays, host time per launch (beside CUDA and torch), and iron bench

@@ -169,6 +169,27 @@ def test_cuda_dlpack_and_torch_exchange(rng):
     assert back.data_ptr() == y.__cuda_array_interface__["data"][0]
 
 
+def test_cuda_dlpack_export_to_torch(rng):
+    """CUDA: torch.from_dlpack(iron array) shares the memory (no copy) both ways, with Iron's stream synchronised."""
+    torch = pytest.importorskip("torch")
+    from iron.runtime import unavailable_reason
+
+    if unavailable_reason("cuda") or not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    xs = rng.standard_normal(257).astype(np.float32)
+    x = iron.asarray(xs, backend="cuda")
+    out = iron.asarray(np.full(257, np.nan, np.float32), backend="cuda")
+    axpy[257](x, x, out, 3.0)  # out = 4 x, queued on Iron's stream
+    t = torch.from_dlpack(out)
+    assert t.device.type == "cuda" and t.data_ptr() == out.__cuda_array_interface__["data"][0]
+    assert np.array_equal(t.cpu().numpy(), (4.0 * xs.astype(np.float64)).astype(np.float32))
+    t.mul_(0.5)
+    torch.cuda.synchronize()
+    assert np.array_equal(out.numpy(), (2.0 * xs.astype(np.float64)).astype(np.float32))
+    assert out[1:].__dlpack_device__() == out.__dlpack_device__()
+    assert np.array_equal(torch.from_dlpack(out[1:]).cpu().numpy(), out.numpy()[1:])
+
+
 def test_repeat_launches_are_checked_again(backend):
     """After a first launch (which may install a backend's fast launcher) every call is still checked."""
     n = 64

@@ -299,7 +299,7 @@ def _matrix(ex: _Executor, op: Op) -> Step:
     slots = [ex._slot(v) for v in op.operands]
     if code == "frag_zero":
         ty, out = op.result.type, ex._slot(op.result)
-        zeros = np.zeros((ty.rows, ty.cols), np.float32)
+        zeros = np.zeros((1, ty.rows, ty.cols), np.float32)  # broadcasts over the threads like other fragments
 
         def zero(mask: Mask) -> Mask:
             env[out] = zeros

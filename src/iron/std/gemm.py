@@ -269,13 +269,17 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
 #: holds its share of every fragment in registers).
 _NVIDIA = [(128, 128, 32, 2, 4, 3), (128, 256, 32, 2, 4, 3), (256, 128, 32, 4, 2, 3), (128, 128, 64, 2, 2, 3),
            (128, 128, 32, 2, 2, 4)]
-#: Vulkan: the small tile first (lavapipe: 32 KiB, 16-bit shared elements held in 32 bits), then one that fits
-#: NVIDIA's 48 KiB with the cooperative-matrix scratch (1 KiB per SIMD group); autotuning skips what a device refuses
 CONFIGS = {"cuda": _NVIDIA, "hip-on-cuda": _NVIDIA[:1], "vulkan": [(32, 32, 16, 2, 1, 2), (64, 64, 32, 2, 2, 2)]}
+#: Vulkan runs gemm_rs (gemm_staged.py), (BM, BN, BK, WM, WN): the small tile first (lavapipe: 32 KiB, 16-bit shared
+#: elements held in 32 bits), then one that fits NVIDIA's 48 KiB with the cooperative-matrix scratch (1 KiB per
+#: SIMD group); autotuning skips what a device refuses
+VULKAN = [(32, 32, 16, 2, 1), (64, 64, 32, 2, 2)]
 #: Vulkan on an NVIDIA GPU (cooperative matrices, 48 KiB of shared memory): larger tiles, more work per SIMD group
-#: (64 x 64 ran 60 TF/s at 4096^3 bf16 on the H200, bench/results/2026-12-02-h200-model-vgemm.txt)
-VULKAN_NVIDIA = [(64, 64, 32, 2, 2, 2), (128, 128, 32, 2, 4, 2), (128, 64, 32, 2, 2, 2), (64, 128, 32, 2, 2, 2),
-                 (128, 128, 16, 2, 4, 2)]
+#: (gemm with 128 x 128 tiles, copies done at once: 94 TF/s at 4096^3 bf16 on the H200,
+#: bench/results/2026-12-02-h200-vulkan-gemm-128.json)
+VULKAN_NVIDIA = [(128, 128, 32, 2, 4), (128, 128, 32, 4, 2), (64, 128, 32, 2, 2), (128, 64, 32, 2, 2),
+                 (64, 64, 32, 2, 2), (128, 256, 16, 2, 4), (256, 128, 16, 4, 2)]
+_RS_FIELDS = ("BM", "BN", "BK", "WM", "WN")
 SMALL = [(32, 32, 16, 2, 1, 2)]
 _FIELDS = ("BM", "BN", "BK", "WM", "WN", "STAGES")
 #: the constexprs `iron build` compiles by default: a 64 x 64 tile, two stages (19 KiB: within Metal's 32 KiB)
@@ -309,8 +313,16 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     name = backend or get_backend(None).name
     width = get_backend(name).simd_width()
     wg = uses_wgmma(name)
+    staged = name == "vulkan"  # no asynchronous copies: tiles staged through registers (gemm_staged.py)
+    from . import gemm_staged  # imports this module's helpers
 
     def run(cfg: dict) -> None:
+        if staged:
+            g = cfg["WM"] * cfg["WN"] * width
+            grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]), batch)
+            gemm_staged.gemm_rs[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg[f] for f in _RS_FIELDS), width,
+                                                 trans_b, backend=backend)
+            return
         if wg:
             g = cfg["BM"] // 64 * 4 * width
             grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]), batch)
@@ -323,12 +335,15 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
 
     if wg:
         configs = [dict(zip(_WG_FIELDS, values)) for values in HOPPER]
+    elif staged:
+        table = VULKAN_NVIDIA if get_backend(name).vendor() == "nvidia" else VULKAN
+        configs = [dict(zip(_RS_FIELDS, values)) for values in table]
     else:
         table = VULKAN_NVIDIA if name == "vulkan" and get_backend(name).vendor() == "nvidia" else \
             CONFIGS.get(name, SMALL)
         configs = [dict(zip(_FIELDS, values)) for values in table]
     dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
-    label = f"std/gemm{'_wg' if wg else ''}{'_nt' if trans_b else ''}"
+    label = f"std/gemm{'_wg' if wg else '_rs' if staged else ''}{'_nt' if trans_b else ''}"
     run(tune(label, configs, run, backend=name, dtype=dtype, key=(batch * m, n, k)))
 
 

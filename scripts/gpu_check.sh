@@ -196,7 +196,7 @@ if [ "$PART" = vgemm ]; then
 fi
 if [ "$PART" = sanitize ]; then
   # issue 17: compute-sanitizer memcheck and racecheck over the std kernels' tests on CUDA (logs committed)
-  for TOOL in memcheck racecheck; do
+  for TOOL in ${SAN_TOOLS:-memcheck racecheck}; do
     IRON_TEST_BACKENDS=cuda timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $TOOL --error-exitcode 86 \
       --print-limit 20 $PY -m pytest -p no:cacheprovider -q -x tests/std/test_std_kernels.py -k "${SAN_FILTER:-cuda}" \
       2>&1 | tee "$OUT/sanitize_$TOOL.txt" | tail -n 8

@@ -69,3 +69,13 @@ def test_the_ceiling_takes_the_copy_kernel_where_the_copy_command_is_slow(vulkan
     dst = iron.asarray(np.full(1 << 12, np.nan, np.float32), backend="vulkan")
     roofline.copy_words[1 << 10](src, dst, 1 << 12)
     np.testing.assert_array_equal(dst.numpy(), src.numpy())  # the kernel measured is a real copy
+
+
+def test_a_gpu_row_ramps_the_clocks_before_it_is_timed(monkeypatch):
+    """measure.ramp keeps the GPU busy for its seconds in batches of 8 launches, each batch waited for (the queue
+    never holds more), before the timed repeats."""
+    events = []
+    clock = iter(range(100))
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: next(clock) * 0.1)
+    measure.ramp(lambda: events.append("launch"), lambda: events.append("wait"), seconds=0.25)
+    assert events == (["launch"] * 8 + ["wait"]) * 3

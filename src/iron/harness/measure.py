@@ -215,6 +215,24 @@ def torch_same_gpu(backend: str) -> bool:
     return torch.cuda.is_available()
 
 
+#: seconds of back-to-back launches before a GPU row on device arrays is timed: the timer waits for each dispatch,
+#: and a GPU idle in between stays at low clocks (NVIDIA's Vulkan driver on the H200: the first row of a cold run,
+#: gemm 4096^3, timed 3.4x slower than the same kernel after other work)
+RAMP_SECONDS = 0.3
+
+
+def ramp(step, synchronize, seconds: float = RAMP_SECONDS) -> None:
+    """Run ``step`` in batches of 8 launches, waiting after each batch (so the queue never holds more than 8),
+    for ``seconds``: the GPU leaves its idle clocks before it is timed."""
+    start = time.perf_counter()
+    while True:
+        for _ in range(8):
+            step()
+        synchronize()
+        if time.perf_counter() - start >= seconds:
+            return
+
+
 def measure_arrays(entry, inputs: dict, backend: str, repeats: int, expected: np.ndarray | None,
                    tol: tuple[float, float]) -> tuple[Measured, str]:
     """(the row's measurement, the reference's name) on device arrays; see the module docstring."""
@@ -229,6 +247,7 @@ def measure_arrays(entry, inputs: dict, backend: str, repeats: int, expected: np
         entry.launch(sets[count[0] % copies], backend)
         count[0] += 1
 
+    ramp(step, be.synchronize)
     iron_s = be.gpu_time(step, repeats)
     timing = be.timer_name
     if iron_s is None:

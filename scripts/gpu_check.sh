@@ -39,6 +39,7 @@
 #   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
 #   scripts/gpu_check.sh vgemm   issue 14: the std GEMM on NVIDIA's Vulkan (cooperative matrices) beside CUDA
 #                                 (VGEMM_FILTER: which gemm rows; VGEMM_BACKENDS)
+#   scripts/gpu_check.sh gemmncu  issue 14: the std GEMM and Triton's at GEMM_SHAPE under Nsight Compute
 #   scripts/gpu_check.sh sanitize issue 17: compute-sanitizer memcheck + racecheck over the std kernel tests on CUDA
 #   scripts/gpu_check.sh session3 the tests of this session's changes (2026-12-02, 2nd) on CUDA and Vulkan
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
@@ -193,6 +194,15 @@ if [ "$PART" = vgemm ]; then
       --filter "${VGEMM_FILTER:-std/gemm/gemm}" --json "$OUT/gemm_$B.json" 2>&1 | tee "$OUT/gemm_$B.txt" | tail -n 12
     pack
   done
+fi
+if [ "$PART" = gemmncu ]; then
+  # issue 14: Iron's std GEMM and the bench's Triton GEMM at GEMM_SHAPE under Nsight Compute, side by side
+  timeout 90 $PY bench/experiments/gemm_ncu.py ${GEMM_SHAPE:-4096 4096 4096} 2>&1 | tee "$OUT/gemm_time.txt"
+  timeout ${NCU_TIMEOUT:-180} ncu --profile-from-start off --section SpeedOfLight --section WarpStateStats \
+    --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section SchedulerStats --section InstructionStats $PY bench/experiments/gemm_ncu.py ${GEMM_SHAPE:-4096 4096 4096} \
+    2>&1 | tee "$OUT/gemm_ncu.txt" | tail -n 40
+  pack
 fi
 if [ "$PART" = sanitize ]; then
   # issue 17: compute-sanitizer memcheck and racecheck over the std kernels' tests on CUDA (logs committed)

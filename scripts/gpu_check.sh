@@ -112,7 +112,7 @@ if [ "$PART" = lib ]; then
   # issue 18: the new std kernels beside torch, bf16 (device shapes)
   for K in ${LIB_KERNELS:-std/elementwise/silu std/elementwise/add_row std/elementwise/swiglu std/cast/to_bf16 \
       std/norm/add_rms_norm std/norm/layer_norm std/rope/rotate_half std/rope/interleaved std/gather/embedding}; do
-    IRON_PROGRESS=lines timeout 70 $PY -m iron.cli.main bench --backend cuda -v --dtype bf16 --filter "$K" \
+    IRON_PROGRESS=lines timeout ${LIB_TIMEOUT:-70} $PY -m iron.cli.main bench --backend ${LIB_BACKEND:-cuda} -v --dtype bf16 --filter "$K" \
       --json "$OUT/lib_$(echo $K | tr / _).json" 2>&1 | tee "$OUT/lib_$(echo $K | tr / _).txt" | grep "│" | tail -n 4
   done
 fi

@@ -6,6 +6,8 @@ subprocesses, which import it again, see them too). Not collected by pytest; the
 - ``crash/exit``: its launch calls ``os._exit(3)``; ``crash/segv``: it sends itself SIGSEGV (a kernel that kills its
   process, as an illegal address or a lost device does); ``crash/good``: a correct kernel between them.
 - ``hang/sleep``: its launch sleeps for a minute (a hung kernel, for ``IRON_BENCH_TIMEOUT``).
+- ``sticky/fault``: raises CUDA's illegal-address error and poisons this process as CUDA poisons a context;
+  ``sticky/after``: a correct kernel that fails with the same error in a poisoned process.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import numpy as np
 import iron
 from iron.harness.registry import InputGen, bench, test_kernel
 
-NAMES = ("broken/wrong", "broken/fault", "crash/exit", "crash/segv", "crash/good", "hang/sleep")
+NAMES = ("broken/wrong", "broken/fault", "crash/exit", "crash/segv", "crash/good", "hang/sleep", "sticky/fault",
+         "sticky/after")
+_POISONED = []  # set by sticky/fault: every later launch in this process fails, as on a CUDA context after a fault
 
 
 @iron.kernel
@@ -70,6 +74,25 @@ def hang(d, backend):
     time.sleep(60)
 
 
+def sticky_fault(d, backend):
+    _POISONED.append(True)
+    raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (simulated)")
+
+
+def after_sticky(d, backend):
+    if _POISONED:
+        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (simulated, sticky)")
+    launch_add_one(d, backend)
+
+
+def sticky_kernel():
+    pass
+
+
+def after_kernel():
+    """Stands for add_one (registered once already, as crash/good)."""
+
+
 def hanging_kernel():
     pass
 
@@ -95,3 +118,5 @@ bench("crash/good", launch=launch_add_one, oracle=plus_one, references={"numpy":
       bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize, flops=lambda shape: int(np.prod(shape)),
       **_ONE)(add_one)
 bench("hang/sleep", launch=hang, oracle=identity, **_ONE)(hanging_kernel)
+bench("sticky/fault", launch=sticky_fault, oracle=identity, **_ONE)(sticky_kernel)
+bench("sticky/after", launch=after_sticky, oracle=plus_one, **_ONE)(after_kernel)

@@ -40,6 +40,21 @@ def test_test_command_survives_kernels_that_kill_their_worker(broken_kernels):
     assert "1 passed, 2 failed" in result.output
 
 
+@pytest.mark.parametrize("command", ["bench", "test"])
+def test_a_sticky_device_error_replaces_the_worker(broken_kernels, command):
+    """After an error that poisons a GPU context for good (CUDA's illegal address, simulated: every later launch of
+    that process fails the same way) the rows after it run in a fresh worker and pass."""
+    result = run(command, "--backend", "cpu", "--filter", "sticky/", *(["--seed", "5"] if command == "test" else []))
+    assert result.exit_code == 1, result.output
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in result.output and "sticky, simulated" not in result.output
+    if command == "bench":
+        rows = _rows()
+        assert rows["sticky/fault"]["ok"] is False and rows["sticky/after"]["ok"] is True
+        assert "restart" not in rows["sticky/fault"]
+    else:
+        assert "1 passed, 1 failed" in result.output
+
+
 def test_one_worker_per_gpu_in_parallel(broken_kernels, monkeypatch):
     monkeypatch.setenv(worker.GPUS_ENV, "2")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")

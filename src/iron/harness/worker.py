@@ -5,7 +5,9 @@ The parent sends a job (JSON on the worker's stdin): the backend, the modules th
 and the cases (kernel name, dtype, shape, seed). The worker imports those modules (so the entries register again),
 runs each case and answers one JSON line per case on its stdout; anything the kernels print goes to its stderr. When
 a worker dies, the case it was running is reported as ``worker died: signal N`` (or ``exit code N``) and a new
-worker takes the remaining cases.
+worker takes the remaining cases. A case that fails with an error that poisons the device for the rest of the process
+(``STICKY_ERRORS``: an illegal address on CUDA, a lost Vulkan device) is reported as it failed, and the worker is
+replaced too, so the rows after it run on a fresh context.
 
 With several GPUs (CUDA device count > 1; ``IRON_BENCH_GPUS=N`` overrides the count) the cases are split round-robin
 over one worker per GPU, each started with ``CUDA_VISIBLE_DEVICES`` set to its GPU, running in parallel.
@@ -100,15 +102,28 @@ def _import(name: str, path: str | None) -> None:
     spec.loader.exec_module(module)
 
 
+#: errors after which a GPU context answers every later call with the same error (CUDA's sticky errors, a lost
+#: Vulkan device, HIP's equivalents): the worker that saw one answers its case and is replaced by a fresh process
+STICKY_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                 "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT",
+                 "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ECC_UNCORRECTABLE",
+                 "VK_ERROR_DEVICE_LOST", "VkErrorDeviceLost", "hipErrorIllegalAddress", "hipErrorLaunchFailure")
+
+
 def execute(kind: str, case: dict, backend: str, options: dict) -> dict:
-    """Run one case here and return its JSON-able result (``kind``: ``bench`` or ``test``)."""
+    """Run one case here and return its JSON-able result (``kind``: ``bench`` or ``test``); ``restart`` is set
+    when the case left the device unusable (``STICKY_ERRORS``)."""
     entry = REGISTRY.get(case["kernel"])
     if entry is None:
         return {"error": f"{case['kernel']} is not registered in the worker: register it when its module is imported "
                          f"(or set {INPROCESS_ENV}=1)"}
     if kind == "bench":
-        return bench_case(entry, backend, case["dtype"], tuple(case["shape"]), case["seed"], options)
-    return test_case(entry, backend, case["dtype"], tuple(case["shape"]), case["seed"])
+        result = bench_case(entry, backend, case["dtype"], tuple(case["shape"]), case["seed"], options)
+    else:
+        result = test_case(entry, backend, case["dtype"], tuple(case["shape"]), case["seed"])
+    if any(code in str(result.get("error", "")) for code in STICKY_ERRORS):
+        result["restart"] = True
+    return result
 
 
 def case_timeout() -> float | None:
@@ -161,7 +176,7 @@ def _drive(kind: str, todo: list[int], cases: list[dict], backend: str, options:
             proc.stdin.close()
             lines_in: queue.Queue = queue.Queue()
             threading.Thread(target=_pump, args=(proc.stdout, lines_in), daemon=True).start()
-            timed_out = False
+            timed_out = restart = False
             while True:
                 try:
                     line = lines_in.get(timeout=case_timeout())
@@ -176,14 +191,17 @@ def _drive(kind: str, todo: list[int], cases: list[dict], backend: str, options:
                 except json.JSONDecodeError:
                     continue
                 i = msg["index"]
+                restart = bool(msg["result"].pop("restart", False))
                 if i in todo:
                     results[i] = msg["result"]
                     todo.remove(i)
                     done(i)
+                if restart:  # the device is poisoned for this process: a fresh worker takes the rest
+                    break
             rc = proc.wait()
             err.seek(0)
             lines = [ln for ln in err.read().splitlines() if ln.strip()]
-        if todo:  # the worker died (or hung) on the first case it had not answered
+        if todo and not restart:  # the worker died (or hung) on the first case it had not answered
             i = todo.pop(0)
             tail = lines[-1].strip() if lines else ""
             results[i] = {"error": f"worker timed out after {case_timeout():g} s ({TIMEOUT_ENV})" if timed_out
@@ -203,6 +221,7 @@ def run_cases(kind: str, cases: list[dict], backend: str, entries, options: dict
     if inprocess():
         for i, case in enumerate(cases):
             results[i] = execute(kind, case, backend, options)
+            results[i].pop("restart", None)  # no fault isolation in one process
             done(i)
         return results
     modules = entry_modules(entries)
@@ -247,6 +266,8 @@ def main() -> None:
             result["device"] = os.environ.get("CUDA_VISIBLE_DEVICES")
         out.write(json.dumps({"index": case["index"], "result": result}) + "\n")
         out.flush()
+        if result.get("restart"):
+            os._exit(0)  # nothing after a sticky device error can be trusted in this process
 
 
 if __name__ == "__main__":

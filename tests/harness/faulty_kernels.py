@@ -6,6 +6,8 @@ subprocesses, which import it again, see them too). Not collected by pytest; the
 - ``crash/exit``: its launch calls ``os._exit(3)``; ``crash/segv``: it sends itself SIGSEGV (a kernel that kills its
   process, as an illegal address or a lost device does); ``crash/good``: a correct kernel between them.
 - ``hang/sleep``: its launch sleeps for a minute (a hung kernel, for ``IRON_BENCH_TIMEOUT``).
+- ``gpufault/oob``: a real kernel writing 4 GiB past its output (an illegal address on a GPU: run on CUDA only);
+  ``gpufault/after``: a correct kernel after it.
 - ``sticky/fault``: raises CUDA's illegal-address error and poisons this process as CUDA poisons a context;
   ``sticky/after``: a correct kernel that fails with the same error in a poisoned process.
 """
@@ -22,7 +24,7 @@ import iron
 from iron.harness.registry import InputGen, bench, test_kernel
 
 NAMES = ("broken/wrong", "broken/fault", "crash/exit", "crash/segv", "crash/good", "hang/sleep", "sticky/fault",
-         "sticky/after")
+         "sticky/after", "gpufault/oob", "gpufault/after")
 _POISONED = []  # set by sticky/fault: every later launch in this process fails, as on a CUDA context after a fault
 
 
@@ -74,6 +76,24 @@ def hang(d, backend):
     time.sleep(60)
 
 
+@iron.kernel
+def write_far(a: iron.Tensor[iron.f32], out: iron.Tensor[iron.f32], far: int):
+    i = iron.program_id(0)
+    out[i * far + far] = a[i]
+
+
+def launch_write_far(d, backend):
+    write_far[int(np.prod(d["a"].shape))](d["a"], d["out"], 1 << 30, backend=backend)
+
+
+def gpu_after(d, backend):
+    launch_add_one(d, backend)
+
+
+def gpu_after_kernel():
+    """Stands for add_one."""
+
+
 def sticky_fault(d, backend):
     _POISONED.append(True)
     raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (simulated)")
@@ -118,5 +138,7 @@ bench("crash/good", launch=launch_add_one, oracle=plus_one, references={"numpy":
       bytes_moved=lambda shape, itemsize: 2 * int(np.prod(shape)) * itemsize, flops=lambda shape: int(np.prod(shape)),
       **_ONE)(add_one)
 bench("hang/sleep", launch=hang, oracle=identity, **_ONE)(hanging_kernel)
+bench("gpufault/oob", launch=launch_write_far, oracle=identity, **_ONE)(write_far)
+bench("gpufault/after", launch=gpu_after, oracle=plus_one, **_ONE)(gpu_after_kernel)
 bench("sticky/fault", launch=sticky_fault, oracle=identity, **_ONE)(sticky_kernel)
 bench("sticky/after", launch=after_sticky, oracle=plus_one, **_ONE)(after_kernel)

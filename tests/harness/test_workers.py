@@ -55,6 +55,17 @@ def test_a_sticky_device_error_replaces_the_worker(broken_kernels, command):
         assert "1 passed, 1 failed" in result.output
 
 
+def test_a_real_gpu_fault_replaces_the_worker(broken_kernels):
+    """On CUDA: a kernel that writes 4 GiB past its output faults the context; the row says so and the next row,
+    in a fresh worker, passes."""
+    if unavailable_reason("cuda"):
+        pytest.skip(f"cuda unavailable: {unavailable_reason('cuda')}")
+    result = run("bench", "--backend", "cuda", "--filter", "gpufault/")
+    assert result.exit_code == 1, result.output
+    rows = _rows()
+    assert rows["gpufault/oob"]["ok"] is False and rows["gpufault/after"]["ok"] is True, rows
+
+
 def test_one_worker_per_gpu_in_parallel(broken_kernels, monkeypatch):
     monkeypatch.setenv(worker.GPUS_ENV, "2")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")

@@ -217,7 +217,7 @@ fi
 if [ "$PART" = session3 ]; then
   # 2026-12-02 (second session): the changed pieces on CUDA, then on NVIDIA's Vulkan when carried
   IRON_TEST_BACKENDS=cuda,vulkan timeout ${S3_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rs \
-    tests/std/test_gemm_staged.py tests/arrays/test_device_arrays.py ${S3_TESTS:-} 2>&1 \
+    tests/std/test_gemm_staged.py tests/arrays/test_device_arrays.py tests/harness/test_workers.py ${S3_TESTS:-} 2>&1 \
     | tee "$OUT/pytest_session3.txt" | tail -n 12
   pack
 fi

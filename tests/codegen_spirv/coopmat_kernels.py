@@ -58,3 +58,32 @@ def shared_gemm(A: Tensor[H], B: Tensor[H], C: Tensor[f32], K: int, PAD: constex
     iron.barrier()
     for e in range(lane, FM * FN, width):
         C[e] = sc[PAD + e]
+
+
+@kernel
+def paired_gemm(A: Tensor[H], B: Tensor[H], C: Tensor[f32], K: int, VEC_ROWS: constexpr):
+    """shared_gemm with the tiles written both ways into one array: rows below VEC_ROWS of A's and B's tiles by
+    16-byte vector copies (``async_copy``, 8 halves), the rest element by element, neighbouring lanes writing the two
+    halves of one 32-bit word (on Vulkan such arrays hold halves two to a word: codegen/spirv/pairs.py)."""
+    FM, FN, FK = iron.mma_shape(H)
+    sa = iron.shared(H, FM * FK)
+    sb = iron.shared(H, FK * FN)
+    lane = iron.simd_lane()
+    width = iron.simd_size()
+    acc = iron.frag_acc()
+    for k in range(0, K, FK):
+        for v in range(lane, VEC_ROWS * 2, width):  # two 8-half vectors a row
+            r = v // 2
+            c = (v % 2) * 8
+            iron.async_copy(sa, r * FK + c, A, r * K + k + c, 8)
+            iron.async_copy(sb, r * FN + c, B, (k + r) * FN + c, 8)
+        iron.async_commit()
+        for e in range(VEC_ROWS * FK + lane, FM * FK, width):
+            sa[e] = A[(e // FK) * K + k + e % FK]
+            sb[e] = B[(k + e // FN) * FN + e % FN]
+        iron.async_wait(0)
+        iron.barrier()
+        acc = iron.mma(iron.frag_a(sa, 0, FK), iron.frag_b(sb, 0, FN), acc)
+        iron.barrier()
+    iron.frag_store(C, 0, FN, acc)
+

@@ -107,6 +107,7 @@ def _constants(insts) -> dict[int, int]:
 
 def _cases():
     from iron.std.gemm import gemm
+    from iron.std.gemm_staged import gemm_rs
 
     cases = []
     for dt in ("f16", "bf16"):
@@ -116,8 +117,11 @@ def _cases():
             cases.append(pytest.param(CK.strided_gemm, dt, cv, id=f"strided_gemm-{dt}-{cv}"))
         for pad in (0, 3):
             cases.append(pytest.param(CK.shared_gemm, dt, (pad,), id=f"shared_gemm-{dt}-{pad}"))
+        cases.append(pytest.param(CK.paired_gemm, dt, (5,), id=f"paired_gemm-{dt}"))
         for cv in ((32, 32, 16, 2, 1, 2, False), (128, 128, 32, 2, 4, 3, True)):
             cases.append(pytest.param(gemm, dt, cv, id=f"std_gemm-{dt}-{cv[:3]}-{cv[-1]}"))
+        for cv in ((32, 32, 16, 2, 1, 8, False), (128, 128, 32, 2, 4, 32, True)):  # halves in pairs (pairs.py)
+            cases.append(pytest.param(gemm_rs, dt, cv, id=f"gemm_rs-{dt}-{cv[:3]}-{cv[-1]}"))
     return cases
 
 
@@ -155,6 +159,24 @@ def test_tiles_layouts_and_paths():
     assert _count(insts, "OpCooperativeMatrixStoreKHR") == 8
     assert module.scratch_bytes_per_simd_group == 1024 and module.simd_width == 32
     assert _count(insts, "OpSpecConstantOp") >= 3  # the scratch's length follows the group size
+
+
+def test_staged_tiles_hold_halves_two_to_a_word():
+    """std gemm_rs's shared tiles, filled by 16-byte copies and read by cooperative matrices, are uint arrays
+    (codegen/spirv/pairs.py): each 16-byte copy is one uvec4 load and four word stores with no 16-bit conversion;
+    the edge path's element stores are atomic AND/OR pairs on the word."""
+    from iron.std.gemm_staged import gemm_rs
+
+    module = emit_spirv(gemm_rs.variant(iron.bf16, (128, 128, 32, 2, 4, 32, False)).kernel, coopmat=BOTH)
+    insts = _instructions(module.words)
+    u32 = next(ops[0] for n, ops in insts if n == "OpTypeInt" and ops[1:] == (32, 0))
+    u16 = [ops[0] for n, ops in insts if n == "OpTypeInt" and ops[1:] == (16, 0)]
+    workgroup = {ops[0]: ops[2] for n, ops in insts if n == "OpTypePointer" and ops[1] == 4}  # Workgroup = 4
+    arrays = {ops[0]: ops[1] for n, ops in insts if n == "OpTypeArray"}
+    variables = [workgroup[ops[0]] for n, ops in insts if n == "OpVariable" and ops[0] in workgroup]
+    assert sum(arrays.get(v) == u32 for v in variables) >= 3  # A and B tiles (+ the scratch)
+    assert not any(arrays.get(v) in u16 for v in variables)  # no 16-bit shared array left
+    assert _count(insts, "OpAtomicAnd") > 0 and _count(insts, "OpAtomicOr") > 0
 
 
 def test_memory_model():

@@ -129,12 +129,28 @@ def test_fragments_through_shared_memory(vk_backend, path, dtype, pad, rng):
 
 
 @pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("vec_rows", [16, 5, 0])
+def test_halves_two_to_a_word(vk_backend, path, dtype, vec_rows, rng):
+    """Shared tiles written by vector copies and by neighbouring lanes' element stores (the two halves of one word:
+    codegen/spirv/pairs.py), then multiplied from shared memory."""
+    _check_path(vk_backend, path, CK.paired_gemm, dtype, (vec_rows,))
+    k = 48
+    a, b = as_dtype(rng.standard_normal((16, k)), dtype), as_dtype(rng.standard_normal((k, 16)), dtype)
+    c = np.full(256, np.nan, np.float32)
+    width = vk_backend.simd_width()
+    CK.paired_gemm[width, width](a.reshape(-1), b.reshape(-1), c, k, vec_rows, backend="vulkan")
+    assert_close(c, (f64(a) @ f64(b)).reshape(-1), "f32", n_ops=k + 1, scale=_scale(a, b).reshape(-1))
+
+
+@pytest.mark.parametrize("dtype", HALVES)
 @pytest.mark.parametrize("shape", [(64, 48, 40), (96, 80, 72)])
 def test_std_gemm(vk_backend, path, dtype, shape, rng):
     from iron.std import gemm as G
+    from iron.std import gemm_staged
 
-    cfg = dict(zip(G._FIELDS, G.CONFIGS.get("vulkan", G.SMALL)[0]))
-    _check_path(vk_backend, path, G.gemm, dtype, (*(cfg[f] for f in G._FIELDS), False))
+    cfg = dict(zip(G._RS_FIELDS, G.VULKAN[0]))  # what std gemm runs on lavapipe: gemm_rs, its first tile
+    _check_path(vk_backend, path, gemm_staged.gemm_rs, dtype,
+                (*(cfg[f] for f in G._RS_FIELDS), vk_backend.simd_width(), False))
     m, n, k = shape
     a, b = as_dtype(rng.standard_normal((m, k)), dtype), as_dtype(rng.standard_normal((k, n)), dtype)
     c = poisoned(m * n, dtype).reshape(m, n)

@@ -274,13 +274,18 @@ class CoopMatrixOps:
         per16 = 16 // self._storage_size(self.mem[buf.uid])  # elements in 16 bytes of the buffer's storage
         aligned = self._all(self._multiple_of(idx, per16), self._multiple_of(ldv, per16))
 
+        # halves two to a word (pairs.py): the matrices read the words, the stride counts words
+        stride = ldv
+        if self.mem[buf.uid].kind == "pairs" and not self.emulate:
+            stride = self._pair_word(ldv, True)
+
         def direct():
             # tile k's first element: A advances 16 rows (trans: 16 columns), B 16 columns (trans: 16 rows)
             along_ld = (ty.role == "a") != trans
             for k in range(tiles):
                 step = self._imul(ldv, self.b.const_int(TILE * k)) if along_ld else self.b.const_int(TILE * k)
                 layout = _COLUMN_MAJOR if trans else _ROW_MAJOR
-                self.stmt("OpStore", out[k], self._coop_load(ty, (buf.uid, self._iadd(idx, step)), layout, ldv))
+                self.stmt("OpStore", out[k], self._coop_load(ty, (buf.uid, self._iadd(idx, step)), layout, stride))
 
         def through_scratch():
             for k in range(tiles):

@@ -32,6 +32,7 @@ from .lanes import LanesOps
 from .mathops import MathOps
 from .memory import MemoryOps, _Memory
 from .module import SpirvBuffer, SpirvKernel, SpirvPush
+from .pairs import PairOps
 from .precise import PreciseMath
 from .simd import _WORKGROUP_SCOPE, ThreadOps
 from .values import ValueOps
@@ -50,8 +51,8 @@ IEEE_SPECIALS = True
 _EXACT_FLOAT_OPS = frozenset({"OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFNegate"})
 
 
-class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps, CoopMatrixOps, CoopMatrixEmulation,
-                   ControlFlow, ThreadOps):
+class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, LanesOps, CoopMatrixOps,
+                   CoopMatrixEmulation, ControlFlow, ThreadOps):
     """IR kernel -> ``SpirvKernel``: the module, its entry point and the statement dispatch; the mixins emit values
     (values.py, precise.py, mathops.py), memory (memory.py), 16-byte vector copies (words.py), the lanes module
     (lanes.py), cooperative matrices (coopmat.py), control flow (control.py) and threads, SIMD groups and atomics
@@ -99,6 +100,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, LanesOps,
         self.shared16 = {op.operands[0].uid for op in kernel.walk()
                          if coopmat and op.opcode == "frag_load" and op.operands[0].type.space == "shared"}
         self.packed = self._packed_shared() - self.shared16  # shared arrays declared as uvec4 words
+        self.pairs = self._pair_arrays()  # shared16 arrays that vector copies fill: halves two to a word
 
     # -- plumbing --------------------------------------------------------------------------------------------------
 

@@ -66,6 +66,11 @@ class MemoryOps:
     def _shared(self, op: Op) -> None:
         b = self.b
         elem, size = op.attrs["elem"], op.attrs["size"]
+        if op.result.uid in self.pairs:  # halves two to a 32-bit word (pairs.py)
+            self._pair_shared(op)
+            if op.result.name:
+                b.name(self.mem[op.result.uid].var, op.result.name)
+            return
         if op.result.uid in self.packed:  # moved by 16-byte vector copies: an array of uvec4 words (words.py)
             u32 = b.type_int(32, False)
             count = -(-size // 4)
@@ -96,6 +101,8 @@ class MemoryOps:
     def _pointer(self, buf_uid: int, idx: int, signed: bool = True) -> tuple[_Memory, int]:
         """Pointer to element ``idx`` (an i32 register, or u32 where ``signed`` is False)."""
         b, m = self.b, self.mem[buf_uid]
+        if m.kind == "pairs":  # the word holding the element (pairs.py)
+            return m, self._pair_pointer(m, idx, signed)
         ptr_t = b.type_pointer(m.storage, m.elem_type)
         if m.packed:  # component idx % 4 of word idx / 4
             ity = b.type_int(32, signed)
@@ -116,6 +123,8 @@ class MemoryOps:
 
     def _load_at(self, buf_uid: int, idx: int, signed: bool = True) -> int:
         b = self.b
+        if self.mem[buf_uid].kind == "pairs":
+            return self._pair_load(self.mem[buf_uid], idx, signed)
         m, ptr = self._pointer(buf_uid, idx, signed)
         raw = self.inst("OpLoad", m.elem_type, ptr, *self._mem_access(m.storage))
         f32, u32 = b.type_float(32), b.type_int(32, False)
@@ -148,6 +157,8 @@ class MemoryOps:
         self._store_at(buf.uid, self.value(op.operands[1]), self.value(op.operands[2]), op.operands[1].type.is_signed)
 
     def _store_at(self, buf_uid: int, idx: int, value: int, signed: bool = True) -> None:
+        if self.mem[buf_uid].kind == "pairs":
+            return self._pair_store(self.mem[buf_uid], idx, value, signed)
         m, ptr = self._pointer(buf_uid, idx, signed)
         self.stmt("OpStore", ptr, self._to_storage(m, value), *self._mem_access(m.storage))
 

@@ -41,7 +41,7 @@ class WordOps:
     @staticmethod
     def _storage_size(m) -> int:
         """Bytes one element occupies in ``m``'s storage (halves: 2 in buffers and 16-bit arrays, 4 elsewhere)."""
-        return 2 if m.kind in ("f16", "bf16") else 4
+        return 2 if m.kind in ("f16", "bf16", "pairs") else 4
 
     def _words_on_side(self, uid: int, n: int) -> int:
         """How many 16-byte words a copy of ``n`` elements moves on this side (0: it goes element by element)."""
@@ -146,6 +146,8 @@ class WordOps:
     def _vcopy(self, op: Op) -> None:
         """``attrs.n`` consecutive elements from ``src[si]`` to ``dst[di]``: whole words where a side has them (the
         same words straight across when both sides store the elements alike), element by element elsewhere."""
+        if self._pair_copy(op):  # into halves held two to a word (pairs.py)
+            return
         dst, di, src, si = op.operands
         n = op.attrs["n"]
         d0, s0 = self.value(di), self.value(si)

@@ -23,19 +23,15 @@ import os
 
 import numpy as np
 
-from ..frontend import func, kernel
+from ..frontend import kernel
 from ..frontend.autotune import tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
-    DTypeVar,
     Tensor,
     async_commit,
-    async_copy,
     async_wait,
     barrier,
-    bf16,
     constexpr,
-    f16,
     frag_a,
     frag_acc,
     frag_b,
@@ -51,33 +47,10 @@ from ..lang import (
     warpgroup_wait,
 )
 from ..runtime import get_backend
+from . import gemm_staged
+from .gemm_tiles import GROUP_M, VEC, H, is_inside, load_inside, load_tiles, tile_origin
 
-VEC = 8  # 16-byte vectors of f16/bf16
-#: the input dtypes of matrix fragments: the kernel's variants
-H = DTypeVar("H", (f16, bf16))
-
-
-@func
-def stage(src, src0, dst, base, r0, c0, rows, cols, ld, R, CC, tid, nthreads):
-    """Start copying the R x CC tile at (r0, c0) of the row-major rows x cols matrix at ``src[src0:]`` into
-    ``dst[base:]``
-    (row stride ld), by the whole group: asynchronous 16-byte copies where a vector lies inside and is aligned,
-    element copies (zeros outside the matrix) else."""
-    per_row = CC // VEC
-    for v in range(tid, R * per_row, nthreads):
-        r = v // per_row
-        c = (v % per_row) * VEC
-        gr = r0 + r
-        gc = c0 + c
-        d = base + r * ld + c
-        if gr < rows and gc + VEC <= cols and cols % VEC == 0 and src0 % VEC == 0:
-            async_copy(dst, d, src, src0 + gr * cols + gc, VEC)
-        else:
-            for e in static_range(VEC):
-                if gr < rows and gc + e < cols:
-                    dst[d + e] = src[src0 + gr * cols + gc + e]
-                else:
-                    dst[d + e] = 0.0
+__all__ = ["GROUP_M", "H", "VEC", "gemm", "gemm_wg", "launch", "uses_wgmma"]
 
 
 @kernel
@@ -140,71 +113,6 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: i
     col = n0 + wn * NT * 16
     if r0 < M and col < N:
         frag_store(C, c0 + r0 * N + col, N, acc, M - r0, N - col)
-
-
-@func
-def load_tiles(A, a0, B, b0, sa, sb, buf, k0, m0, n0, M, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B, tid,
-               nthreads):
-    """Issue the copies of the A and B tiles at k0 (of the matrices at A[a0:], B[b0:]) into stage buffer ``buf``."""
-    stage(A, a0, sa, buf * A_TILE, m0, k0, M, K, LDA, BM, BK, tid, nthreads)
-    if TRANS_B:
-        stage(B, b0, sb, buf * B_TILE, n0, k0, N, K, LDB, BN, BK, tid, nthreads)
-    else:
-        stage(B, b0, sb, buf * B_TILE, k0, n0, K, N, LDB, BK, BN, tid, nthreads)
-
-
-#: groups of GROUP_M tile rows run column by column (Triton's grouped order): the A rows and B columns a wave of
-#: groups reads stay in L2 together
-GROUP_M = 8
-
-
-@func
-def tile_origin(M, N, BM, BN):
-    """(m0, n0) of this group's tile of C: the launch order (group_id(0) fastest, then group_id(1)) walks GROUP_M tile
-    rows at a time, down each column of tiles before the next."""
-    gm = (M + BM - 1) // BM
-    gn = (N + BN - 1) // BN
-    pid = group_id(1) * gn + group_id(0)
-    first = pid // (GROUP_M * gn) * GROUP_M
-    rows = min(gm - first, GROUP_M)
-    within = pid % (GROUP_M * gn)
-    return (first + within % rows) * BM, within // rows * BN
-
-
-@func
-def stage_inside(src, src0, dst, base, r0, c0, cols, ld, R, CC, tid, NTH):
-    """``stage`` for a tile wholly inside an aligned matrix, by exactly NTH threads: 16-byte asynchronous copies
-    only, unrolled (each thread's copies are a compile-time count apart), no per-copy checks."""
-    per_row = CC // VEC
-    for j in static_range(R * per_row // NTH):
-        copy_chunk(src, src0, dst, base, r0, c0, cols, ld, per_row, tid + j * NTH)
-    for v in range(tid + R * per_row // NTH * NTH, R * per_row, NTH):  # the rest where NTH does not divide
-        copy_chunk(src, src0, dst, base, r0, c0, cols, ld, per_row, v)
-
-
-@func
-def copy_chunk(src, src0, dst, base, r0, c0, cols, ld, per_row, v):
-    r = v // per_row
-    c = (v % per_row) * VEC
-    async_copy(dst, base + r * ld + c, src, src0 + (r0 + r) * cols + c0 + c, VEC)
-
-
-@func
-def load_inside(A, a0, B, b0, sa, sb, buf, k0, m0, n0, N, K, LDA, LDB, A_TILE, B_TILE, BM, BN, BK, TRANS_B, tid,
-                NTH):
-    """``load_tiles`` for a group whose tiles lie inside aligned matrices (``stage_inside``)."""
-    stage_inside(A, a0, sa, buf * A_TILE, m0, k0, K, LDA, BM, BK, tid, NTH)
-    if TRANS_B:
-        stage_inside(B, b0, sb, buf * B_TILE, n0, k0, K, LDB, BN, BK, tid, NTH)
-    else:
-        stage_inside(B, b0, sb, buf * B_TILE, k0, n0, N, LDB, BK, BN, tid, NTH)
-
-
-@func
-def is_inside(m0, n0, M, N, K, a0, b0, BM, BN, BK, nthreads, NTH):
-    """Whether every tile of this group lies inside aligned matrices and the group has NTH threads."""
-    return (m0 + BM <= M and n0 + BN <= N and K % BK == 0 and K % VEC == 0 and N % VEC == 0 and a0 % VEC == 0
-            and b0 % VEC == 0 and nthreads == NTH)
 
 
 @kernel
@@ -314,7 +222,6 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     width = get_backend(name).simd_width()
     wg = uses_wgmma(name)
     staged = name == "vulkan"  # no asynchronous copies: tiles staged through registers (gemm_staged.py)
-    from . import gemm_staged  # imports this module's helpers
 
     def run(cfg: dict) -> None:
         if staged:

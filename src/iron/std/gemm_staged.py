@@ -34,7 +34,7 @@ from ..lang import (
     vload,
     vstore,
 )
-from .gemm import VEC, H, is_inside, load_tiles, tile_origin
+from .gemm_tiles import VEC, H, is_inside, load_tiles, tile_origin
 
 
 @func

@@ -22,11 +22,28 @@ from .frontend import IronFunc, KernelFunction, func, kernel
 from .frontend.torch_op import torch_op
 from .harness.registry import InputGen, bench, test_kernel
 from .lang import *  # noqa: F403
-from .lang import BUILTINS, FLOAT_DTYPES, DTypeVar, T, Tensor, bf16, constexpr, f16, f32, i32, u32
+from .lang import (
+    BUILTINS,
+    FLOAT_DTYPES,
+    DTypeVar,
+    T,
+    Tensor,
+    bf16,
+    constexpr,
+    f16,
+    f32,
+    f64,
+    i8,
+    i32,
+    i64,
+    u8,
+    u32,
+    u64,
+)
 from .runtime.device_array import Array, asarray, empty, from_dlpack, graph, synchronize, zeros
 from .version import __version__ as __version__
 
 __all__ = ["Array", "BUILTINS", "CompileError", "DTypeVar", "ExecutionError", "FLOAT_DTYPES", "IronError", "IronFunc",
            "InputGen", "KernelFunction", "LaunchError", "T", "Tensor", "bench", "bf16", "constexpr", "cuda", "f16",
-           "f32", "func", "graph", "i32", "kernel", "test_kernel", "torch_op", "u32", "asarray", "empty", "from_dlpack",
-           "synchronize", "zeros", *BUILTINS]
+           "f32", "f64", "func", "graph", "i8", "i32", "i64", "kernel", "test_kernel", "torch_op", "u8", "u32", "u64",
+           "asarray", "empty", "from_dlpack", "synchronize", "zeros", *BUILTINS]

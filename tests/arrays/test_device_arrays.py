@@ -125,7 +125,7 @@ def test_refusals(backend):
     axpy[8](x[0:8], x[0:8], x[8:16], 1.0)  # read-only views may overlap; disjoint output is fine
     with pytest.raises(IndexError, match="step 1"):
         x[::2]
-    with pytest.raises(TypeError, match="f32, f16, bf16, i32 or u32"):
+    with pytest.raises(TypeError, match="f32, f16, bf16, f64, i32, u32, i64, u64, i8 or u8"):
         iron.empty(4, np.complex64, backend=backend)
 
 

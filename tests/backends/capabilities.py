@@ -65,6 +65,10 @@ class RunRow:
     #: shared memory the target language allows one group, in bytes: a kernel over it is refused at compile time,
     #: with the reason (Metal gives a threadgroup 32 KiB); None: the device decides (``DeviceFacts.max_shared_bytes``)
     shared_bytes_limit: int | None = None
+    #: the language has a 64-bit float (``iron.f64``); Metal's has none, so its emitter refuses f64 kernels, located
+    f64: bool = True
+    #: atomic_add on i64/u64 buffers and shared arrays; Metal has no 64-bit atomic add (refused, located)
+    atomic64: bool = True
     #: the device's own report, asked once the backend is known to run here
     device: Callable[[], DeviceFacts] = field(default=DeviceFacts, repr=False)
 
@@ -115,14 +119,14 @@ RUN_ROWS: dict[str, RunRow] = {
             device=_vulkan_device,
         ),
         # Metal's language, compiled by clang for the CPU against the project's model of Metal
-        RunRow("msl-cpu", shared_bytes_limit=32 * 1024),
+        RunRow("msl-cpu", shared_bytes_limit=32 * 1024, f64=False, atomic64=False),
         RunRow("cuda", simd_widths=(32,)),
         # Iron's HIP source at wavefront 32 on NVIDIA GPUs, behind the compatibility header
         RunRow("hip-on-cuda", simd_widths=(32,)),
         # AMD GPUs: the wavefront of the target (64 on CDNA, 32 on RDNA); not verified on AMD hardware
         RunRow("hip"),
         # Apple GPUs: the same MSL as msl-cpu; not verified on Apple hardware
-        RunRow("metal", shared_bytes_limit=32 * 1024),
+        RunRow("metal", shared_bytes_limit=32 * 1024, f64=False, atomic64=False),
     )
 }
 

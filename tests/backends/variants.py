@@ -18,7 +18,7 @@ import iron
 import iron.std
 
 from ..codegen import kernels as codegen_kernels
-from ..frontend import atomic_kernels, int_kernels, simd_kernels
+from ..frontend import atomic_kernels, int_kernels, simd_kernels, wide_kernels
 from ..frontend import kernels as frontend_kernels
 
 # constexpr values per kernel name, as lists of alternatives (each is its own variant)
@@ -64,7 +64,7 @@ def all_kernels() -> list[tuple[str, iron.KernelFunction, ModuleType]]:
     found = []
     for info in pkgutil.iter_modules(iron.std.__path__):
         found += _kernels_of(importlib.import_module(f"iron.std.{info.name}"))
-    suites = (codegen_kernels, frontend_kernels, atomic_kernels, simd_kernels, int_kernels)
+    suites = (codegen_kernels, frontend_kernels, atomic_kernels, simd_kernels, int_kernels, wide_kernels)
     return found + [entry for module in suites for entry in _kernels_of(module)]
 
 

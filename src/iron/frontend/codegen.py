@@ -26,7 +26,7 @@ from .reads import GlobalReads
 from .refs import Ref
 from .source import FunctionSource, first_store
 from .typing_rules import Const, assignable, const_fits, literal_type
-from .variables import WidenVar, float_into_int_var, is_float, new_var
+from .variables import WidenVar, float_into_int_var, is_float, new_var, widen_to_64
 
 #: statement kinds the DSL does not support, with a hint each
 UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
@@ -60,7 +60,7 @@ class Frame:
     pending_returns: list = field(default_factory=list)  # helpers: (block, value, node, exit) per `return`
     is_helper: bool = False
     site: tuple = ()  # the inlined call sites that led here (the kernel: ()); with a name, keys a widened variable
-    starts: dict[str, tuple] = field(default_factory=dict)  # var -> (line, loop depth, int start, declared type)
+    starts: dict[str, tuple] = field(default_factory=dict)  # var -> (line, loop depth, literal start, declared type)
     returned: Value | None = None  # helpers with a `return` inside a loop: the flag that says it has returned
 
 
@@ -248,6 +248,7 @@ class FunctionCodegen(exprs.ExprMixin):
             elem = var.type.elem
             if elem.is_int and is_float(value):
                 float_into_int_var(self, name, value, node)
+            widen_to_64(self, name, elem, value)
             v = self.convert(value, elem, node, what=f"'{name}'")
             self.b.set(var, v)
             fr.defined_vars.add(name)
@@ -402,6 +403,9 @@ class FunctionCodegen(exprs.ExprMixin):
         ann = self.expr(self.frame.src.unquote(node.annotation))
         if not (isinstance(ann, Ref) and isinstance(ann.obj, t.ScalarType)):
             raise self.error("a local's annotation must be a dtype (iron.f32, iron.i32, ...)", node.annotation)
+        if ann.obj.is_narrow:
+            raise self.error(f"a local cannot be {ann.obj}: 8-bit types are for buffers and arrays", node.annotation,
+                             f"declare it iron.i32 and store it with cast(x, iron.{ann.obj})")
         if not isinstance(node.target, ast.Name):
             raise self.error("only simple names can be annotated", node.target)
         if node.value is None:
@@ -418,7 +422,9 @@ class FunctionCodegen(exprs.ExprMixin):
             self.assign_name(tgt.id, result, node)
         elif isinstance(tgt, ast.Subscript):
             buf, index = self.subscript_target(tgt)
-            current = self.b.load(buf, index)
+            from .lower_builtins import widen
+
+            current = widen(self, self.b.load(buf, index))
             self.node = node
             result = self.binop(node.op, current, self.expr(node.value), node)
             self.b.loc = self.frame.src.loc(node)
@@ -504,6 +510,9 @@ class FunctionCodegen(exprs.ExprMixin):
             if not const_fits(value.value, t.i32):
                 raise self.error(f"{value.value!r} does not fit in i32", node)
             return self.b.const(value.value, t.i32)
+        if isinstance(value, Value) and isinstance(value.type, t.ScalarType) and value.type.is_wide:
+            raise self.error(f"a {value.type} cannot be a loop bound or a lane number: they are i32", node,
+                             "cast(x, iron.i32) where it fits, or count with a `while` loop over an i64 variable")
         if isinstance(value, Value) and isinstance(value.type, t.ScalarType) and (value.type.is_int
                                                                                   or value.type.is_bool):
             return self.b.cast(value, t.i32)

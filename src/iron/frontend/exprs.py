@@ -116,6 +116,8 @@ class ExprMixin:
             ty = t.i32
         if name == "div" and not ty.is_float:
             ty = t.f32  # `/` is true division, as in Python
+        if name == "rem" and ty == t.f64:
+            raise self.error("`%` on f64 is not supported", node, "cast to f32, or write a - b * floor(a / b)")
         x, y = self.materialize_as(a, ty), self.materialize_as(b, ty)
         if name == "floordiv":
             if ty.is_float:
@@ -340,7 +342,7 @@ class ExprMixin:
             if v.value < 0:
                 raise self.error("negative indices are not supported", node,
                                  "Python's t[-1] counting from the end has no meaning for a raw buffer")
-            return self.materialize(v, t.i32 if v.value <= 2**31 - 1 else t.u32)
+            return self.materialize(v, literal_type(v.value))
         if isinstance(v, Value) and isinstance(v.type, t.ScalarType) and v.type.is_int:
             return v
         raise self.error(f"index must be an integer, got {self.describe(v)}", node,
@@ -353,7 +355,9 @@ class ExprMixin:
         idx = self.index(node.slice)
         self.node = node
         self.b.loc = self.frame.src.loc(node)
-        return self.b.load(buf, idx)
+        from .lower_builtins import widen
+
+        return widen(self, self.b.load(buf, idx))
 
     def expr_Call(self, node: ast.Call) -> Any:
         from ..lang.builtins import Builtin

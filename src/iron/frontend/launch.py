@@ -301,7 +301,7 @@ def _scalar(name: str, ty: t.ScalarType, value: Any) -> Any:
     if ty.is_int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise LaunchError(f"argument '{name}' must be an int ({ty}), got {type(value).__name__}", caller_loc())
-        lo, hi = (-(2**31), 2**31 - 1) if ty == t.i32 else (0, 2**32 - 1)
+        lo, hi = t.INT_RANGE[ty.name]
         if not lo <= value <= hi:
             raise LaunchError(f"argument '{name}' = {value} does not fit in {ty}", caller_loc())
         return ty.np_dtype.type(value)
@@ -309,4 +309,4 @@ def _scalar(name: str, ty: t.ScalarType, value: Any) -> Any:
         raise LaunchError(f"argument '{name}' must be a number ({ty}), got {type(value).__name__}", caller_loc())
     if ty.is_half:  # rounded once from the Python float to the half type, then passed exactly as f32
         return np.float32(const_array(float(value), ty).astype(np.float32))
-    return np.float32(value)
+    return np.float64(value) if ty == t.f64 else np.float32(value)

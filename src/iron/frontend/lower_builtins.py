@@ -156,8 +156,8 @@ def dtype_arg(cg, node: ast.AST) -> t.ScalarType:
     d = cg.expr(node)
     if isinstance(d, Ref) and isinstance(d.obj, t.ScalarType):
         return d.obj
-    raise cg.error(f"expected a dtype (iron.f32, iron.f16, iron.bf16, iron.i32, iron.u32, T), got {cg.describe(d)}",
-                   node)
+    raise cg.error(f"expected a dtype (iron.f32, iron.i32, iron.u32, iron.i64, iron.u8, ..., T), got "
+                   f"{cg.describe(d)}", node)
 
 
 def cast_to(cg, value: Any, ty: t.ScalarType, node: ast.AST) -> Any:
@@ -170,15 +170,29 @@ def cast_to(cg, value: Any, ty: t.ScalarType, node: ast.AST) -> Any:
             return Const(bool(v))
         if ty.is_int:
             iv = int(v) if not isinstance(v, float) or math.isfinite(v) else 0
-            lo, hi = (-(2**31), 2**31 - 1) if ty == t.i32 else (0, 2**32 - 1)
-            if isinstance(v, float):
-                iv = min(max(iv, lo), hi)  # saturate, as the runtime cast does
-            else:
-                iv = iv & 0xFFFFFFFF if ty == t.u32 else ((iv + 2**31) % 2**32) - 2**31  # wrap, like C
-            return cg.b.const(iv, ty)
+            if isinstance(v, float):  # saturate, as the runtime cast does (8-bit targets: to i32, then wrap)
+                lo, hi = t.INT_RANGE[ty.name if not ty.is_narrow else "i32"]
+                iv = min(max(iv, lo), hi)
+            iv = wrap_int(iv, ty)
+            return cg.b.const(iv, t.i32 if ty.is_narrow else ty)
         return cg.b.const(cg.const_for(v, ty, node), ty)
     cg.node = node
+    if ty.is_narrow:  # 8-bit types are storage: the value wraps to 8 bits and is read back as an i32
+        if value.type.is_float:
+            value = cg.b.cast(value, t.i32)
+        return cg.b.cast(cg.b.cast(value, ty), t.i32)
     return cg.b.cast(value, ty)
+
+
+def wrap_int(value: int, ty: t.ScalarType) -> int:
+    """``value`` wrapped to the integer type ``ty`` (two's complement, as C converts)."""
+    lo, hi = t.INT_RANGE[ty.name]
+    return (value - lo) % (hi - lo + 1) + lo
+
+
+def widen(cg, v: Value) -> Value:
+    """A value loaded from an 8-bit buffer or array, read as the i32 it is computed in (docs/dsl.md)."""
+    return cg.b.cast(v, t.i32) if isinstance(v.type, t.ScalarType) and v.type.is_narrow else v
 
 
 def lower_array(cg, space: str, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
@@ -188,7 +202,7 @@ def lower_array(cg, space: str, arg_nodes: list[ast.AST], node: ast.AST) -> Valu
     spelling = "shared(dtype, n)" if space == "shared" else "local_array(dtype, n)"
     elem = dtype_arg(cg, arg_nodes[0])
     if elem not in t.BUFFER_ELEM_TYPES:
-        raise cg.error(f"{what} hold f32/f16/bf16/i32/u32, not {elem}", arg_nodes[0])
+        raise cg.error(f"{what} hold f32/f16/bf16/f64/i32/u32/i64/u64/i8/u8, not {elem}", arg_nodes[0])
     n = cg.expr(arg_nodes[1])
     if not isinstance(n, Const) or isinstance(n.value, bool) or not isinstance(n.value, int) or n.value <= 0:
         raise cg.error(f"{spelling} needs a positive compile-time size n (a literal or constexpr)", arg_nodes[1])
@@ -212,6 +226,9 @@ def _vector_count(cg, elem: t.ScalarType, n: int, node: ast.AST) -> None:
 def _vector_buffer(cg, buf: Any, what: str, node: ast.AST) -> Value:
     if not (isinstance(buf, Value) and isinstance(buf.type, t.BufferType) and buf.type.space != "local"):
         raise cg.error(f"{what} needs a buffer or shared array, got {cg.describe(buf)}", node)
+    if buf.type.elem.is_narrow or buf.type.elem.is_wide:
+        raise cg.error(f"{what} of {buf.type.elem} elements is not supported", node,
+                       "vector accesses move f32/f16/bf16/i32/u32 elements; access these one at a time")
     return buf
 
 
@@ -259,7 +276,7 @@ def lower_memory(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
     cg.b.loc = cg.frame.src.loc(node)
     elem = buf.type.elem
     if name == "load":
-        return cg.b.load(buf, index)
+        return widen(cg, cg.b.load(buf, index))
     value = cg.convert(args[2], elem, arg_nodes[2], "the stored element" if name == "store" else f"{name}'s value")
     if name == "store":
         cg.b.store(buf, index, value)
@@ -267,9 +284,9 @@ def lower_memory(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
     if name in O.INT_ATOMICS and elem not in (t.i32, t.u32):
         raise cg.error(f"{name} on a buffer of {elem} is not supported", node,
                        f"{name} works on i32 and u32 buffers and shared arrays")
-    if elem not in (t.i32, t.u32, t.f32):
+    if elem not in (t.i32, t.u32, t.f32) and not (name == "atomic_add" and elem in (t.i64, t.u64)):
         raise cg.error(f"{name} on a buffer of {elem} is not supported", node,
-                       "atomics work on i32, u32 and f32 buffers")
+                       "atomics work on i32, u32 and f32 buffers (atomic_add also on i64 and u64)")
     operands = [buf, index, value]
     if name == "atomic_cas":  # (t, i, expected, new): both converted to the element type
         operands.append(cg.convert(args[3], elem, arg_nodes[3], "atomic_cas's new value"))
@@ -296,17 +313,24 @@ def lower_math(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: a
     for other in tys[1:]:
         ty = promote(ty, other, cg.native_half)
     ty = compute_type(ty, cg.native_half) if ty.is_float else t.f32
+    if ty == t.f64 and name not in F64_MATH:
+        raise cg.error(f"{name}() on f64 is not supported", node,
+                       f"f64 has {', '.join(sorted(F64_MATH))}, abs, min, max and fma; cast to f32 for {name}")
     operands = [cg.materialize_as(a, ty) for a in args]
     return cg.b.op(name, operands, t.bool_ if row.result == "bool" else ty).result
+
+
+#: the float math every backend spells on f64 (GLSL.std.450 has the transcendentals for 16/32-bit floats only)
+F64_MATH = frozenset({"sqrt", "floor", "ceil"})
 
 
 def lower_abs(cg, x: Any, node: ast.AST) -> Any:
     cg.check_number(x, node)
     if isinstance(x, Const):
         return Const(abs(x.value))
-    if x.type == t.u32:
+    if x.type in (t.u32, t.u64):
         return x
-    ty = compute_type(x.type, cg.native_half) if x.type.is_float else t.i32
+    ty = compute_type(x.type, cg.native_half) if x.type.is_float else (t.i64 if x.type == t.i64 else t.i32)
     return cg.b.unary("abs", cg.b.cast(x, ty))
 
 
@@ -331,6 +355,7 @@ def lower_simd(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: a
     if ty.is_bool:
         raise cg.error(f"{name} needs a number, not a bool", arg_nodes[0], "cast(x, iron.i32) first")
     ty = compute_type(ty, cg.native_half)
+    _refuse_wide_simd(cg, name, ty, arg_nodes[0])
     xv = cg.materialize_as(x, ty)
     if name in O.SIMD_REDUCE:
         return cg.b.op(name, [xv], ty).result
@@ -350,10 +375,17 @@ def lower_simd_lanes(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], n
     ty = cg.value_type(x)
     if ty.is_bool:
         raise cg.error(f"{name} needs a number, not a bool", arg_nodes[0], "cast(x, iron.i32) first")
+    _refuse_wide_simd(cg, name, ty, arg_nodes[0])
     sum_ty = t.f32 if ty.is_float else ty
     cg.node = node
     out = cg.b.op(name, [cg.materialize_as(x, sum_ty)], sum_ty).result
     return cg.materialize_as(out, ty) if ty.is_half else out
+
+
+def _refuse_wide_simd(cg, name: str, ty: t.ScalarType, node: ast.AST) -> None:
+    if ty.is_wide:
+        raise cg.error(f"{name} on {ty} is not supported", node,
+                       "SIMD-group operations take 32-bit and half values: split or cast the value first")
 
 
 def lower_python_builtin(cg, fn: Any, node: ast.Call) -> Any:
@@ -403,6 +435,9 @@ def lower_async(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> None:
         raise cg.error(f"async_copy copies from a buffer (global memory), not {cg.describe(src)}", arg_nodes[2])
     if src.type.elem != dst.type.elem:
         raise cg.error(f"async_copy from a buffer of {src.type.elem} into a shared array of {dst.type.elem}", node)
+    if src.type.elem.is_narrow or src.type.elem.is_wide:
+        raise cg.error(f"async_copy of {src.type.elem} elements is not supported", node,
+                       "vector accesses move f32/f16/bf16/i32/u32 elements; copy these one at a time")
     i = cg.index(arg_nodes[3])
     n = cg.expr(arg_nodes[4])
     if not isinstance(n, Const) or isinstance(n.value, bool) or not isinstance(n.value, int):

@@ -70,12 +70,16 @@ def _spec(arg: ast.arg, ann: object, src: FunctionSource) -> ParamSpec:
         return ParamSpec(name, "constexpr", None)
     if ann in _SCALAR_ANNOTATIONS:
         return ParamSpec(name, "scalar", _SCALAR_ANNOTATIONS[ann])
-    if isinstance(ann, t.ScalarType) and ann in (t.i32, t.u32, t.f32, t.f16, t.bf16):
+    if isinstance(ann, t.ScalarType) and ann in (t.i32, t.u32, t.f32, t.f16, t.bf16, t.i64, t.u64, t.f64):
         # f16/bf16: a Python float rounded to the dtype at launch, passed as f32 (launch._scalar, codegen)
         return ParamSpec(name, "scalar", ann)
     if isinstance(ann, DTypeVar):
         raise CompileError(f"scalar parameter '{name}' cannot be {ann!r}", src.loc(arg.annotation),
-                           "scalars are int, float, iron.i32, iron.u32, iron.f32, iron.f16 or iron.bf16")
+                           "scalars are int, float, iron.i32, iron.u32, iron.i64, iron.u64, iron.f32, iron.f64, "
+                           "iron.f16 or iron.bf16")
+    if isinstance(ann, t.ScalarType) and ann.is_narrow:
+        raise CompileError(f"scalar parameter '{name}' cannot be {ann}: 8-bit types are for buffers",
+                           src.loc(arg.annotation), "pass it as int (i32) and cast(x, ...) where it is stored")
     if ann is t.Type or ann is type(t.f32) or (isinstance(ann, type) and ann.__name__ == "Tensor"):
         raise CompileError(f"parameter '{name}': write Tensor[dtype], e.g. Tensor[iron.T]", src.loc(arg.annotation))
     raise CompileError(f"unsupported annotation {ann!r} for parameter '{name}'", src.loc(arg.annotation),

@@ -5,6 +5,8 @@ loop-carried variable's type: a variable that starts as an int constant (``acc =
 that the start is outside of (``acc += 0.5``) is a float from the start. The front-end finds that out only when the
 float arrives, so ``WidenVar`` restarts the kernel's lowering with the variable typed as that float
 (``FunctionCodegen.build``). Any other float given to an int variable is a located error that says how to fix it.
+Likewise a variable that starts as a literal (``acc = 0``, ``acc = 0.0``) and is given a 64-bit value of its kind
+(i64/u64, f64) in such a loop is that 64-bit type from the start: the accumulator of 64-bit values is 64-bit.
 """
 
 from __future__ import annotations
@@ -33,9 +35,21 @@ def new_var(cg, name: str, value: Any, node: ast.AST, declared: t.ScalarType | N
     ty = cg.var_type(ty)
     var = cg.hoist(lambda b: b.var(ty, name))
     fr.vars[name] = var
-    weak = declared is None and ty.is_int and isinstance(value, Const) and type(value.value) is int
+    weak = declared is None and isinstance(value, Const) and type(value.value) in (int, float)
     fr.starts[name] = (getattr(node, "lineno", 0), len(cg.loop_depth), value.value if weak else None, declared)
     return var
+
+
+def widen_to_64(cg, name: str, elem: t.ScalarType, value: Any) -> None:
+    """``name`` (of 32-bit type ``elem``) is given a 64-bit value of the same kind: widen it when it started as a
+    literal outside the loop this happens in; elsewhere the value converts as on any assignment."""
+    if not (isinstance(value, Value) and isinstance(value.type, t.ScalarType) and value.type.is_wide) or elem.is_wide:
+        return
+    if value.type.is_float != elem.is_float:
+        return
+    _, depth, start, _ = cg.frame.starts.get(name, (0, 0, None, None))
+    if start is not None and len(cg.loop_depth) > depth:
+        raise WidenVar((cg.frame.site, name), value.type)
 
 
 def is_float(value: Any) -> bool:

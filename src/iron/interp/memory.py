@@ -87,7 +87,8 @@ class Target:
 def _flat_index(target: Target, geom: Geometry, what: str, index: np.ndarray, mask: Mask) -> np.ndarray:
     """Check the active threads' indices and return indices into ``target.data``."""
     # an i32 index viewed as u32 turns negatives into huge values, so one comparison checks both ends
-    unsigned = index.view(np.uint32) if index.dtype == np.int32 else index
+    unsigned = index.view(np.uint32) if index.dtype == np.int32 else (
+        index.view(np.uint64) if index.dtype == np.int64 else index)
     if mask is None and unsigned.ndim == 1:
         in_range = unsigned.size == 0 or int(unsigned.max()) < target.size
     else:
@@ -98,6 +99,8 @@ def _flat_index(target: Target, geom: Geometry, what: str, index: np.ndarray, ma
             thread, count = bad
             shown = int(index if index.ndim == 0 else index[thread])
             raise Fault(f"{what} {target.desc} at index {shown} is out of bounds (size {target.size})", thread, count)
+    if index.dtype == np.uint64:  # in range now; NumPy would add a u64 to the i64 base in float64
+        index = index.astype(np.int64)
     return index if target.base is None else target.base + index
 
 

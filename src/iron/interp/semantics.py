@@ -8,7 +8,8 @@ Choices where C leaves behaviour undefined or a GPU differs (each backend's emit
 - Integer ``div``/``rem`` truncate toward zero and ``rem`` takes the dividend's sign (C). Division by zero gives 0 here;
   the executor raises for an active thread before it gets that far. ``INT_MIN / -1`` wraps to ``INT_MIN``.
 - Integer overflow wraps (two's complement). ``shl``/``shr`` mask the shift amount to 0..31 (what x86, SPIR-V drivers
-  and ``shf`` in practice do; C calls larger amounts undefined). ``shr`` is arithmetic on i32, logical on u32.
+  and ``shf`` in practice do; C calls larger amounts undefined), 0..63 on i64/u64. ``shr`` is arithmetic on signed
+  ints, logical on unsigned ones. i64/u64 arithmetic is done in their own NumPy dtypes (which wrap).
 - Float ``min``/``max`` return the other operand when one is NaN (C ``fminf``/``fmaxf``, CUDA ``fminf``).
 - Float ``rem`` is C ``fmodf``. Transcendental math (exp exp2 log log2 sin cos tanh erf rsqrt) and ``fma`` are
   computed in float64 and rounded once to the result type, so results are within half an ulp plus a hair and do not
@@ -17,7 +18,10 @@ Choices where C leaves behaviour undefined or a GPU differs (each backend's emit
   for + - * / and sqrt that double rounding is exact, as float32 has at least 2p+2 bits.
 - ``cast`` float->int truncates toward zero, maps NaN to 0 and saturates out-of-range values to the integer range
   (PTX ``cvt.rzi.sat``; C leaves it undefined). Int->int casts wrap. Casts to bool test ``!= 0`` (NaN is true).
-  Every rounding to a float type is round-to-nearest-even, done once (no double rounding through f32 for bf16).
+  Every rounding to a float type is round-to-nearest-even, done once (no double rounding through f32 for bf16),
+  except these two (tracker issue 15), defined through f32 so every backend can give them with plain conversions:
+  i64/u64 -> f16/bf16 round to f32 first (i64/u64 -> f32 and -> f64 round once), and f64 -> f16/bf16 likewise.
+- f64 math is IEEE double; ``fma`` on f64 rounds once (exact rationals here).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ PureFn = Callable[..., np.ndarray]
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
-_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
+_INT_RANGE = t.INT_RANGE
 
 
 def scalar_type_of_dtype(dtype: np.dtype) -> t.ScalarType:
@@ -66,6 +70,8 @@ def _round_to_odd_f32(x: np.ndarray) -> np.ndarray:
 def from_f64(x: np.ndarray, dst: t.ScalarType) -> np.ndarray:
     """Round float64 values once, to nearest even, to the float type ``dst``."""
     x = np.asarray(x, dtype=np.float64)
+    if dst == t.f64:
+        return x
     if dst == t.f32:
         return x.astype(np.float32)
     if dst == t.f16:
@@ -78,6 +84,8 @@ def _to_f32(a: np.ndarray) -> np.ndarray:
 
 
 def _to_f64(a: np.ndarray) -> np.ndarray:
+    if a.dtype == _F64:
+        return a
     return a.astype(np.float32).astype(np.float64) if a.dtype != _F32 else a.astype(np.float64)
 
 
@@ -85,11 +93,12 @@ def _to_f64(a: np.ndarray) -> np.ndarray:
 
 
 def const_array(value: bool | int | float, type: t.ScalarType) -> np.ndarray:
-    """The 0-d array holding a ``const`` op's value. Ints wrap to 32 bits; floats round once to nearest even."""
+    """The 0-d array holding a ``const`` op's value. Ints wrap to their width; floats round once to nearest even."""
     if type.is_bool:
         return np.array(bool(value))
     if type.is_int:
-        return np.array(int(value) & 0xFFFFFFFF, dtype=np.uint32).astype(type.np_dtype)
+        lo, hi = _INT_RANGE[type.name]
+        return np.array((int(value) - lo) % (hi - lo + 1) + lo, dtype=type.np_dtype)
     return np.asarray(from_f64(np.array(float(value)), type))
 
 
@@ -98,12 +107,26 @@ def const_array(value: bool | int | float, type: t.ScalarType) -> np.ndarray:
 
 def _int_divmod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """C quotient and remainder in int64 (exact for 32-bit operands); a zero divisor gives 0 and 0."""
+    if a.dtype.itemsize == 8:
+        return _int_divmod64(a, b)
     a64, b64 = a.astype(np.int64), b.astype(np.int64)
     zero = b64 == 0
     safe = np.where(zero, 1, b64)
     r = np.fmod(a64, safe)  # integer fmod is C's %, sign of the dividend
     q = (a64 - r) // safe  # exact division, so floor == trunc
     return np.where(zero, 0, q), np.where(zero, 0, r)
+
+
+def _int_divmod64(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same for i64/u64, in their own dtype: INT64_MIN / -1 wraps (negation) and INT64_MIN % -1 is 0."""
+    zero = b == 0
+    minus_one = (b == -1) if a.dtype.kind == "i" else np.zeros_like(zero)
+    safe = np.where(zero | minus_one, np.ones_like(b), b)
+    r = np.fmod(a, safe)  # sign of the dividend, as C
+    q = (a - r) // safe  # exact division, so floor == trunc; |r| < |b| so a - r does not overflow
+    q = np.where(minus_one, np.negative(a), q)
+    r = np.where(minus_one | zero, np.zeros_like(r), r)
+    return np.where(zero, np.zeros_like(q), q), r
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -116,12 +139,13 @@ def _int_rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _shl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # shift the unsigned bit pattern: left-shifting a negative signed value is undefined in C and NumPy
-    amount = (b & 31).astype(np.uint32)
-    return np.left_shift(a.astype(np.uint32), amount).astype(a.dtype)
+    unsigned = np.dtype(f"u{a.dtype.itemsize}")
+    amount = (b & (8 * a.dtype.itemsize - 1)).astype(unsigned)
+    return np.left_shift(a.astype(unsigned), amount).astype(a.dtype)
 
 
 def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.right_shift(a, (b & 31).astype(a.dtype))
+    return np.right_shift(a, (b & (8 * a.dtype.itemsize - 1)).astype(a.dtype))
 
 
 # -- float helpers ------------------------------------------------------------------------------------------------
@@ -191,13 +215,15 @@ def _wrap(fn: PureFn) -> PureFn:
 def _float_fn(opcode: str, rt: t.ScalarType) -> PureFn | None:
     if opcode in _FLOAT_BINARY or opcode in _F32_MATH:
         fn = _FLOAT_BINARY.get(opcode) or _F32_MATH[opcode]
-        if rt == t.f32:
+        if rt in (t.f32, t.f64):
             return fn
         dt = rt.np_dtype
         return lambda *a: fn(*[_to_f32(x) for x in a]).astype(dt)
     if opcode in O.FLOAT_MATH:
         ref = O.OPS[opcode].ref
         return lambda *a: from_f64(ref(*(_to_f64(x) for x in a)), rt)
+    if opcode == "fma" and rt == t.f64:
+        return _fma_exact
     if opcode == "fma":
         return lambda a, b, c: from_f64(_fma_f64(_to_f64(a), _to_f64(b), _to_f64(c)), rt)
     return None
@@ -210,8 +236,10 @@ def _cast_fn(src: t.ScalarType, dst: t.ScalarType) -> PureFn:
     if dst.is_bool:
         return (lambda a: _to_f32(a) != 0) if src.is_float else (lambda a: a != 0)
     if src.is_bool or src.is_int:
-        if dst.is_int or src.is_bool and dst == t.f32:
-            return lambda a: a.astype(dt)  # int -> int wraps modulo 2^32; bool -> 0/1 is exact
+        if dst.is_int or src.is_bool and dst.is_float and not dst.is_half or dst == t.f64:
+            return lambda a: a.astype(dt)  # int -> int wraps; bool -> 0/1 is exact; -> f64 rounds once
+        if src.is_wide:  # i64/u64 -> f32 rounds once (C's conversion); -> f16/bf16 through that f32
+            return lambda a: from_f64(a.astype(np.float32).astype(np.float64), dst)
         return lambda a: from_f64(a.astype(np.float64), dst)  # i32/u32 are exact in float64: one rounding
     if dst.is_float:
         return lambda a: _to_f32(a).astype(dt)  # halves are exact in f32, so this rounds once
@@ -219,9 +247,25 @@ def _cast_fn(src: t.ScalarType, dst: t.ScalarType) -> PureFn:
 
     def float_to_int(a: np.ndarray) -> np.ndarray:
         x = np.trunc(_to_f64(a))
-        return np.clip(np.where(np.isnan(x), 0.0, x), lo, hi).astype(dt)
+        over = x >= float(hi) + 1.0  # exact: 2^31, 2^32, 2^63, 2^64 are doubles (the 64-bit maxima are not)
+        x = np.maximum(np.where(np.isnan(x) | over, 0.0, x), float(lo))
+        return np.where(over, np.array(hi, dtype=dt), np.minimum(x, float(hi)).astype(dt))
 
     return float_to_int
+
+
+def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """f64 a*b+c rounded once, through exact rationals (slow, but f64 fma is rare in kernels)."""
+    from fractions import Fraction
+
+    def one(x: float, y: float, z: float) -> float:
+        if not all(map(np.isfinite, (x, y, z))):
+            return x * y + z
+        return float(Fraction(x) * Fraction(y) + Fraction(z))
+
+    a, b, c = np.broadcast_arrays(a, b, c)
+    return np.array([one(*v) for v in zip(a.ravel().tolist(), b.ravel().tolist(), c.ravel().tolist())],
+                    dtype=np.float64).reshape(a.shape)
 
 
 # -- integer bits (issue 15 point 3): clz(0) = ctz(0) = 32 ---------------------------------------------------------

@@ -6,7 +6,8 @@ is added here first; a backend that has no lowering for it raises "unsupported o
 Semantics (the interpreter in ``iron.interp`` is the executable definition):
 
 - Integer ``div``/``rem`` truncate toward zero (C), float ``rem`` is C's ``fmod``; ``shr`` is arithmetic on i32,
-  logical on u32; shift counts are taken mod 32; integer overflow wraps (``INT_MIN / -1`` gives ``INT_MIN``).
+  logical on u32 (likewise i64/u64); shift counts are taken mod 32 (mod 64 on 64-bit ints); integer overflow wraps
+  (``INT_MIN / -1`` gives ``INT_MIN``).
   Integer division by zero is undefined: the interpreter faults, the folder never folds it, and DCE may remove an
   unused one (as C compilers do).
 - ``cast`` float -> int truncates toward zero and saturates, NaN -> 0 (PTX ``cvt.rzi.sat``); int -> float and
@@ -376,7 +377,8 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "Exclusive scan: the sum of x over the active lanes before this one (0 in the first active lane).", (1, 1),
        pure=False),
     _b("atomic_add", "atomic_add(t, i, v) -> old",
-       "Atomically t[i] += v (i32/u32/f32 buffers or shared arrays); returns the old value.", (3, 3), pure=False),
+       "Atomically t[i] += v (i32/u32/f32/i64/u64 buffers or shared arrays; not i64/u64 on Metal); "
+       "returns the old value.", (3, 3), pure=False),
     _b("atomic_max", "atomic_max(t, i, v) -> old", "Atomically t[i] = max(t[i], v); returns the old value.", (3, 3),
        pure=False),
     # -- issue 15 point 3: integer bits --

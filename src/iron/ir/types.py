@@ -12,7 +12,8 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ScalarType:
-    """A scalar dtype: ``bool``, ``i32``, ``u32``, ``f16``, ``bf16`` or ``f32``."""
+    """A scalar dtype: ``bool``, ``i8``, ``u8``, ``i32``, ``u32``, ``i64``, ``u64``, ``f16``, ``bf16``, ``f32`` or
+    ``f64``. ``i8``/``u8`` are storage types: values loaded from them are ``i32`` (docs/dsl.md)."""
 
     name: str
     kind: str  # "bool", "int", "uint", "float"
@@ -46,6 +47,16 @@ class ScalarType:
         return self.kind == "float" and self.bits == 16
 
     @property
+    def is_narrow(self) -> bool:
+        """i8 and u8: buffer elements only; loads widen to i32 and stores wrap to 8 bits."""
+        return self.is_int and self.bits == 8
+
+    @property
+    def is_wide(self) -> bool:
+        """The 64-bit types i64, u64 and f64 (8-byte scalars; devices may lack them)."""
+        return self.bits == 64
+
+    @property
     def itemsize(self) -> int:
         return max(1, self.bits // 8)
 
@@ -61,7 +72,8 @@ def _bf16_dtype() -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)
 
 
-_NP_NAMES = {"bool": "bool", "i32": "int32", "u32": "uint32", "f16": "float16", "f32": "float32"}
+_NP_NAMES = {"bool": "bool", "i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64",
+             "u64": "uint64", "f16": "float16", "f32": "float32", "f64": "float64"}
 
 bool_ = ScalarType("bool", "bool", 1)
 i32 = ScalarType("i32", "int", 32)
@@ -69,11 +81,19 @@ u32 = ScalarType("u32", "uint", 32)
 f16 = ScalarType("f16", "float", 16)
 bf16 = ScalarType("bf16", "float", 16)
 f32 = ScalarType("f32", "float", 32)
+i8 = ScalarType("i8", "int", 8)
+u8 = ScalarType("u8", "uint", 8)
+i64 = ScalarType("i64", "int", 64)
+u64 = ScalarType("u64", "uint", 64)
+f64 = ScalarType("f64", "float", 64)
 
-SCALAR_TYPES: dict[str, ScalarType] = {t.name: t for t in (bool_, i32, u32, f16, bf16, f32)}
+SCALAR_TYPES: dict[str, ScalarType] = {t.name: t for t in (bool_, i32, u32, f16, bf16, f32, i8, u8, i64, u64, f64)}
 FLOAT_TYPES = (f32, f16, bf16)
 #: dtypes a buffer element may have
-BUFFER_ELEM_TYPES = (f32, f16, bf16, i32, u32)
+BUFFER_ELEM_TYPES = (f32, f16, bf16, i32, u32, i8, u8, i64, u64, f64)
+#: the integer range of each integer type
+INT_RANGE = {"i8": (-(2**7), 2**7 - 1), "u8": (0, 2**8 - 1), "i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1),
+             "i64": (-(2**63), 2**63 - 1), "u64": (0, 2**64 - 1)}
 
 
 def scalar_type_of_numpy(dtype: np.dtype) -> ScalarType | None:

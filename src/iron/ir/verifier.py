@@ -173,7 +173,8 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
         if code in O.INT_ATOMICS:
             need(elem in (t.i32, t.u32), f"{code} on i32/u32 only")
         if code.startswith("atomic"):
-            need(r == elem and elem in (t.i32, t.u32, t.f32), "atomics on i32/u32/f32 only")
+            need(r == elem and (elem in (t.i32, t.u32, t.f32) or code == "atomic_add" and elem in (t.i64, t.u64)),
+                 "atomics on i32/u32/f32 only (atomic_add also on i64/u64)")
             need(xs[0].space in ("global", "shared"), "atomic on a buffer")
     elif code in ("shared", "local"):
         a = attrs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.types import SCALAR_TYPES, ScalarType, bf16, f16, f32, i32, u32
+from ..ir.types import SCALAR_TYPES, ScalarType, bf16, f16, f32, f64, i8, i32, i64, u8, u32, u64
 
 DType = ScalarType
 
@@ -44,7 +44,8 @@ class Tensor:
 
     def __class_getitem__(cls, dtype: ScalarType | DTypeVar) -> TensorSpec:
         if not isinstance(dtype, (ScalarType, DTypeVar)) or (isinstance(dtype, ScalarType) and dtype.is_bool):
-            raise TypeError(f"Tensor[...] takes a dtype (iron.f32, iron.f16, iron.bf16, iron.i32, iron.u32) or iron.T, "
+            raise TypeError(f"Tensor[...] takes a dtype (iron.f32, iron.f16, iron.bf16, iron.f64, iron.i32, iron.u32, "
+                            f"iron.i64, iron.u64, iron.i8, iron.u8) or iron.T, "
                             f"not {dtype!r}")
         return TensorSpec(dtype)
 
@@ -60,4 +61,4 @@ class constexpr:
 
 
 __all__ = ["DType", "DTypeVar", "FLOAT_DTYPES", "SCALAR_TYPES", "T", "Tensor", "TensorSpec", "bf16", "constexpr", "f16",
-           "f32", "i32", "u32"]
+           "f32", "f64", "i8", "i32", "i64", "u8", "u32", "u64"]

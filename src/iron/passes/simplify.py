@@ -23,7 +23,7 @@ from ..ir.rewrite import ValueMap, become_const, const_value, defining_op, inher
 
 _MISSING = object()
 _INVERSE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-_ALL_ONES = {"i32": -1, "u32": 2**32 - 1}
+_ALL_ONES = {"i8": -1, "u8": 2**8 - 1, "i32": -1, "u32": 2**32 - 1, "i64": -1, "u64": 2**64 - 1}
 
 
 def _is(v: Value, target: Any) -> bool:

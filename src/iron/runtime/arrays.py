@@ -10,7 +10,8 @@ from ..errors import LaunchError
 from ..ir import types as t
 
 _FOREIGN = {"torch.float32": t.f32, "torch.float16": t.f16, "torch.bfloat16": t.bf16, "torch.int32": t.i32,
-            "torch.uint32": t.u32}
+            "torch.uint32": t.u32, "torch.float64": t.f64, "torch.int64": t.i64, "torch.uint64": t.u64,
+            "torch.int8": t.i8, "torch.uint8": t.u8}
 
 
 def foreign_dtype(dtype: Any) -> t.ScalarType | None:

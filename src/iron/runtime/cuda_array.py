@@ -97,7 +97,8 @@ def wrap_dlpack(backend, obj: Any):
     view = StridedMemoryView(obj, stream_ptr=-1)
     ty = t.scalar_type_of_numpy(np.dtype(view.dtype))
     if ty is None:
-        raise LaunchError(f"iron arrays hold f32, f16, bf16, i32 or u32 values, not {view.dtype}")
+        raise LaunchError(f"iron arrays hold f32, f16, bf16, f64, i32, u32, i64, u64, i8 or u8 values, not "
+                          f"{view.dtype}")
     shape = tuple(int(d) for d in view.shape)
     strides = view.strides
     c = [1] * len(shape)

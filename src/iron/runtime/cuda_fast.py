@@ -161,8 +161,10 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
             plan.append(("buffer", p.name, type(value), value.dtype, value.device.index, min_sizes.get(p.name, 0),
                          value.element_size()))
         elif p.kind == "scalar":
-            if p.dtype.is_half:
-                return None  # a half scalar is rounded at launch (frontend/launch.py): the full path does that
+            if p.dtype.is_half or p.dtype.is_wide:
+                # a half scalar is rounded at launch (frontend/launch.py), and the launchers pack 4-byte scalars
+                # only: the full path passes both
+                return None
             plan.append(("scalar", p.name, p.dtype.name, None, None, None, None))
         else:
             plan.append(("constexpr", p.name, None, _constexpr_key(value), None, None, None))

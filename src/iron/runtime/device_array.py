@@ -158,7 +158,7 @@ class Array:
 def _dtype(dtype: Any) -> t.ScalarType:
     if isinstance(dtype, t.ScalarType):
         return dtype
-    named = {str(ty): ty for ty in (t.f32, t.f16, t.bf16, t.i32, t.u32)}
+    named = {str(ty): ty for ty in t.BUFFER_ELEM_TYPES}
     if isinstance(dtype, str) and dtype in named:
         return named[dtype]
     try:
@@ -166,7 +166,7 @@ def _dtype(dtype: Any) -> t.ScalarType:
     except TypeError:
         ty = None
     if ty is None:
-        raise TypeError(f"iron arrays hold f32, f16, bf16, i32 or u32 values, not {dtype}")
+        raise TypeError(f"iron arrays hold f32, f16, bf16, f64, i32, u32, i64, u64, i8 or u8 values, not {dtype}")
     return ty
 
 

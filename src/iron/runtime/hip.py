@@ -82,7 +82,9 @@ class DeviceProps(ctypes.Structure):
 _PROPS_BYTES = 4096
 
 #: C type of an emitted scalar or grid parameter -> the ctypes type its value is passed as
-_C_SCALARS: dict[str, Any] = {"int": ctypes.c_int32, "unsigned": ctypes.c_uint32, "float": ctypes.c_float}
+_C_SCALARS: dict[str, Any] = {"int": ctypes.c_int32, "unsigned": ctypes.c_uint32, "float": ctypes.c_float,
+                              "long long": ctypes.c_int64, "unsigned long long": ctypes.c_uint64,
+                              "double": ctypes.c_double}
 
 
 @lru_cache(maxsize=1)

@@ -36,7 +36,7 @@ from .artifacts import Emitted, write_metal
 from .backend import Backend, LaunchRecorder
 
 #: struct format of each scalar C type the MSL takes as ``constant T&``
-_PACK = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<?"}
+_PACK = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<?", "long": "<q", "ulong": "<Q"}
 NOT_VERIFIED = "not verified on Apple hardware by this project's CI"
 
 

@@ -42,7 +42,8 @@ from .metal import emitted_msl
 #: clang flags: IEEE float semantics (no contraction into FMA, no fast math), C++17 as the model needs
 FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-ffp-contract=off",
          "-fno-strict-aliasing", "-Wno-unknown-attributes", "-w")
-_SCALAR_CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "f32": ctypes.c_float, "bool": ctypes.c_bool}
+_SCALAR_CTYPES = {"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "f32": ctypes.c_float, "bool": ctypes.c_bool,
+                  "i64": ctypes.c_int64, "u64": ctypes.c_uint64}
 #: Metal attribute -> the driver's field (``iron_model::Ids``)
 _ATTRIBUTE_FIELDS = {
     "thread_position_in_grid": "thread_position_in_grid",

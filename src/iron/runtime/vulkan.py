@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IronError, LaunchError
+from ..errors import CompileError, IronError, LaunchError
+from ..ir import types as t
 from .arrays import check_array_backend, is_iron_array
 from .artifacts import Emitted, write_spirv
 from .backend import Backend, LaunchRecorder
@@ -211,8 +212,11 @@ class VulkanBackend(Backend):
         if grid is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_VULKAN_VECTORIZE", "1") != "0":
             spk = self.emitted(variant, lanes=True, **modes)
             if spk is not None:
+                refuse_missing_dtypes(variant.kernel, spk, has, ctx.phys.name)
                 return spk
-        return self.emitted(variant, **modes)
+        spk = self.emitted(variant, **modes)
+        refuse_missing_dtypes(variant.kernel, spk, has, ctx.phys.name)
+        return spk
 
     def source(self, variant) -> str:
         from ..codegen.spirv import disassemble
@@ -338,7 +342,7 @@ def _pack_push(spk, scalars: dict[str, Any], grid: tuple[int, int, int]) -> byte
     import struct
 
     data = bytearray(spk.push_size)
-    codes = {"i32": "<i", "u32": "<I", "f32": "<f"}
+    codes = {"i32": "<i", "u32": "<I", "f32": "<f", "i64": "<q", "u64": "<Q", "f64": "<d"}
     for p in spk.push:
         axis = getattr(p, "axis", None)
         if axis is not None:
@@ -352,3 +356,28 @@ def _pack_push(spk, scalars: dict[str, Any], grid: tuple[int, int, int]) -> byte
             raise LaunchError(f"{spk.entry}: push constant '{p.name}' has unsupported type {p.dtype}")
         struct.pack_into(code, data, p.offset, value.item() if isinstance(value, np.generic) else value)
     return bytes(data)
+
+
+#: device features the wide and narrow dtypes need (tracker issue 15), and the dtypes that need them
+_DTYPE_FEATURES = {"float64": (t.f64,), "int64": (t.i64, t.u64), "int8": (t.i8, t.u8), "storage8": (t.i8, t.u8),
+                   "int64_atomics": (t.i64, t.u64), "int64_shared_atomics": (t.i64, t.u64)}
+
+
+def refuse_missing_dtypes(kernel, spk, has: dict[str, bool], device: str) -> None:
+    """A CompileError at the first op using f64, i64/u64 or i8/u8 (an atomic on i64/u64, for the atomics' features)
+    when the module needs a feature the device lacks (shaderFloat64, shaderInt64, shaderInt8 /
+    storageBuffer8BitAccess, shaderBuffer/SharedInt64Atomics)."""
+    for feat, dtypes in _DTYPE_FEATURES.items():
+        if feat in spk.features and not has.get(feat, False):
+            atomics = feat.startswith("int64_") and feat.endswith("atomics")
+            op = next((o for o in kernel.body.walk() if (not atomics or o.opcode.startswith("atomic"))
+                       and (any(_uses(v.type, dtypes) for v in o.operands)
+                            or o.result is not None and _uses(o.result.type, dtypes))), None)
+            what = f"atomic_add on {'/'.join(map(str, dtypes))}" if atomics else "/".join(map(str, dtypes))
+            raise CompileError(f"{what} is not supported on Vulkan device {device} (it lacks the '{feat}' feature)",
+                               op.loc if op is not None else kernel.loc,
+                               "run the kernel on another device or backend, or use 32-bit types")
+
+
+def _uses(ty, dtypes: tuple[t.ScalarType, ...]) -> bool:
+    return ty in dtypes or isinstance(ty, t.BufferType) and ty.elem in dtypes

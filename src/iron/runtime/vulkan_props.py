@@ -161,6 +161,12 @@ def supported(vk, api: int, ops: int, feats: FeatureChain) -> dict[str, bool]:
         # sin, cos and float % in double precision (codegen/spirv/precise.py)
         "float64": bool(feats.f2.features.shaderFloat64),
         "int16": bool(feats.f2.features.shaderInt16),
+        # the dtypes of tracker issue 15: i64/u64 registers, i8/u8 buffers (f64 is "float64" above)
+        "int64": bool(feats.f2.features.shaderInt64),
+        "int8": api12 and bool(f12.shaderInt8),
+        "storage8": api12 and bool(f12.storageBuffer8BitAccess),
+        "int64_atomics": api12 and bool(f12.shaderBufferInt64Atomics),
+        "int64_shared_atomics": api12 and bool(f12.shaderSharedInt64Atomics),
         # modules with cooperative matrices: SPIR-V 1.6 under the Vulkan memory model (codegen/spirv/coopmat.py)
         "spirv_1_6": api13,
         "vulkan_memory_model": api12 and bool(f12.vulkanMemoryModel),
@@ -232,7 +238,7 @@ def features_to_enable(api: int, feats: FeatureChain) -> dict[str, dict[str, int
         if api12 and getattr(feats.f11, k):
             enable["f11"][k] = 1
     for k in ("shaderFloat16", "shaderInt8", "storageBuffer8BitAccess", "vulkanMemoryModel",
-              "vulkanMemoryModelDeviceScope"):
+              "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics"):
         if api12 and getattr(feats.f12, k):
             enable["f12"][k] = 1
     if feats.fat is not None and api12:

@@ -13,7 +13,7 @@ from .expr import Expr
 
 class DialectCalls:
     def _math(self, op: Op) -> str:
-        fn = self.d.math.get(op.opcode)
+        fn = (self.d.math64 if op.result.type == t.f64 else self.d.math).get(op.opcode)
         if fn is None:
             why = "declared unsupported" if op.opcode in self.d.unsupported_ops else "no spelling"
             raise CompileError(f"unsupported op '{op.opcode}' on backend {self.d.name} ({why})", op.loc,

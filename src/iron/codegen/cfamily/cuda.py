@@ -28,6 +28,14 @@ from .dialect import (
 from .expr import UNARY, Expr
 from .names import GPU_TYPE_NAMES
 from .simd_lanes import SIMD_FUNCTIONS, relative_shuffles, scans, votes
+from .wide import (
+    C_CTYPES,
+    C_MATH64,
+    WRAPPING_INT64_MATH,
+    saturating_casts,
+    saturating_conversions,
+    wrapping_int64_helpers,
+)
 
 _F16 = Snippet("""\
 // f16 storage: converted with the hardware's cvt (round to nearest even); math is done in f32.
@@ -191,12 +199,22 @@ __device__ __forceinline__ iron_{half} {fn}(iron_{half} v, int lane, {mask_ctype
     return out
 
 
+_ATOMIC_ADD_I64 = Snippet("""\
+// i64 atomic_add through the unsigned long long atomicAdd (the sum's bits are the same in two's complement).
+__device__ __forceinline__ long long iron_atomic_add_i64(long long* p, long long v) {
+    return (long long)atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}""")
+
+
 def _snippets() -> dict[str, Snippet]:
     table = {"f16": _F16, "bf16": _BF16, "int_to_f32_odd": _INT_TO_F32_ODD,
              **wrapping_int_helpers("__device__ __forceinline__", "unsigned"),
              **activation_helpers("__device__ __forceinline__", "expf", "fabsf", "erff"),
              "local_linear": _LOCAL_LINEAR, "warp_lanes": _WARP_LANES,
-             "lanes_mask": _LANES_MASK, "atomic_max_f32": _ATOMIC_MAX_F32, **matrix_snippets()}
+             "lanes_mask": _LANES_MASK, "atomic_max_f32": _ATOMIC_MAX_F32, **matrix_snippets(),
+             **wrapping_int64_helpers("__device__ __forceinline__", "long long", "unsigned long long", "LL"),
+             "atomic_add_i64": _ATOMIC_ADD_I64,
+             **saturating_casts("__device__ __forceinline__", C_CTYPES, "LL", ("f32", "f64"))}
     for op in ("sum", "max", "min"):
         for irtype in ("f32", "i32", "u32"):
             table[f"iron_simd_{op}:{irtype}"] = _reduce_snippet(op, irtype)
@@ -241,9 +259,10 @@ class CudaDialect(CDialect):
         **ACTIVATION_MATH,
     }
     math_needs: ClassVar[dict[str, tuple[str, ...]]] = ACTIVATION_NEEDS
+    math64: ClassVar[dict[str, str]] = C_MATH64
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
-        **WRAPPING_INT_MATH,
+        **WRAPPING_INT_MATH, **WRAPPING_INT64_MATH,
         # issue 15 point 3: __clz(0) is 32, and ctz is the clz of the bit-reversed word (so ctz(0) is 32 too)
         "umulhi:i32": Template("__mulhi({}, {})"), "umulhi:u32": Template("__umulhi({}, {})"),
         "popcount:i32": Template("__popc((unsigned)({}))"), "popcount:u32": Template("(unsigned)__popc({})", UNARY),
@@ -258,6 +277,8 @@ class CudaDialect(CDialect):
         # PTX cvt.rzi: truncates, saturates to the integer range, and sends NaN to 0 -- Iron's cast semantics
         ("f32", "i32"): Template("__float2int_rz({})"),
         ("f32", "u32"): Template("__float2uint_rz({})"),
+        # the 64-bit cvt.rzi sends NaN to INT64_MIN on sm_90 (seen on the H200): the helpers of wide.py instead
+        **saturating_conversions(("f32", "f64")),
         ("f16", "f32"): Template("iron_f16_to_f32({})", needs=("f16",)),
         ("f32", "f16"): Template("iron_f32_to_f16({})", needs=("f16",)),
         ("bf16", "f32"): Template("iron_bf16_to_f32({})", needs=("bf16",)),
@@ -267,6 +288,9 @@ class CudaDialect(CDialect):
     }
     atomics: ClassVar[dict[tuple[str, str], Template]] = {
         **{("atomic_add", ty): Template("atomicAdd({ptr}, {val})") for ty in ("i32", "u32", "f32")},
+        # 64-bit: atomicAdd has the unsigned long long form only; two's complement makes it the signed sum too
+        ("atomic_add", "u64"): Template("atomicAdd({ptr}, {val})"),
+        ("atomic_add", "i64"): Template("iron_atomic_add_i64({ptr}, {val})", needs=("atomic_add_i64",)),
         **{("atomic_max", ty): Template("atomicMax({ptr}, {val})") for ty in ("i32", "u32")},
         ("atomic_max", "f32"): Template("iron_atomic_max({ptr}, {val})", needs=("atomic_max_f32",)),
         # issue 15 point 4: relaxed, device scope on global memory, block scope on shared (as atomicAdd)

@@ -195,7 +195,13 @@ class CDialect:
     """The base dialect: plain C spellings shared by the family; subclasses fill in the target's tables."""
 
     name: ClassVar[str] = "c"
-    types: ClassVar[dict[str, str]] = {"bool": "bool", "i32": "int", "u32": "unsigned", "f32": "float"}
+    types: ClassVar[dict[str, str]] = {"bool": "bool", "i32": "int", "u32": "unsigned", "f32": "float",
+                                       "i8": "signed char", "u8": "unsigned char", "i64": "long long",
+                                       "u64": "unsigned long long", "f64": "double"}
+    #: the suffix of a 64-bit integer literal (``LL``; the unsigned one adds ``U``)
+    int64_suffix: ClassVar[str] = "LL"
+    #: f64 math op -> function (the f64 subset the front-end allows; empty where the target has no double)
+    math64: ClassVar[dict[str, str]] = {}
     type_needs: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: identifiers with a meaning in the target besides the keywords (builtin variables, ...)
     builtin_names: ClassVar[frozenset[str]] = frozenset()
@@ -304,6 +310,16 @@ class CDialect:
         return f"// {title}\n"
 
     # -- derived --------------------------------------------------------------------------------------------------
+
+    def literal_int64(self, value: int, signed: bool) -> Expr:
+        """An i64 (``signed``) or u64 literal of ``value``, wrapped to 64 bits."""
+        v = value % 2**64
+        if not signed:
+            return Expr(f"{v}U{self.int64_suffix}")
+        v = v - 2**64 if v >= 2**63 else v
+        if v == -(2**63):
+            return Expr(f"(-9223372036854775807{self.int64_suffix} - 1)")
+        return Expr(f"{v}{self.int64_suffix}", UNARY if v < 0 else PRIMARY)
 
     def literal_float_special(self, value: float) -> Expr:
         if value != value:

@@ -51,6 +51,10 @@ from .expr import UNARY, Expr
 from .msl_matrix import LANE_SNIPPETS, MslMatrix, matrix_snippets
 from .printer import KernelSource, _Printer
 from .simd_lanes import SIMD_FUNCTIONS, msl_lanes, msl_relative_shuffles
+from .wide import WRAPPING_INT64_MATH, saturating_casts, saturating_conversions, wrapping_int64_helpers
+
+#: the MSL spellings ``saturating_casts`` needs
+MSL_CTYPES = {"f32": "float", "i32": "int", "u32": "uint", "i64": "long", "u64": "ulong"}
 
 #: thread-index op -> (parameter name, Metal attribute); the parameter is declared only when the body reads it
 THREAD_PARAMS: dict[str, tuple[str, str]] = {
@@ -249,6 +253,8 @@ static inline {ctype} iron_atomic_cas_{space}({space} {ctype}* address, {ctype} 
 def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
     table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "int_to_f32_odd": _INT_TO_F32_ODD,
              **wrapping_int_helpers("static inline", "uint"),
+             **wrapping_int64_helpers("static inline", "long", "ulong", "L"),
+             **saturating_casts("static inline", MSL_CTYPES, "L", ("f32",)),
              **activation_helpers("static inline", "exp", "fabs", "iron_erf"),
              "lane_macro": _LANE_MACRO, "divisor": _DIVISOR}
     for space in ("device", "threadgroup"):
@@ -290,7 +296,8 @@ class MslDialect(CDialect):
 
     name: ClassVar[str] = "msl"
     types: ClassVar[dict[str, str]] = {"bool": "bool", "i32": "int", "u32": "uint", "f32": "float", "f16": "half",
-                                       "bf16": "bfloat"}
+                                       "bf16": "bfloat", "i8": "char", "u8": "uchar", "i64": "long", "u64": "ulong"}
+    int64_suffix: ClassVar[str] = "L"
     builtin_names: ClassVar[frozenset[str]] = frozenset(
         "kernel vertex fragment device constant threadgroup thread metal half bfloat uint ushort uchar ulong char "
         "short long uint3 float2 float3 float4 as_type simd_vote simd_shuffle simd_shuffle_xor simd_sum simd_max "
@@ -307,7 +314,7 @@ class MslDialect(CDialect):
     }
     int_math: ClassVar[dict[str, Template]] = {
         "min": Template("min({}, {})"), "max": Template("max({}, {})"),
-        **WRAPPING_INT_MATH,
+        **WRAPPING_INT_MATH, **WRAPPING_INT64_MATH,
         # issue 15 point 3: Metal defines clz(0) and ctz(0) as the type's width (32)
         "umulhi": Template("mulhi({}, {})"), "popcount": Template("popcount({})"), "clz": Template("clz({})"),
         "ctz": Template("ctz({})"),
@@ -317,6 +324,7 @@ class MslDialect(CDialect):
     conversions: ClassVar[dict[tuple[str, str], Template]] = {
         ("f32", "i32"): Template("iron_f32_to_i32({})", needs=("f32_to_int",)),
         ("f32", "u32"): Template("iron_f32_to_u32({})", needs=("f32_to_int",)),
+        **saturating_conversions(("f32",)),
         **{(half, "f32"): Template("static_cast<float>({})") for half in ("f16", "bf16")},
         ("f32", "f16"): Template("static_cast<half>({})"),
         ("f32", "bf16"): Template("static_cast<bfloat>({})"),
@@ -499,7 +507,7 @@ class _MslPrinter(_Printer):
         line = op.loc.line if op.loc is not None else 0
         a = self.expr(op.operands[0])
         b = E.call("IRON_DIVISOR", self.expr(op.operands[1]), Expr(str(line)))
-        if rt == t.i32:  # iron_div / iron_rem: INT_MIN / -1 wraps
+        if rt in (t.i32, t.i64):  # iron_div / iron_rem (iron_div64 ...): INT_MIN / -1 wraps
             return self._int_math(op.opcode, rt, op, a, b)
         return E.binary("/" if op.opcode == "div" else "%", a, b)
 
@@ -511,6 +519,7 @@ def emit_msl(kernel: Kernel, line_comments: bool = True, version: str | None = N
     vectorised entry (Metal's compiler vectorises loads itself; a ``float4`` entry is future work).
 
     The steps of ``printer.emit_source``, with ``_MslPrinter`` printing."""
+    refuse_f64(kernel)
     dialect = dialect_for(kernel, msl_version(version))
     folded, spelled = kernel.attrs.get("simd_width"), dialect.thread.get("simd_size")
     if folded is not None and spelled is not None and spelled.text.isdigit() and int(spelled.text) != folded:
@@ -524,6 +533,22 @@ def emit_msl(kernel: Kernel, line_comments: bool = True, version: str | None = N
     src = _MslPrinter(kernel, dialect, line_comments).run(vectorize=False)
     _check_buffer_slots(kernel, src)
     return src
+
+
+def refuse_f64(kernel: Kernel) -> None:
+    """Metal has no double: a kernel that uses f64 anywhere is refused at the first op that does."""
+    def f64_in(ty) -> bool:
+        return ty == t.f64 or isinstance(ty, t.BufferType) and ty.elem == t.f64
+
+    for op in kernel.body.walk():
+        if any(f64_in(v.type) for v in op.operands) or op.result is not None and f64_in(op.result.type):
+            break
+    else:
+        if not any(f64_in(p.value.type) for p in kernel.params):
+            return
+        op = None
+    raise CompileError("f64 is not supported on Metal (MSL has no double)", op.loc if op is not None else kernel.loc,
+                       "use f32 on Metal, or run the kernel on cuda, hip, vulkan or cpu")
 
 
 #: entries of a Metal kernel's buffer argument table: ``[[buffer(0)]]`` to ``[[buffer(30)]]``

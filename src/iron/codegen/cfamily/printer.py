@@ -13,7 +13,9 @@ Semantics follow the interpreter (``iron.interp.semantics``), which is the defin
   back (once) when its type is half -- what the interpreter does for ``native_half`` kernels.
 - i32 ``add``/``sub``/``mul``/``neg``/``shl`` wrap on overflow, so they are computed in ``unsigned`` and converted
   back: signed overflow is undefined in C and the compiler would otherwise assume it never happens.
-- Shift amounts are masked to 0..31; float ``min``/``max`` ignore a NaN operand (``fminf``/``fmaxf``).
+- Shift amounts are masked to 0..31 (0..63 on 64-bit ints); float ``min``/``max`` ignore a NaN operand (``fminf``).
+- i64 wraps as i32 does (computed in ``unsigned long long``); 8-bit values are loaded and stored as their C types
+  and converted to and from i32 by plain casts (the front-end widens every load); f64 uses ``double``.
 
 Output is a pure function of the IR: names are handed out in program order and nothing iterates over a set.
 """
@@ -41,6 +43,7 @@ from .names import NameTable, entry_hint, sanitize
 from .plan import plan_kernel
 from .tiles import TILE_STATEMENTS, TilePrinting, shared_layout
 from .vectorize import LanePlan, plan_lanes
+from .wide import wide_literal, wrapping64
 
 INDENT = "    "
 _ARITH_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -443,6 +446,9 @@ class _Printer(TilePrinting, DialectCalls):
             return Expr("true" if value else "false")
         if st == t.u32:
             return Expr(f"{int(value) & 0xFFFFFFFF}u")
+        wide = wide_literal(self.d, value, st)
+        if wide is not None:
+            return wide
         if st.is_int:
             v = (int(value) + 2**31) % 2**32 - 2**31
             if v == -(2**31):
@@ -477,8 +483,10 @@ class _Printer(TilePrinting, DialectCalls):
             return Expr(e.text + "u")
         return E.cast(self._ctype(t.u32), e)
 
-    def _wrapping(self, op: str, a: Expr, b: Expr | None) -> Expr:
-        """i32 arithmetic that wraps: computed on unsigned values, converted back to int."""
+    def _wrapping(self, op: str, a: Expr, b: Expr | None, st: t.ScalarType = t.i32) -> Expr:
+        """i32 (or i64) arithmetic that wraps: computed on unsigned values, converted back to the signed type."""
+        if st == t.i64:
+            return wrapping64(self.d, self._ctype(t.i64), self._ctype(t.u64), op, a, b)
         u32 = t.u32
         if b is None:
             inner = E.binary("-", Expr("0u"), self._unsigned(a, u32))
@@ -487,11 +495,11 @@ class _Printer(TilePrinting, DialectCalls):
         out = E.cast(self._ctype(t.i32), inner)
         return Expr(out.text, out.prec, inner)
 
-    def _shift_amount(self, v: Value) -> Expr:
+    def _shift_amount(self, v: Value, bits: int = 32) -> Expr:
         c = const_value(v)
         if c is not None:
-            return self._literal(c & 31, v.type)
-        return E.binary("&", self.expr(v), self._literal(31, v.type))
+            return self._literal(c & (bits - 1), v.type)
+        return E.binary("&", self.expr(v), self._literal(bits - 1, v.type))
 
     def _convert(self, e: Expr, src: t.ScalarType, dst: t.ScalarType) -> Expr:
         """Iron's ``cast`` semantics: see ``iron.interp.semantics``."""
@@ -505,7 +513,8 @@ class _Printer(TilePrinting, DialectCalls):
         if tpl is not None:
             self._need(tpl.needs)
             return tpl(e)
-        if src.is_half or (dst.is_half and src.is_bool):
+        if src.is_half or (dst.is_half and (src.is_bool or src.is_wide)):
+            # i64/u64/f64 -> f16/bf16 round through f32 (Iron's definition: see iron.interp.semantics)
             # halves convert exactly to f32; bool -> f32 is exact: one rounding at most, at the end
             mid = self._convert(e, src, t.f32)
             return self._convert(mid, t.f32, dst)
@@ -531,17 +540,18 @@ class _Printer(TilePrinting, DialectCalls):
                 e = E.binary(_ARITH_OPS[code], a, b) if code in _ARITH_OPS else E.call(self._math(op), a, b)
                 return self._rounded(e, rt)
             a, b = self.expr(xs[0]), self.expr(xs[1])
-            if code in ("add", "sub", "mul") and rt == t.i32:
-                return self._wrapping(_ARITH_OPS[code], a, b)
-            if code in ("min", "max") or (code in ("div", "rem") and rt == t.i32 and const_value(xs[1]) in (None, -1)):
+            if code in ("add", "sub", "mul") and rt in (t.i32, t.i64):
+                return self._wrapping(_ARITH_OPS[code], a, b, rt)
+            if code in ("min", "max") or (code in ("div", "rem") and rt in (t.i32, t.i64)
+                                          and const_value(xs[1]) in (None, -1)):
                 return self._int_math(code, rt, op, a, b)  # i32 / and % wrap at INT_MIN / -1
             return E.binary(_ARITH_OPS.get(code, "%"), a, b)
         if code in _BIT_OPS:
             return E.binary(_BIT_OPS[code], self.expr(xs[0]), self.expr(xs[1]))
         if code in ("shl", "shr"):
-            a, amount = self.expr(xs[0]), self._shift_amount(xs[1])
-            if code == "shl" and rt == t.i32:
-                return self._wrapping("<<", a, amount)
+            a, amount = self.expr(xs[0]), self._shift_amount(xs[1], rt.bits)
+            if code == "shl" and rt in (t.i32, t.i64):
+                return self._wrapping("<<", a, amount, rt)
             return E.binary("<<" if code == "shl" else ">>", a, amount)
         if code in _COMPARE_OPS:
             return E.binary(_COMPARE_OPS[code], self._f32(xs[0]), self._f32(xs[1]))
@@ -549,7 +559,9 @@ class _Printer(TilePrinting, DialectCalls):
             if rt.is_float:
                 return self._rounded(E.unary("-", self._f32(xs[0])), rt)
             a = self.expr(xs[0])
-            return self._wrapping("-", a, None) if rt == t.i32 else E.binary("-", Expr("0u"), a)
+            if rt in (t.i32, t.i64):
+                return self._wrapping("-", a, None, rt)
+            return E.binary("-", self.d.literal_int64(0, False) if rt == t.u64 else Expr("0u"), a)
         if code == "not":
             return E.unary("!" if rt.is_bool else "~", self.expr(xs[0]))
         if code in O.FLOAT_MATH or code == "fma" or (code == "abs" and rt.is_float):

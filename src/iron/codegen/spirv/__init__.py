@@ -32,6 +32,8 @@ def lanes_plan(kernel: Kernel):
     the elementwise kernels of the CUDA vector entry (``codegen/cfamily/vectorize.py``) that have no ``return``."""
     if any(op.opcode == "return" for op in kernel.walk()):
         return None
+    if any(p.kind == "buffer" and (p.value.type.elem.is_wide or p.value.type.elem.is_narrow) for p in kernel.params):
+        return None  # the lanes module's word views (words.py) move 16- and 32-bit elements only
     return plan_lanes(kernel)
 
 

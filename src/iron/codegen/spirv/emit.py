@@ -220,10 +220,10 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         b.name(fn, self.k.name)
         words = b.build()
         scalars = len(self.push_uids)  # the Iron scalars come first, then the three grid sizes
-        push_fields = tuple(SpirvPush(name, 4 * i, st, i - scalars if i >= scalars else None)
-                            for i, (name, st) in enumerate(push))
+        push_fields = tuple(SpirvPush(name, off, st, i - scalars if i >= scalars else None)
+                            for i, ((name, st), off) in enumerate(zip(push, self.push_offsets)))
         return SpirvKernel(words=words, entry=self.k.name, buffers=tuple(buffers), push=push_fields,
-                           push_size=4 * len(push), local_size_spec_ids=SPEC_IDS, shared_bytes=self.shared_bytes,
+                           push_size=self.push_size, local_size_spec_ids=SPEC_IDS, shared_bytes=self.shared_bytes,
                            features=frozenset(self.features), lanes=self.lanes.width if self.lanes else 1,
                            scratch_bytes_per_simd_group=4 * SCRATCH_WORDS if self.scratch is not None else 0)
 
@@ -236,7 +236,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
             if p.kind == "buffer":
                 elem = p.type.elem
                 kind, elem_type = self._storage_elem(elem, p.value.uid in self.cas_buffers, "global")
-                stride = 2 if elem.is_half and kind != "bits" else 4
+                stride = 4 if kind == "bits" else 2 if elem.is_half else elem.itemsize
                 block = self._buffer_block(elem_type, stride, p.readonly)
                 var = b.global_variable("StorageBuffer", block)
                 binding = len(buffers)
@@ -255,8 +255,9 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         members = [self.reg_type(st) for _, st in push]
         block = b.type_struct(members)
         b.decorate(block, "Block")
-        for i in range(len(members)):
-            b.member_decorate(block, i, "Offset", 4 * i)
+        self.push_offsets, self.push_size = push_layout([st for _, st in push])
+        for i, offset in enumerate(self.push_offsets):
+            b.member_decorate(block, i, "Offset", offset)
         self.push_var = b.global_variable("PushConstant", block)
         b.name(self.push_var, "iron_args")
         return buffers, push
@@ -357,6 +358,17 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         if op.result is not None and op.result.name and op.result.uid in self.vals:
             self.b.name(self.vals[op.result.uid], op.result.name)
 
+
+
+def push_layout(types: list[t.ScalarType]) -> tuple[list[int], int]:
+    """Byte offsets of the push-constant fields (4-byte ones packed, 8-byte ones 8-aligned) and the block's size."""
+    offsets, at = [], 0
+    for st in types:
+        size = 8 if st.is_wide else 4
+        at = -(-at // size) * size
+        offsets.append(at)
+        at += size
+    return offsets, at
 
 
 def _grid_field(axis: int, params: set[str]) -> str:

@@ -3,6 +3,8 @@ stores and vector copies (a mixin of ``SpirvEmitter``, emit.py).
 
 f16 buffers are stored as f16 (16-bit storage), bf16 as 16-bit unsigned words and an f32 buffer a compare-and-swap
 atomic updates as u32 words; registers always hold f32 for the half types, converted at each load and store.
+i8/u8 buffers are 8-bit storage (Int8 and StorageBuffer8BitAccess); 8-bit shared and local arrays hold the 32-bit
+registers, as half arrays hold f32 (no 8-bit workgroup storage needed). 64-bit elements are stored as they are.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ class MemoryOps:
             self.capability("StorageBuffer16BitAccess")
             self.features.add("storage16")
             return "bf16", b.type_int(16, False)
+        if elem.is_narrow and space == "global":
+            self.capability("Int8", "StorageBuffer8BitAccess")
+            b.extension("SPV_KHR_8bit_storage")
+            self.features |= {"int8", "storage8"}
+            return elem.name, b.type_int(8, elem.is_signed)
         if elem.is_half and space == "shared16":  # a shared array cooperative matrices load from (coopmat.py)
             if elem == t.f16:
                 self.capability("Float16")
@@ -81,7 +88,7 @@ class MemoryOps:
             space = "shared16" if op.result.uid in self.shared16 else "shared"
             kind, elem_type = self._storage_elem(elem, op.result.uid in self.cas_buffers, space)
             var = b.global_variable("Workgroup", b.type_array(elem_type, size))
-            self.shared_bytes += (2 if kind in ("f16", "bf16") else 4) * size
+            self.shared_bytes += (2 if kind in ("f16", "bf16") else 8 if elem.is_wide else 4) * size
             self.mem[op.result.uid] = _Memory(var, "Workgroup", elem_type, kind, elem)
         if op.result.name:
             b.name(var, op.result.name)
@@ -135,6 +142,8 @@ class MemoryOps:
             return self.inst("OpBitcast", f32, self.inst("OpShiftLeftLogical", u32, wide, b.const_uint(16)))
         if m.kind == "bits":
             return self._from_u32(raw, self.reg_type(m.elem))
+        if m.kind in ("i8", "u8"):  # widened to the 32-bit register
+            return self.inst("OpSConvert" if m.kind == "i8" else "OpUConvert", self.reg_type(m.elem), raw)
         return raw
 
     def _to_storage(self, m: _Memory, v: int) -> int:
@@ -147,6 +156,8 @@ class MemoryOps:
             return self.inst("OpUConvert", m.elem_type, high)
         if m.kind == "bits":
             return self._to_u32(v, self.reg_type(m.elem))
+        if m.kind in ("i8", "u8"):  # the register holds the value in range: truncation keeps it
+            return self.inst("OpSConvert" if m.kind == "i8" else "OpUConvert", m.elem_type, v)
         return v
 
     def _store(self, op: Op) -> None:

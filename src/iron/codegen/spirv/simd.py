@@ -116,6 +116,9 @@ class ThreadOps(SimdLaneOps):
         if op.opcode == "atomic_cas":  # OpAtomicCompareExchange takes the new value before the comparator
             return self.inst("OpAtomicCompareExchange", ty, ptr, scope, relaxed, relaxed,
                              self.value(op.operands[3]), val)
+        if elem.is_wide:  # atomic_add on i64/u64 (the front-end allows no other 64-bit atomic)
+            self.capability("Int64Atomics")
+            self.features.add("int64_atomics" if m.storage == "StorageBuffer" else "int64_shared_atomics")
         if elem.is_int:
             name = _INT_ATOMICS[op.opcode]
             if isinstance(name, tuple):

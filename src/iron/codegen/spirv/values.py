@@ -2,12 +2,17 @@
 
 Registers hold ``bool``, ``i32`` (OpTypeInt 32 1), ``u32`` (OpTypeInt 32 0) and f32; f16/bf16 values are f32 holding
 a value exactly representable in the half type (they are storage types), so every op with a half result rounds
-its f32 result once (``round_to``), as the interpreter does for ``native_half`` kernels.
+its f32 result once (``round_to``), as the interpreter does for ``native_half`` kernels. i8/u8 values are likewise
+i32/u32 registers holding a value in the 8-bit range (only 8-bit storage buffers use OpTypeInt 8); i64/u64/f64 are
+64-bit registers (capabilities Int64, Float64: the runtime refuses the module on a device without them).
 """
 
 from __future__ import annotations
 
 import math
+import struct
+
+import numpy as np
 
 from ...errors import CompileError
 from ...ir import ops as O
@@ -34,9 +39,6 @@ SPIRV_MATH = frozenset({*("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", 
                         *("rint", "atan2", "isnan", "isinf", "copysign", "sigmoid", "silu", "gelu", "pow")})
 SPIRV_UNSUPPORTED: frozenset[str] = frozenset()
 _INT_MINMAX = {("min", True): "SMin", ("max", True): "SMax", ("min", False): "UMin", ("max", False): "UMax"}
-# largest f32 values below 2^31 and 2^32: clamping to them keeps OpConvertFTo{S,U} in range (saturation)
-_I32_MAX_F32 = 2147483520.0
-_U32_MAX_F32 = 4294967040.0
 
 
 class ValueOps:
@@ -48,6 +50,10 @@ class ValueOps:
         """The SPIR-V type of a register holding an Iron scalar."""
         if st.is_bool:
             return self.b.type_bool()
+        if st.is_wide:
+            self.capability("Int64" if st.is_int else "Float64")
+            self.features.add("int64" if st.is_int else "float64")
+            return self.b.type_int(64, st.is_signed) if st.is_int else self.b.type_float(64)
         if st.is_int:
             return self.b.type_int(32, st.is_signed)
         return self.b.type_float(32)
@@ -58,6 +64,13 @@ class ValueOps:
     def const(self, value: bool | int | float, st: t.ScalarType) -> int:
         if st.is_bool:
             return self.b.const_bool(bool(value))
+        if st.is_wide:
+            ty = self.reg_type(st)
+            if st.is_int:
+                v = int(value) % 2**64
+                return self.b.constant(ty, v & 0xFFFFFFFF, v >> 32)  # low-order word first
+            bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+            return self.b.constant(ty, bits & 0xFFFFFFFF, bits >> 32)
         if st.is_int:
             return self.b.const_int(int(value)) if st.is_signed else self.b.const_uint(int(value))
         return self.b.const_float(float(value))
@@ -133,7 +146,7 @@ class ValueOps:
             c = _const_of(op.operands[1])
             if code == "div" and c is not None and float(c) == 0.0:
                 # OpFDiv by zero is undefined in SPIR-V (Mesa drops the store); x * +-inf is exactly IEEE's x / +-0
-                inf = self.f32c(math.copysign(math.inf, float(c)))
+                inf = self.const(math.copysign(math.inf, float(c)), rt if rt == t.f64 else t.f32)
                 return self.rounded(self.inst("OpFMul", ty, xs[0], inf), rt)
             if code == "rem":
                 return self.rounded(self.fmod(xs[0], xs[1], c), rt)
@@ -144,11 +157,11 @@ class ValueOps:
         if code in ("min", "max"):
             return self.glsl(_INT_MINMAX[code, rt.is_signed], ty, *xs)
         if code == "rem" and rt.is_signed:
-            return self.srem(xs[0], xs[1])
+            return self.srem(xs[0], xs[1], rt)
         if code == "div" and rt.is_signed:
             # OpSDiv is undefined for INT_MIN / -1 (SPIR-V); Iron wraps (INT_MIN): a divisor of -1 negates instead
-            minus_one = self.inst("OpIEqual", self.b.type_bool(), xs[1], self.const(-1, t.i32))
-            safe = self.inst("OpSelect", ty, minus_one, self.const(1, t.i32), xs[1])
+            minus_one = self.inst("OpIEqual", self.b.type_bool(), xs[1], self.const(-1, rt))
+            safe = self.inst("OpSelect", ty, minus_one, self.const(1, rt), xs[1])
             return self.inst("OpSelect", ty, minus_one, self.inst("OpSNegate", ty, xs[0]),
                              self.inst("OpSDiv", ty, xs[0], safe))
         if code in ("div", "rem"):
@@ -159,7 +172,8 @@ class ValueOps:
         if code in _INT_BINARY:
             return self.inst(_INT_BINARY[code], ty, *xs)
         if code in ("shl", "shr"):
-            amount = self.inst("OpBitwiseAnd", ty, xs[1], self.const(31, rt))  # Iron masks shift counts to 0..31
+            # Iron masks shift counts to 0..31 (0..63 on 64-bit ints)
+            amount = self.inst("OpBitwiseAnd", ty, xs[1], self.const(rt.bits - 1, rt))
             name = "OpShiftLeftLogical" if code == "shl" else (
                 "OpShiftRightArithmetic" if rt.is_signed else "OpShiftRightLogical")
             return self.inst(name, ty, xs[0], amount)
@@ -180,6 +194,8 @@ class ValueOps:
             v = self.math_op(code, xs)  # mathops.py
             if v is not None:
                 return v if rt.is_bool else self.rounded(v, rt)
+        if code in ("floor", "ceil") and rt == t.f64:
+            return self.round64(xs[0], code)
         if code in _GLSL_MATH:
             return self.rounded(self.glsl(_GLSL_MATH[code], ty, *xs), rt)
         if code == "select":
@@ -190,12 +206,30 @@ class ValueOps:
             return emit_bits(self, code, st, rt, xs)
         raise CompileError(f"unsupported op '{code}' on backend spirv", op.loc)
 
-    def srem(self, a: int, b: int) -> int:
-        """C's ``a % b`` on i32: the remainder of |a| / |b| with the sign of a. Vulkan leaves OpSRem (and OpSMod)
-        undefined for negative operands, and NVIDIA's driver gives a positive result for them."""
+    def round64(self, x: int, code: str) -> int:
+        """f64 floor/ceil through an exact i64 round trip: lavapipe on hosts without AVX-512 rounds f64 as the
+        identity past 2^24 (docs/backends/vulkan.md, issue 12). |x| >= 2^52 (and inf, NaN) is integral already; the
+        result takes x's sign, which also makes floor(-0.0) and ceil(-0.5) -0.0."""
+        b = self.b
+        f64, i64, u64, boolean = self.reg_type(t.f64), self.reg_type(t.i64), self.reg_type(t.u64), b.type_bool()
+        whole = self.inst("OpConvertSToF", f64, self.inst("OpConvertFToS", i64, x))  # truncated: exact below 2^52
+        if code == "floor":
+            step = self.inst("OpFOrdGreaterThan", boolean, whole, x)
+            r = self.inst("OpSelect", f64, step, self.inst("OpFSub", f64, whole, self.const(1.0, t.f64)), whole)
+        else:
+            step = self.inst("OpFOrdLessThan", boolean, whole, x)
+            r = self.inst("OpSelect", f64, step, self.inst("OpFAdd", f64, whole, self.const(1.0, t.f64)), whole)
+        small = self.inst("OpFOrdLessThan", boolean, self.glsl("FAbs", f64, x), self.const(2.0**52, t.f64))
+        r = self.inst("OpSelect", f64, small, r, x)
+        sign = self.inst("OpBitwiseAnd", u64, self.inst("OpBitcast", u64, x), self.const(1 << 63, t.u64))
+        return self.inst("OpBitcast", f64, self.inst("OpBitwiseOr", u64, self.inst("OpBitcast", u64, r), sign))
+
+    def srem(self, a: int, b: int, st: t.ScalarType = t.i32) -> int:
+        """C's ``a % b`` on i32 (or i64): the remainder of |a| / |b| with the sign of a. Vulkan leaves OpSRem (and
+        OpSMod) undefined for negative operands, and NVIDIA's driver gives a positive result for them."""
         bld = self.b
-        i32, u32, boolean = bld.type_int(32, True), bld.type_int(32, False), bld.type_bool()
-        zero = self.const(0, t.i32)
+        i32, u32, boolean = self.reg_type(st), bld.type_int(st.bits, False), bld.type_bool()
+        zero = self.const(0, st)
 
         def magnitude(v: int) -> int:  # |v| as u32 (INT_MIN's is 2^31)
             neg = self.inst("OpSLessThan", boolean, v, zero)
@@ -256,30 +290,57 @@ class ValueOps:
             return self.inst("OpSelect", ty, x, self.const(1, dst), self.const(0, dst))
         if dst.is_bool:
             if src.is_float:  # NaN is true, as in C
-                return self.inst("OpFUnordNotEqual", ty, x, self.f32c(0.0))
+                return self.inst("OpFUnordNotEqual", ty, x, self.const(0.0, t.f64 if src == t.f64 else t.f32))
             return self.inst("OpINotEqual", ty, x, self.const(0, src))
         if src.is_int and dst.is_int:
-            return self.inst("OpBitcast", ty, x)  # i32 <-> u32 keeps the bits (wraps)
+            return self.int_convert(x, src, dst)
         if src.is_int:
             name = "OpConvertSToF" if src.is_signed else "OpConvertUToF"
-            if dst == t.f16:  # exact in f32 below 2^24, and every |x| >= 65520 is inf in f16: one rounding
+            if dst == t.f16 and not src.is_wide:  # exact in f32 below 2^24, and every |x| >= 65520 is inf in f16
                 return self.round_f16(self.inst(name, ty, x))
-            # bf16: through f32, which rounds twice for |x| > 2^24 (a tie can land on the other neighbour)
+            # i64/u64 -> f32 rounds once, -> halves through that f32 (Iron's definition); bf16 from 32-bit ints
+            # through f32, which rounds twice for |x| > 2^24 (a tie can land on the other neighbour)
             return self.rounded(self.inst(name, ty, x), dst)
         if dst.is_float:
+            if src == t.f64 or dst == t.f64:  # f64 <-> f32 (halves are held as f32): one OpFConvert, then halves
+                return self.rounded(self.inst("OpFConvert", ty, x), dst)
             return self.rounded(x, dst)  # halves are exact in f32, so this rounds once
+        if dst.is_narrow:  # float -> 8 bits: to i32 (saturating), then wrapped
+            return self.int_convert(self.convert(x, src, t.i32, op), t.i32, dst)
         # float -> int: truncate toward zero, saturate, NaN -> 0 (OpConvertFTo* is undefined out of range)
+        fst = t.f64 if src == t.f64 else t.f32
+        ft = self.reg_type(fst)
         bool_t = b.type_bool()
-        f32 = b.type_float(32)
-        safe = self.inst("OpSelect", f32, self.inst("OpIsNan", bool_t, x), self.f32c(0.0), x)
-        if dst.is_signed:
-            lo, hi, top, name, big = -2147483648.0, _I32_MAX_F32, 2147483648.0, "OpConvertFToS", 2**31 - 1
-        else:
-            lo, hi, top, name, big = 0.0, _U32_MAX_F32, 4294967296.0, "OpConvertFToU", 2**32 - 1
-        safe = self.glsl("FClamp", f32, safe, self.f32c(lo), self.f32c(hi))
-        converted = self.inst(name, ty, safe)
-        over = self.inst("OpFOrdGreaterThanEqual", bool_t, x, self.f32c(top))
-        return self.inst("OpSelect", ty, over, self.const(big, dst), converted)
+        lo, hi = t.INT_RANGE[dst.name]
+        top = float(hi) + 1.0  # 2^31, 2^32, 2^63, 2^64: exact in both float types
+        below = float(np.nextafter(np.array(top, dtype=fst.np_dtype), np.array(0, dtype=fst.np_dtype)))
+        safe = self.inst("OpSelect", ft, self.inst("OpIsNan", bool_t, x), self.const(0.0, fst), x)
+        safe = self.glsl("FClamp", ft, safe, self.const(float(lo), fst), self.const(below, fst))
+        converted = self.inst("OpConvertFToS" if dst.is_signed else "OpConvertFToU", ty, safe)
+        over = self.inst("OpFOrdGreaterThanEqual", bool_t, x, self.const(top, fst))
+        return self.inst("OpSelect", ty, over, self.const(hi, dst), converted)
+
+    def int_convert(self, x: int, src: t.ScalarType, dst: t.ScalarType) -> int:
+        """int -> int, wrapping: registers of another width are sign- or zero-extended (by the source's signedness)
+        or truncated; an 8-bit result is the 32-bit value wrapped into the 8-bit range."""
+        b = self.b
+        ty = self.reg_type(dst)
+        sbits, dbits = max(src.bits, 32), max(dst.bits, 32)  # 8-bit values live in 32-bit registers
+        if sbits != dbits:
+            if src.is_signed and dbits > sbits:
+                x = self.inst("OpSConvert", b.type_int(dbits, src.is_signed), x)
+            else:  # OpUConvert gives an unsigned result
+                x = self.inst("OpUConvert", b.type_int(dbits, False), x)
+            src = {(32, True): t.i32, (32, False): t.u32, (64, True): t.i64, (64, False): t.u64}[
+                dbits, src.is_signed and dbits > sbits]
+        if self.reg_type(src) != ty:
+            x = self.inst("OpBitcast", ty, x)
+        if dst == t.i8:  # sign-extend the low byte
+            left = self.inst("OpShiftLeftLogical", ty, x, b.const_int(24))
+            return self.inst("OpShiftRightArithmetic", ty, left, b.const_int(24))
+        if dst == t.u8:
+            return self.inst("OpBitwiseAnd", ty, x, b.const_uint(0xFF))
+        return x
 
     def erf(self, x: int) -> int:
         """erf in f32 (see ``erf.py``): three ranges computed branch-free and selected."""

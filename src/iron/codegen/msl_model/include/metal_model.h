@@ -140,6 +140,12 @@ inline uint min(uint a, uint b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline uint max(uint a, uint b) { return a > b ? a : b; }
 inline int abs(int x) { return x < 0 ? -x : x; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline ulong min(ulong a, ulong b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline ulong max(ulong a, ulong b) { return a > b ? a : b; }
+// Metal's char is signed 8 bits and long 64 bits (the model runs on an LP64 host)
+static_assert((char)-1 < 0 && sizeof(long) == 8, "the Metal model needs a signed char and a 64-bit long");
 inline uint clz(uint x) { return x == 0u ? 32u : (uint)__builtin_clz(x); }
 // integer bits (issue 15 point 3): Metal defines clz(0) = ctz(0) = 32; mulhi is the high word of the full product
 inline int clz(int x) { return (int)clz((uint)x); }

@@ -67,3 +67,26 @@ def test_every_config_refused_raises_the_first_reason(cache):
     run = _slow_runner({0: None, 1: None}, [])
     with pytest.raises(LaunchError, match="does not fit"):
         autotune.tune("demo4", [{"x": 0}, {"x": 1}], run, backend="cpu", dtype="f32", key=(3,))
+
+
+def test_choices_are_kept_per_code_path(cache, monkeypatch):
+    """A backend whose code depends on more than the device (Vulkan's matrix-fragment path, IRON_VULKAN_COOPMAT)
+    tunes each path on its own: a configuration chosen for cooperative matrices is not reused where the emulation
+    cannot build it (seen on the H200: the emulated module of gemm_rs's larger tile failed to build)."""
+    from iron.runtime import get_backend
+
+    be = get_backend("cpu")
+    tag = {"value": "auto"}
+    monkeypatch.setattr(type(be), "autotune_tag", lambda self: tag["value"], raising=False)
+    configs = [{"x": 0}, {"x": 1}]
+    calls: list = []
+    assert autotune.tune("demo", configs, _slow_runner({0: 0.004, 1: 0.0}, calls), backend="cpu", dtype="f32",
+                         key=(64,)) == {"x": 1}
+    tag["value"] = "emulate"
+    calls.clear()
+    assert autotune.tune("demo", configs, _slow_runner({0: 0.0, 1: None}, calls), backend="cpu", dtype="f32",
+                         key=(64,)) == {"x": 0}
+    assert set(calls) == {0, 1}  # timed again, config 1 refused there
+    tag["value"] = "auto"
+    assert autotune.tune("demo", configs, _slow_runner({0: 0.0, 1: 0.0}, calls), backend="cpu", dtype="f32",
+                         key=(64,)) == {"x": 1}  # the first path's choice, remembered

@@ -1,5 +1,6 @@
 """Autotuning: a launch with a small list of configurations (group size, tile sizes, stages, elements per thread)
-takes the fastest. The first launch per (backend, device, kernel, dtype, shape bucket) times every configuration with
+takes the fastest. The first launch per (backend, device, code path, kernel, dtype, shape bucket) times every
+configuration (the code path: what else decides the code, ``Backend.autotune_tag``, e.g. Vulkan's fragment path) with
 the backend's GPU timer (host time where it has none) and remembers the winner in the Iron cache folder
 (``autotune.json``, written atomically); later launches, in this process or the next, read it. ``IRON_AUTOTUNE=0``
 takes the first configuration without timing anything. A configuration the device refuses (too much shared memory,
@@ -50,8 +51,9 @@ def tune(name: str, configs: Sequence[dict[str, Any]], run: Callable[[dict[str, 
         return configs[0]
     # a launch helper asks once per launch: the answer for these exact arguments comes from memory, without the
     # device query and the digest below (on CUDA those cost more than the launch)
+    tag = be.autotune_tag() if hasattr(be, "autotune_tag") else ""  # e.g. Vulkan's matrix-fragment path
     try:
-        quick = (id(be), name, dtype, tuple(key), tuple(tuple(c.items()) for c in configs))
+        quick = (id(be), tag, name, dtype, tuple(key), tuple(tuple(c.items()) for c in configs))
         index = _QUICK.get(quick)
     except TypeError:  # an unhashable configuration value
         quick, index = None, None
@@ -62,7 +64,7 @@ def tune(name: str, configs: Sequence[dict[str, Any]], run: Callable[[dict[str, 
     if device is None:
         device = _DEVICE[id(be)] = str(be.info().get("name", ""))
     digest = hashlib.sha256(json.dumps([dict(c) for c in configs], sort_keys=True, default=str).encode()).hexdigest()
-    ckey = f"{be.name}|{device}|{name}|{dtype}|{bucket(key)}|{digest[:16]}"
+    ckey = f"{be.name}|{device}{'|' + tag if tag else ''}|{name}|{dtype}|{bucket(key)}|{digest[:16]}"
     index = _MEMORY.get(ckey)
     if index is None:
         index = _load().get(ckey)

@@ -149,6 +149,13 @@ class VulkanBackend(Backend):
     def copy_gbps(self) -> float | None:
         return self.queue().copy_gbps()
 
+    def autotune_tag(self) -> str:
+        """What else than the device decides the code a variant compiles to (autotune keys its choices by it): the
+        matrix-fragment path, ``IRON_VULKAN_COOPMAT``."""
+        from .vulkan_device import coopmat_mode
+
+        return coopmat_mode()
+
     def info(self) -> dict[str, Any]:
         """What ``iron device`` shows: name, type, API version, driver, subgroup size, limits, features."""
         return self.context().info()

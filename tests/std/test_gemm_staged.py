@@ -69,6 +69,12 @@ class _FakeBackend:
     def __init__(self, name):
         self.name = name
 
+    def context(self):
+        return type("Ctx", (), {"coopmat": frozenset()})()
+
+    def autotune_tag(self):
+        return "auto"
+
     def simd_width(self):
         return 8
 

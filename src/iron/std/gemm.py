@@ -210,6 +210,15 @@ def uses_wgmma(name: str) -> bool:
         getattr(get_backend(name), "arch", "") == "sm_90"
 
 
+def _vulkan_table(name: str) -> list[tuple[int, ...]]:
+    """gemm_rs's configurations on a Vulkan device: the larger tiles where NVIDIA's driver multiplies cooperative
+    matrices, the small ones elsewhere and on the fallback or emulated fragment paths (``IRON_VULKAN_COOPMAT``: the
+    emulated module of a 64 x 128 tile did not build on the H200)."""
+    be = get_backend(name)
+    cooperative = bool(getattr(be.context(), "coopmat", ())) and be.autotune_tag() == "auto"
+    return VULKAN_NVIDIA if cooperative and be.vendor() == "nvidia" else VULKAN
+
+
 def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, backend: str | None = None) -> None:
     """C = A @ B (or A @ B^T) for row-major arrays of one dtype: 2-D, or 3-D with a leading batch dimension (one
     product per batch, in one launch)."""
@@ -243,8 +252,7 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     if wg:
         configs = [dict(zip(_WG_FIELDS, values)) for values in HOPPER]
     elif staged:
-        table = VULKAN_NVIDIA if get_backend(name).vendor() == "nvidia" else VULKAN
-        configs = [dict(zip(_RS_FIELDS, values)) for values in table]
+        configs = [dict(zip(_RS_FIELDS, values)) for values in _vulkan_table(name)]
     else:
         table = VULKAN_NVIDIA if name == "vulkan" and get_backend(name).vendor() == "nvidia" else \
             CONFIGS.get(name, SMALL)

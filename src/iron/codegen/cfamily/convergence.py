@@ -161,3 +161,12 @@ def convergent_simd_ops(kernel: Kernel) -> set[int]:
     if not any(op.opcode in _SIMD for op in kernel.walk()):
         return set()
     return _Analysis(kernel).run()
+
+
+def always_exits(op: Op) -> bool:
+    """Whether control never falls through ``op``: a jump, or an if/else whose branches both end in one."""
+    if op.opcode in ("return", "break", "continue"):
+        return True
+    if op.opcode == "if" and len(op.regions) == 2 and all(r.ops for r in op.regions):
+        return all(any(always_exits(o) for o in r.ops) for r in op.regions)
+    return False

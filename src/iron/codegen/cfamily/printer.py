@@ -36,7 +36,7 @@ from ..lower_fragments import lower_fragments
 from ..warpgroup import expand_warpgroup_mma, has_warpgroup, plan_wgmma, swizzle_shared
 from . import expr as E
 from .calls import DialectCalls
-from .convergence import convergent_simd_ops
+from .convergence import always_exits, convergent_simd_ops
 from .dialect import CDialect, CParam, Features, LaneBuffer, VectorParts
 from .expr import Expr
 from .names import NameTable, entry_hint, sanitize
@@ -247,7 +247,7 @@ class _Printer(TilePrinting, DialectCalls):
             self.names.enter()
         for op in block.ops:
             self._stmt(op, out, depth)
-            if _always_exits(op):
+            if always_exits(op):
                 break  # the rest of the block is unreachable (compilers warn about it; nothing there can run)
         if scoped:
             self.names.leave()
@@ -495,12 +495,6 @@ class _Printer(TilePrinting, DialectCalls):
         out = E.cast(self._ctype(t.i32), inner)
         return Expr(out.text, out.prec, inner)
 
-    def _shift_amount(self, v: Value, bits: int = 32) -> Expr:
-        c = const_value(v)
-        if c is not None:
-            return self._literal(c & (bits - 1), v.type)
-        return E.binary("&", self.expr(v), self._literal(bits - 1, v.type))
-
     def _convert(self, e: Expr, src: t.ScalarType, dst: t.ScalarType) -> Expr:
         """Iron's ``cast`` semantics: see ``iron.interp.semantics``."""
         if src == dst:
@@ -549,7 +543,9 @@ class _Printer(TilePrinting, DialectCalls):
         if code in _BIT_OPS:
             return E.binary(_BIT_OPS[code], self.expr(xs[0]), self.expr(xs[1]))
         if code in ("shl", "shr"):
-            a, amount = self.expr(xs[0]), self._shift_amount(xs[1], rt.bits)
+            a, c = self.expr(xs[0]), const_value(xs[1])  # the amount masked to 0 .. bits - 1
+            amount = self._literal(c & (rt.bits - 1), xs[1].type) if c is not None else \
+                E.binary("&", self.expr(xs[1]), self._literal(rt.bits - 1, xs[1].type))
             if code == "shl" and rt in (t.i32, t.i64):
                 return self._wrapping("<<", a, amount, rt)
             return E.binary("<<" if code == "shl" else ">>", a, amount)
@@ -596,15 +592,6 @@ class _Printer(TilePrinting, DialectCalls):
         if code in O.MATRIX:
             return self._matrix_value(op)
         raise CompileError(f"unsupported op '{code}' on backend {self.d.name}", op.loc)
-
-
-def _always_exits(op: Op) -> bool:
-    """Whether control never falls through ``op``: a jump, or an if/else whose branches both end in one."""
-    if op.opcode in ("return", "break", "continue"):
-        return True
-    if op.opcode == "if" and len(op.regions) == 2 and all(r.ops for r in op.regions):
-        return all(any(_always_exits(o) for o in r.ops) for r in op.regions)
-    return False
 
 
 __all__ = ["KernelSource", "emit_source", "sanitize"]

@@ -32,14 +32,11 @@ from ..lang import (
     async_wait,
     barrier,
     constexpr,
-    frag_a,
     frag_acc,
-    frag_b,
     frag_store,
     group_id,
     group_size,
     local_id,
-    mma,
     shared,
     simd_group,
     static_range,
@@ -48,7 +45,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from . import gemm_staged
-from .gemm_tiles import GROUP_M, VEC, H, is_inside, load_inside, load_tiles, tile_origin
+from .gemm_tiles import GROUP_M, VEC, H, is_inside, load_inside, load_tiles, multiply, tile_origin
 
 __all__ = ["GROUP_M", "H", "VEC", "gemm", "gemm_wg", "launch", "uses_wgmma"]
 
@@ -102,13 +99,7 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: i
                            BM, BN, BK, TRANS_B, tid, nthreads)
         async_commit()
         cur = kt % STAGES
-        for kk in static_range(BK // 16):
-            a = frag_a(sa, cur * A_TILE + (wm * MT * 16) * LDA + kk * 16, LDA, False, MT)
-            if TRANS_B:
-                b = frag_b(sb, cur * B_TILE + (wn * NT * 16) * LDB + kk * 16, LDB, True, NT)
-            else:
-                b = frag_b(sb, cur * B_TILE + (kk * 16) * LDB + wn * NT * 16, LDB, False, NT)
-            acc = mma(a, b, acc)
+        acc = multiply(sa, sb, acc, cur * A_TILE, cur * B_TILE, LDA, LDB, wm, wn, MT, NT, BK, TRANS_B)
     r0 = m0 + wm * MT * 16
     col = n0 + wn * NT * 16
     if r0 < M and col < N:

@@ -19,22 +19,19 @@ from ..lang import (
     async_wait,
     barrier,
     constexpr,
-    frag_a,
     frag_acc,
-    frag_b,
     frag_store,
     group_id,
     group_size,
     local_array,
     local_id,
-    mma,
     shared,
     simd_group,
     static_range,
     vload,
     vstore,
 )
-from .gemm_tiles import VEC, H, is_inside, load_tiles, tile_origin
+from .gemm_tiles import VEC, H, is_inside, load_tiles, multiply, tile_origin
 
 
 @func
@@ -59,19 +56,6 @@ def put(dst, base, regs, ld, CC, J, tid, NTH):
         for e in static_range(VEC):
             w[e] = regs[j * VEC + e]
         vstore(dst, base + (v // per_row) * ld + (v % per_row) * VEC, w)
-
-
-@func
-def multiply(sa, sb, acc, abase, bbase, LDA, LDB, wm, wn, MT, NT, BK, TRANS_B):
-    """acc += this SIMD group's share of the staged tiles' product."""
-    for kk in static_range(BK // 16):
-        a = frag_a(sa, abase + (wm * MT * 16) * LDA + kk * 16, LDA, False, MT)
-        if TRANS_B:
-            b = frag_b(sb, bbase + (wn * NT * 16) * LDB + kk * 16, LDB, True, NT)
-        else:
-            b = frag_b(sb, bbase + (kk * 16) * LDB + wn * NT * 16, LDB, False, NT)
-        acc = mma(a, b, acc)
-    return acc
 
 
 @kernel

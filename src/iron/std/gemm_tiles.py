@@ -5,7 +5,7 @@ groups, unchecked 16-byte copies for groups wholly inside aligned matrices)."""
 from __future__ import annotations
 
 from ..frontend import func
-from ..lang import DTypeVar, async_copy, bf16, f16, group_id, static_range
+from ..lang import DTypeVar, async_copy, bf16, f16, frag_a, frag_b, group_id, mma, static_range
 
 VEC = 8  # 16-byte vectors of f16/bf16
 #: the input dtypes of matrix fragments: the kernel's variants
@@ -98,3 +98,16 @@ def is_inside(m0, n0, M, N, K, a0, b0, BM, BN, BK, nthreads, NTH):
     """Whether every tile of this group lies inside aligned matrices and the group has NTH threads."""
     return (m0 + BM <= M and n0 + BN <= N and K % BK == 0 and K % VEC == 0 and N % VEC == 0 and a0 % VEC == 0
             and b0 % VEC == 0 and nthreads == NTH)
+
+
+@func
+def multiply(sa, sb, acc, abase, bbase, LDA, LDB, wm, wn, MT, NT, BK, TRANS_B):
+    """acc += this SIMD group's share of the staged tiles' product."""
+    for kk in static_range(BK // 16):
+        a = frag_a(sa, abase + (wm * MT * 16) * LDA + kk * 16, LDA, False, MT)
+        if TRANS_B:
+            b = frag_b(sb, bbase + (wn * NT * 16) * LDB + kk * 16, LDB, True, NT)
+        else:
+            b = frag_b(sb, bbase + (kk * 16) * LDB + wn * NT * 16, LDB, False, NT)
+        acc = mma(a, b, acc)
+    return acc

@@ -42,6 +42,9 @@
 #   scripts/gpu_check.sh gemmncu  issue 14: the std GEMM and Triton's at GEMM_SHAPE under Nsight Compute
 #   scripts/gpu_check.sh sanitize issue 17: compute-sanitizer memcheck + racecheck over the std kernel tests on CUDA
 #   scripts/gpu_check.sh session3 the tests of this session's changes (2026-12-02, 2nd) on CUDA and Vulkan
+#   scripts/gpu_check.sh pytest  any tests (PT_TESTS) on PT_BACKENDS (default cuda,vulkan), failures listed (-rfE),
+#                                 log named PT_NAME (default pytest_any)
+#   scripts/gpu_check.sh valone  issue 14: Vulkan gemm_rs configurations timed alone (bench/experiments/vgemm_alone.py)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -138,6 +141,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
+   [ "$PART" = valone ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { [ "$PART" = model ] && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -219,6 +223,17 @@ if [ "$PART" = session3 ]; then
   IRON_TEST_BACKENDS=cuda,vulkan timeout ${S3_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rs \
     tests/std/test_gemm_staged.py tests/arrays/test_device_arrays.py tests/harness/test_workers.py ${S3_TESTS:-} 2>&1 \
     | tee "$OUT/pytest_session3.txt" | tail -n 12
+  pack
+fi
+if [ "$PART" = pytest ]; then
+  IRON_TEST_BACKENDS=${PT_BACKENDS:-cuda,vulkan} timeout ${PT_TIMEOUT:-200} $PY -m pytest -p no:cacheprovider -q -rfE \
+    --maxfail=${PT_MAXFAIL:-20} ${PT_TESTS:-tests/std} 2>&1 | tee "$OUT/${PT_NAME:-pytest_any}.txt" | tail -n 30
+  pack
+fi
+if [ "$PART" = valone ]; then
+  # issue 14: gemm_rs's configurations one by one on NVIDIA's Vulkan (4096^3 vs 8192^3, one or three input copies)
+  timeout ${VALONE_TIMEOUT:-240} $PY bench/experiments/vgemm_alone.py ${VALONE_DTYPE:-bf16} "$OUT/vgemm_alone.json" 2>&1 \
+    | tee "$OUT/vgemm_alone.txt" | tail -n 40
   pack
 fi
 if [ "$PART" = varrays ]; then

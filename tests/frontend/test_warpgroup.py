@@ -165,6 +165,37 @@ def test_the_emitted_phys_arithmetic_is_phys_index(layout):
     assert got.tolist() == [phys_index(i, layout) for i in range(n)]
 
 
+@pytest.mark.parametrize("layout", [Layout(None), Layout(256)])
+def test_a_stage_base_is_added_after_the_swizzle(layout):
+    """phys(stage * TILE + x) is emitted as stage * TILE + phys(x) (the thread's offset swizzled once, outside the
+    K loop) when TILE is a multiple of the layout's period; the value is phys_index's, for offsets past one period
+    too. A base of unknown alignment stays inside the swizzle."""
+    out = Value(t.BufferType(t.i32, "global", None), "out")
+    body = Block([out])
+    b = Builder(body)
+    i = b.thread("program_id", 0)
+    period = layout.block
+    stage = b.binary("shr", i, b.const(12, t.i32))
+    offset = b.binary("and", i, b.const(4095, t.i32))
+    tile = b.binary("mul", stage, b.const(2 * period, t.i32))
+    odd = b.binary("mul", stage, b.const(period // 2 + 8, t.i32))
+    split = _phys(b, b.binary("add", b.binary("add", tile, offset), b.const(3 * period, t.i32)), layout)
+    whole = _phys(b, b.binary("add", odd, offset), layout)
+    b.store(out, i, split)
+    b.store(out, b.binary("add", i, b.const(1 << 14, t.i32)), whole)
+    kern = Kernel("phys", [Param("out", "buffer", out)], body, W.one_slab.variant(None, (64, False, True)).kernel.loc,
+                  {})
+    n = 1 << 14
+    got = np.zeros(2 * n, np.int32)
+    run_kernel(kern, {"out": got}, (n, 1, 1), (64, 1, 1))
+    idx = np.arange(n)
+    want = [phys_index(int(s * 2 * period + o + 3 * period), layout) for s, o in zip(idx >> 12, idx & 4095)]
+    assert got[:n].tolist() == want
+    pairs = zip(idx >> 12, idx & 4095)
+    assert got[n:].tolist() == [phys_index(int(s * (period // 2 + 8) + o), layout) for s, o in pairs]
+    assert split.owner.opcode == "add" and split.owner.operands[0].owner.operands[1] is tile  # outside the xor
+
+
 def _wg_source(cfg=(128, 256, 4, False), dtype=iron.bf16):
     return emit_cuda(G.gemm_wg.variant(dtype, cfg).kernel, arch="sm_90")
 

@@ -169,7 +169,57 @@ def _insert_before(anchor: Op, ops: list[Op]) -> None:
 
 
 def _phys(b: Builder, i: Value, layout: Layout) -> Value:
-    """The physical index of logical index ``i`` (IR arithmetic in i's type)."""
+    """The physical index of logical index ``i`` (IR arithmetic in i's type). ``phys(q * P + x) = q * P + phys(x)``
+    for the layout's power-of-two period P (``block``; all bit operations), so the terms of an index sum that are
+    known multiples of P (a stage's base, ``stage * TILE``) are added after the swizzle: what remains is the
+    thread's offset within a stage, the same every K step, which the C compiler computes once outside the loop."""
+    period = layout.block
+    if period & (period - 1) == 0:
+        terms = _terms(i)
+        outer = [x for x in terms if _known_multiple(x) % period == 0]
+        if outer:
+            inner = [x for x in terms if _known_multiple(x) % period]
+            out = _swizzle(b, _sum(b, inner), layout) if inner else None
+            for x in outer:
+                out = x if out is None else b.binary("add", out, x)
+            return out
+    return _swizzle(b, i, layout)
+
+
+def _terms(i: Value, depth: int = 0) -> list[Value]:
+    """The addends of ``i`` through its tree of ``add`` ops (a few levels deep)."""
+    owner = i.owner
+    if depth < 8 and isinstance(owner, Op) and owner.opcode == "add":
+        return _terms(owner.operands[0], depth + 1) + _terms(owner.operands[1], depth + 1)
+    return [i]
+
+
+def _sum(b: Builder, terms: list[Value]) -> Value:
+    out = terms[0]
+    for x in terms[1:]:
+        out = b.binary("add", out, x)
+    return out
+
+
+def _known_multiple(v: Value, depth: int = 0) -> int:
+    """A power of two that ``v`` is known to be a multiple of (wrapping arithmetic keeps it true), 1 when unknown;
+    0 stands for the constant 0 (a multiple of everything)."""
+    c = const_value(v)
+    if isinstance(c, int) and not isinstance(c, bool):
+        return 0 if c == 0 else c & -c
+    owner = v.owner
+    if depth > 8 or not isinstance(owner, Op) or owner.opcode not in ("mul", "shl", "add", "sub"):
+        return 1
+    a, b = (_known_multiple(x, depth + 1) for x in owner.operands[:2])
+    if owner.opcode == "mul":
+        return 0 if 0 in (a, b) else a * b
+    if owner.opcode == "shl":
+        s = const_value(owner.operands[1])
+        return a << s if isinstance(s, int) and a and 0 <= s < 32 else (0 if a == 0 else 1)
+    return b if a == 0 else a if b == 0 else min(a, b)
+
+
+def _swizzle(b: Builder, i: Value, layout: Layout) -> Value:
     ty = i.type
 
     def c(v: int) -> Value:

@@ -187,9 +187,11 @@ class CudaSm90Dialect(CudaDialect):
     dynamic_shared_pad: ClassVar[int] = 1024
 
     def dynamic_shared_decl(self) -> str:
+        # aligned in the shared window, as an offset from the symbol: the compiler keeps knowing the pointer is
+        # shared memory (a generic address rounded as an integer is converted back on every cp.async)
         return ("extern __shared__ __align__(1024) unsigned char iron_dynamic_shared_raw[];\n"
-                "    unsigned char* const iron_dynamic_shared = reinterpret_cast<unsigned char*>(\n"
-                "        (reinterpret_cast<unsigned long long>(iron_dynamic_shared_raw) + 1023ull) & ~1023ull);")
+                "    unsigned char* const iron_dynamic_shared = iron_dynamic_shared_raw + ((1024u - ((unsigned)\n"
+                "        __cvta_generic_to_shared(iron_dynamic_shared_raw) & 1023u)) & 1023u);")
 
     def shared_decl(self, ctype: str, name: str, size: int) -> str:
         return f"__shared__ __align__(1024) {ctype} {name}[{size}];"

@@ -194,8 +194,8 @@ fi
 if [ "$PART" = vgemm ]; then
   # issue 14: the std GEMM through cooperative matrices on NVIDIA's Vulkan driver, beside CUDA (bf16)
   for B in ${VGEMM_BACKENDS:-vulkan cuda}; do
-    IRON_PROGRESS=lines timeout ${VGEMM_TIMEOUT:-150} $PY -m iron.cli.main bench --backend $B -v --dtype bf16 \
-      --filter "${VGEMM_FILTER:-std/gemm/gemm}" --json "$OUT/gemm_$B.json" 2>&1 | tee "$OUT/gemm_$B.txt" | tail -n 12
+    IRON_PROGRESS=lines timeout ${VGEMM_TIMEOUT:-150} $PY -m iron.cli.main bench --backend $B -v --dtype ${VGEMM_DTYPE:-bf16} \
+      --filter "${VGEMM_FILTER:-std/gemm/gemm}" --json "$OUT/gemm_$B${VGEMM_TAG:-}.json" 2>&1 | tee "$OUT/gemm_$B${VGEMM_TAG:-}.txt" | tail -n 12
     pack
   done
 fi
@@ -232,8 +232,13 @@ if [ "$PART" = pytest ]; then
 fi
 if [ "$PART" = valone ]; then
   # issue 14: gemm_rs's configurations one by one on NVIDIA's Vulkan (4096^3 vs 8192^3, one or three input copies)
-  timeout ${VALONE_TIMEOUT:-240} $PY bench/experiments/vgemm_alone.py ${VALONE_DTYPE:-bf16} "$OUT/vgemm_alone.json" 2>&1 \
-    | tee "$OUT/vgemm_alone.txt" | tail -n 40
+  if [ -n "${VALONE_CASE:-}" ]; then  # the bench's own path instead (measure.bench_case), every sample printed
+    timeout ${VALONE_TIMEOUT:-240} $PY bench/experiments/vgemm_bench_case.py $VALONE_CASE 2>&1 \
+      | tee "$OUT/vgemm_bench_case.txt" | tail -n 40
+  else
+    timeout ${VALONE_TIMEOUT:-240} $PY bench/experiments/vgemm_alone.py ${VALONE_DTYPE:-bf16} "$OUT/vgemm_alone.json" 2>&1 \
+      | tee "$OUT/vgemm_alone.txt" | tail -n 40
+  fi
   pack
 fi
 if [ "$PART" = varrays ]; then

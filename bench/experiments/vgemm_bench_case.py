@@ -3,10 +3,14 @@ timed sample printed: why does the 4096^3 row read 5.0 ms when gemm_rs alone run
 (bench/experiments/vgemm_alone.py)? (scripts/gpu_check.sh valone)
 
     python bench/experiments/vgemm_bench_case.py [N ...]
+
+With VCASE_TORCH=1 a CUDA context (torch) exists before the first row: does its presence change the clocks the
+Vulkan rows run at? (The 4096 row was slow before torch's first use in the process and fast after.)
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 
@@ -34,6 +38,11 @@ def median(self, fn, repeats):
 
 
 B.LaunchRecorder.median = median
+if os.environ.get("VCASE_TORCH") == "1":
+    import torch
+
+    torch.zeros(1, device="cuda")
+    print("a CUDA context exists (torch)", flush=True)
 entry = next(e for e in registry.load_all() if e.name == "std/gemm/gemm")
 for n in [int(v) for v in sys.argv[1:]] or [4096, 8192, 4096]:
     row = measure.bench_case(entry, "vulkan", "bf16", (n, n, n), 0, {"repeats": 5})

@@ -144,6 +144,10 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
     for kt in range(ktiles):
         async_wait(AHEAD - 1)
         barrier()
+        cur = kt % STAGES
+        # the multiply is issued first: the tensor cores start on tile kt while the threads issue the copies of
+        # tile kt + AHEAD (into the stage of tile kt - 2, which every warpgroup's wait of step kt - 1 retired)
+        acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
         nxt = kt + AHEAD
         if nxt < ktiles:
             if inside:
@@ -153,8 +157,6 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
                 load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE,
                            BM, BN, 64, TRANS_B, tid, nthreads)
         async_commit()
-        cur = kt % STAGES
-        acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
         warpgroup_wait(LAG)
     warpgroup_wait(0)
     r0 = m0 + wg * 64 + (simd_group() % 4) * 16

@@ -216,9 +216,21 @@ def torch_same_gpu(backend: str) -> bool:
 
 
 #: seconds of back-to-back launches before a GPU row on device arrays is timed: the timer waits for each dispatch,
-#: and a GPU idle in between stays at low clocks (NVIDIA's Vulkan driver on the H200: the first row of a cold run,
-#: gemm 4096^3, timed 3.4x slower than the same kernel after other work)
+#: and a GPU idle in between stays at low clocks
 RAMP_SECONDS = 0.3
+
+
+def hold_cuda_context(backend: str) -> None:
+    """Open torch's CUDA context before a row on ``backend`` is timed, where torch times its references on the same
+    NVIDIA GPU. Measured on the H200 (2026-12-02, bench/experiments/vgemm_bench_case.py): in a process holding only
+    a Vulkan device the GPU fell to about a quarter of its clocks after the autotuner's first configuration (gemm
+    4096^3: 1090 us, then every configuration and the row itself ~4.5x slower, 5.0 ms, for as long as the process
+    held no CUDA context); with torch's context open first, the same row timed 1047 us. The Vulkan rows are timed as
+    the GPU runs them beside a CUDA process, which is how the torch reference in the same row runs."""
+    if torch_same_gpu(backend):
+        import torch
+
+        torch.zeros(1, device="cuda")
 
 
 def ramp(step, synchronize, seconds: float = RAMP_SECONDS) -> None:
@@ -239,6 +251,7 @@ def measure_arrays(entry, inputs: dict, backend: str, repeats: int, expected: np
     be = get_backend(backend)
     nbytes = sum(v.nbytes for v in inputs.values() if isinstance(v, np.ndarray)) or 1
     copies = min(MAX_COPIES, repeats + 1, max(1, -(-ROTATE_L2_FACTOR * L2_GUESS // nbytes)))
+    hold_cuda_context(backend)
     sets = [{k: asarray(v, backend=backend) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
             for _ in range(copies)]
     count = [0]

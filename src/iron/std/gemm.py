@@ -45,6 +45,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from . import gemm_staged
+from .gemm_persistent import gemm_wgp
 from .gemm_tiles import GROUP_M, VEC, H, is_inside, load_inside, load_tiles, multiply, tile_origin
 
 __all__ = ["GROUP_M", "H", "VEC", "gemm", "gemm_wg", "launch", "uses_wgmma"]
@@ -192,8 +193,11 @@ TRANS_B = False
 #: shared memory) first, the best of the prototype (bench/results/2026-12-01-h200-wgmma-proto.json); one warpgroup of
 #: 64 x 128 last, for narrow products (a 1B model's K and V projections of a 2048-token prompt, N = 512, fill 32 of
 #: the 132 SMs with 128 x 256 tiles)
-HOPPER = [(128, 256, 4), (128, 128, 4), (128, 256, 3), (64, 128, 4)]
+#: PERSIST 1: gemm_wgp (gemm_persistent.py), one group per multiprocessor walking its tiles
+HOPPER = [(128, 256, 4, 0), (128, 256, 4, 1), (128, 128, 4, 0), (128, 128, 4, 1), (128, 256, 3, 0),
+          (64, 128, 4, 0)]
 _WG_FIELDS = ("BM", "BN", "STAGES")
+_HOPPER_FIELDS = (*_WG_FIELDS, "PERSIST")
 
 
 def uses_wgmma(name: str) -> bool:
@@ -201,6 +205,17 @@ def uses_wgmma(name: str) -> bool:
     (then the mma.sync kernel, ``gemm``)."""
     return name == "cuda" and os.environ.get("IRON_WGMMA", "1") != "0" and \
         getattr(get_backend(name), "arch", "") == "sm_90"
+
+
+_PROCESSORS: dict[int, int] = {}
+
+
+def _processors(name: str) -> int:
+    """The device's multiprocessors (the persistent grid's groups), asked once per backend object."""
+    be = get_backend(name)
+    if id(be) not in _PROCESSORS:
+        _PROCESSORS[id(be)] = int(be.info().get("sms") or 132)
+    return _PROCESSORS[id(be)]
 
 
 def _vulkan_table(name: str) -> list[tuple[int, ...]]:
@@ -234,16 +249,19 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
             return
         if wg:
             g = cfg["BM"] // 64 * 4 * width
-            grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]), batch)
-            gemm_wg[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg[f] for f in _WG_FIELDS), trans_b,
-                                     backend=backend)
+            tiles = (-(-n // cfg["BN"]), -(-m // cfg["BM"]))
+            grid = (tiles[0] * g, tiles[1], batch)
+            kern = gemm_wg
+            if cfg.get("PERSIST"):
+                grid, kern = (min(tiles[0] * tiles[1], _processors(name)) * g, 1, batch), gemm_wgp
+            kern[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg[f] for f in _WG_FIELDS), trans_b, backend=backend)
             return
         g = cfg["WM"] * cfg["WN"] * width
         grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]), batch)
         gemm[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg[f] for f in _FIELDS), trans_b, backend=backend)
 
     if wg:
-        configs = [dict(zip(_WG_FIELDS, values)) for values in HOPPER]
+        configs = [dict(zip(_HOPPER_FIELDS, values)) for values in HOPPER]
     elif staged:
         configs = [dict(zip(_RS_FIELDS, values)) for values in _vulkan_table(name)]
     else:

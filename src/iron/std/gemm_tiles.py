@@ -55,9 +55,14 @@ GROUP_M = 8
 def tile_origin(M, N, BM, BN):
     """(m0, n0) of this group's tile of C: the launch order (group_id(0) fastest, then group_id(1)) walks GROUP_M tile
     rows at a time, down each column of tiles before the next."""
+    return tile_at(group_id(1) * ((N + BN - 1) // BN) + group_id(0), M, N, BM, BN)
+
+
+@func
+def tile_at(pid, M, N, BM, BN):
+    """(m0, n0) of tile number ``pid`` in that order."""
     gm = (M + BM - 1) // BM
     gn = (N + BN - 1) // BN
-    pid = group_id(1) * gn + group_id(0)
     first = pid // (GROUP_M * gn) * GROUP_M
     rows = min(gm - first, GROUP_M)
     within = pid % (GROUP_M * gn)

@@ -1,0 +1,99 @@
+"""``gemm_wgp``: ``gemm_wg`` (warpgroup_mma, 128-byte-swizzled K slabs, async copies STAGES deep) on a persistent grid.
+
+One group per multiprocessor walks the tiles ``group_id(0), group_id(0) + P, ...`` (P groups on axis 0, in Triton's
+grouped order, so the tiles in flight together share A rows and B columns in L2). The copy pipeline runs over the
+group's whole sequence of (tile, K step) pairs: the first slabs of the next tile are in flight while the last
+multiplies of this tile finish and its accumulators are stored, and no group is launched per tile. Why: on the H200
+gemm_wg spends a tile's start waiting for its first slabs and its end storing with the tensor cores idle, one group
+per multiprocessor (192 KiB of shared memory), about 5 % of a 4096^3 product with 64 K steps per tile.
+"""
+
+from __future__ import annotations
+
+from ..frontend import func, kernel
+from ..lang import (
+    Tensor,
+    async_commit,
+    async_wait,
+    barrier,
+    constexpr,
+    frag_acc,
+    frag_store,
+    group_id,
+    group_size,
+    local_id,
+    num_threads,
+    shared,
+    simd_group,
+    static_range,
+    warpgroup_mma,
+    warpgroup_wait,
+)
+from .gemm_tiles import H, is_inside, load_inside, load_tiles, tile_at
+
+__all__ = ["gemm_wgp"]
+
+
+@func
+def load_step(A, a0, B, b0, sa, sb, step, first, nprog, ktiles, M, N, K, LDB, A_TILE, B_TILE, BM, BN, STAGES,
+              TRANS_B, tid, nthreads, NTH):
+    """Issue the copies of pipeline step ``step`` of this group (its tile step // ktiles, K slab step % ktiles)
+    into stage step % STAGES."""
+    m0, n0 = tile_at(first + step // ktiles * nprog, M, N, BM, BN)
+    k0 = step % ktiles * 64
+    buf = step % STAGES
+    if is_inside(m0, n0, M, N, K, a0, b0, BM, BN, 64, nthreads, NTH):
+        load_inside(A, a0, B, b0, sa, sb, buf, k0, m0, n0, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B,
+                    tid, NTH)
+    else:
+        load_tiles(A, a0, B, b0, sa, sb, buf, k0, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B,
+                   tid, nthreads)
+
+
+@kernel
+def gemm_wgp(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: int, SB: int, SC: int,
+             BM: constexpr, BN: constexpr, STAGES: constexpr, TRANS_B: constexpr):
+    """C = A @ B (or A @ B^T) as gemm_wg, persistent: launch (P * G, 1, batch) threads in groups of (G, 1, 1),
+    G = BM // 64 * 4 * simd_size(), P at most the number of tiles (one per multiprocessor)."""
+    A_TILE = BM * 64
+    B_TILE = 64 * BN
+    LDB = 64 if TRANS_B else BN
+    LAG = 1 if STAGES >= 3 else 0
+    AHEAD = STAGES - 1 - LAG
+    NTH = BM // 64 * 128
+    sa = shared(H, STAGES * A_TILE)
+    sb = shared(H, STAGES * B_TILE)
+    tid = local_id(0)
+    nthreads = group_size(0)
+    wg = simd_group() // 4
+    a0, b0, c0 = group_id(2) * SA, group_id(2) * SB, group_id(2) * SC
+    ktiles = (K + 63) // 64
+    tiles = ((M + BM - 1) // BM) * ((N + BN - 1) // BN)
+    nprog = num_threads(0) // nthreads
+    first = group_id(0)
+    mine = (tiles - first + nprog - 1) // nprog
+    total = mine * ktiles
+    for s in static_range(AHEAD):
+        if s < total:
+            load_step(A, a0, B, b0, sa, sb, s, first, nprog, ktiles, M, N, K, LDB, A_TILE, B_TILE, BM, BN, STAGES,
+                      TRANS_B, tid, nthreads, NTH)
+        async_commit()
+    step = 0
+    for i in range(mine):
+        m0, n0 = tile_at(first + i * nprog, M, N, BM, BN)
+        acc = frag_acc(1, BN // 16)
+        for _kt in range(ktiles):
+            async_wait(AHEAD - 1)
+            barrier()
+            cur = step % STAGES
+            acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
+            if step + AHEAD < total:
+                load_step(A, a0, B, b0, sa, sb, step + AHEAD, first, nprog, ktiles, M, N, K, LDB, A_TILE, B_TILE,
+                          BM, BN, STAGES, TRANS_B, tid, nthreads, NTH)
+            async_commit()
+            warpgroup_wait(LAG)
+            step += 1
+        warpgroup_wait(0)
+        r0 = m0 + wg * 64 + (simd_group() % 4) * 16
+        if r0 < M:
+            frag_store(C, c0 + r0 * N + n0, N, acc, M - r0, N - n0)

@@ -35,19 +35,28 @@ __all__ = ["gemm_wgp"]
 
 
 @func
-def load_step(A, a0, B, b0, sa, sb, step, first, nprog, ktiles, M, N, K, LDB, A_TILE, B_TILE, BM, BN, STAGES,
-              TRANS_B, tid, nthreads, NTH):
-    """Issue the copies of pipeline step ``step`` of this group (its tile step // ktiles, K slab step % ktiles)
-    into stage step % STAGES."""
-    m0, n0 = tile_at(first + step // ktiles * nprog, M, N, BM, BN)
-    k0 = step % ktiles * 64
+def load_slab(A, a0, B, b0, sa, sb, step, k0, m0, n0, inside, M, N, K, LDB, A_TILE, B_TILE, BM, BN, STAGES, TRANS_B,
+              tid, nthreads, NTH):
+    """Issue the copies of the K slab at k0 of the tile at (m0, n0) into stage step % STAGES."""
     buf = step % STAGES
-    if is_inside(m0, n0, M, N, K, a0, b0, BM, BN, 64, nthreads, NTH):
+    if inside:
         load_inside(A, a0, B, b0, sa, sb, buf, k0, m0, n0, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B,
                     tid, NTH)
     else:
         load_tiles(A, a0, B, b0, sa, sb, buf, k0, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE, BM, BN, 64, TRANS_B,
                    tid, nthreads)
+
+
+@func
+def advance(lt, lk, lm, ln, lin, first, nprog, ktiles, M, N, K, a0, b0, BM, BN, nthreads, NTH):
+    """The copy side's next (tile ordinal, slab, tile origin, inside) after slab lk of tile lt."""
+    lk += 1
+    if lk == ktiles:
+        lk = 0
+        lt += 1
+        lm, ln = tile_at(first + lt * nprog, M, N, BM, BN)
+        lin = is_inside(lm, ln, M, N, K, a0, b0, BM, BN, 64, nthreads, NTH)
+    return lt, lk, lm, ln, lin
 
 
 @kernel
@@ -72,11 +81,19 @@ def gemm_wgp(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, S
     nprog = num_threads(0) // nthreads
     first = group_id(0)
     mine = (tiles - first + nprog - 1) // nprog
-    total = mine * ktiles
+    # the copy side walks the same (tile, K slab) sequence AHEAD steps early, tracked by counters (no division
+    # per step): lt the ordinal of the tile it copies (lt < mine), lk its slab, (lm, ln, lin) the tile's origin
+    # and whether it lies inside
+    lt = 0
+    lk = 0
+    lm, ln = tile_at(first, M, N, BM, BN)
+    lin = is_inside(lm, ln, M, N, K, a0, b0, BM, BN, 64, nthreads, NTH)
     for s in static_range(AHEAD):
-        if s < total:
-            load_step(A, a0, B, b0, sa, sb, s, first, nprog, ktiles, M, N, K, LDB, A_TILE, B_TILE, BM, BN, STAGES,
+        if lt < mine:
+            load_slab(A, a0, B, b0, sa, sb, s, lk * 64, lm, ln, lin, M, N, K, LDB, A_TILE, B_TILE, BM, BN, STAGES,
                       TRANS_B, tid, nthreads, NTH)
+            lt, lk, lm, ln, lin = advance(lt, lk, lm, ln, lin, first, nprog, ktiles, M, N, K, a0, b0, BM, BN,
+                                          nthreads, NTH)
         async_commit()
     step = 0
     for i in range(mine):
@@ -87,9 +104,11 @@ def gemm_wgp(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, S
             barrier()
             cur = step % STAGES
             acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
-            if step + AHEAD < total:
-                load_step(A, a0, B, b0, sa, sb, step + AHEAD, first, nprog, ktiles, M, N, K, LDB, A_TILE, B_TILE,
+            if lt < mine:
+                load_slab(A, a0, B, b0, sa, sb, step + AHEAD, lk * 64, lm, ln, lin, M, N, K, LDB, A_TILE, B_TILE,
                           BM, BN, STAGES, TRANS_B, tid, nthreads, NTH)
+                lt, lk, lm, ln, lin = advance(lt, lk, lm, ln, lin, first, nprog, ktiles, M, N, K, a0, b0, BM, BN,
+                                          nthreads, NTH)
             async_commit()
             warpgroup_wait(LAG)
             step += 1

@@ -193,9 +193,10 @@ TRANS_B = False
 #: shared memory) first, the best of the prototype (bench/results/2026-12-01-h200-wgmma-proto.json); one warpgroup of
 #: 64 x 128 last, for narrow products (a 1B model's K and V projections of a 2048-token prompt, N = 512, fill 32 of
 #: the 132 SMs with 128 x 256 tiles)
-#: PERSIST 1: gemm_wgp (gemm_persistent.py), one group per multiprocessor walking its tiles
-HOPPER = [(128, 256, 4, 0), (128, 256, 4, 1), (128, 128, 4, 0), (128, 128, 4, 1), (128, 256, 3, 0),
-          (64, 128, 4, 0)]
+#: PERSIST 1 would run gemm_wgp (gemm_persistent.py), one group per multiprocessor walking its tiles: measured
+#: slower on the H200 (128 x 256 x 4: 484 vs 572 TF/s at 4096^3, 530 vs 634 at 8192^3,
+#: bench/results/2026-12-02-h200-s3-wg-sweep.json), so not tuned over
+HOPPER = [(128, 256, 4, 0), (128, 128, 4, 0), (128, 256, 3, 0), (64, 128, 4, 0)]
 _WG_FIELDS = ("BM", "BN", "STAGES")
 _HOPPER_FIELDS = (*_WG_FIELDS, "PERSIST")
 

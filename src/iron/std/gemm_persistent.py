@@ -6,6 +6,12 @@ group's whole sequence of (tile, K step) pairs: the first slabs of the next tile
 multiplies of this tile finish and its accumulators are stored, and no group is launched per tile. Why: on the H200
 gemm_wg spends a tile's start waiting for its first slabs and its end storing with the tensor cores idle, one group
 per multiprocessor (192 KiB of shared memory), about 5 % of a 4096^3 product with 64 K steps per tile.
+
+Measured slower than gemm_wg on the H200 (2026-12-02, 128 x 256 x 4 bf16: 484 vs 572 TF/s at 4096^3, 530 vs 634 at
+8192^3, bench/results/2026-12-02-h200-s3-wg-sweep.json), so ``gemm.launch`` does not tune over it: the store of a
+tile still stalls the tensor cores, and the loop nest costs more than the launches it saves. Next: split the group
+into a producer warpgroup (copies) and consumers (multiply, store), so a tile's store overlaps the next tile's
+multiplies (CUTLASS's warp-specialized persistent kernels).
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "su
             "int64_shared_atomics")
 _ALIGN = 256
 
+#: VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT (Vulkan 1.3; the `vulkan` package defines it as None)
+REQUIRE_FULL_SUBGROUPS = 0x2
+
 
 @dataclass
 class Buffer:
@@ -128,6 +131,11 @@ class VulkanContext:
             **self.float_controls,
         }
         self._enable = vp.features_to_enable(api, feats)
+        # every pipeline runs at the subgroup size its module was compiled for (simd_size() is a constant in it):
+        # required at pipeline creation where the device lets a pipeline choose (sizes vary on AMD and Intel)
+        sizes = vp.subgroup_size_control(vk, ffi, self.phys, feats.f13)
+        self.pin_subgroup = sizes is not None and sizes[0] <= self.subgroup_size <= sizes[1]
+        self.full_subgroups = self.pin_subgroup and bool(feats.f13.computeFullSubgroups)
         # cooperative matrices (codegen/spirv/coopmat.py) for the fragment dtypes the device multiplies at 16 x 16 x
         # 16; IRON_VULKAN_COOPMAT=0 keeps the scalar fallback (and leaves the extension off the device)
         configs = vp.coopmat_configs(vk, ffi, self.instance, self.phys) if feats.coop is not None else []
@@ -208,7 +216,7 @@ class VulkanContext:
         lim = self.limits
         return {
             "name": self.phys.name, "type": self.phys.type, "api_version": version_text(self.phys.api),
-            "driver": self.driver, "subgroup_size": self.subgroup_size,
+            "driver": self.driver, "subgroup_size": self.subgroup_size, "subgroup_size_pinned": self.pin_subgroup,
             "max_group_size": tuple(lim.maxComputeWorkGroupSize[i] for i in range(3)),
             "max_group_invocations": lim.maxComputeWorkGroupInvocations,
             "max_shared_bytes": lim.maxComputeSharedMemorySize,
@@ -351,8 +359,10 @@ class VulkanContext:
                    for i, sid in enumerate(spk.local_size_spec_ids)]
         data = ffi.new("uint32_t[3]", list(group))
         spec = vk.VkSpecializationInfo(mapEntryCount=3, pMapEntries=entries, dataSize=12, pData=data)
+        pinned, flags = self._subgroup_pin(group)
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=prog.module,
-                                                   pName=spk.entry, pSpecializationInfo=spec)
+                                                   pName=spk.entry, pSpecializationInfo=spec, flags=flags,
+                                                   pNext=pinned if pinned is not None else ffi.NULL)
         info = vk.VkComputePipelineCreateInfo(stage=stage, layout=prog.pipeline_layout)
         try:
             pipe = vk.vkCreateComputePipelines(self.device, self.pipeline_cache, 1, [info], None)[0]
@@ -361,6 +371,18 @@ class VulkanContext:
                               f"({type(e).__name__})") from None
         prog.pipelines[group] = pipe
         return pipe
+
+    def _subgroup_pin(self, group: tuple[int, int, int]) -> tuple[Any, int]:
+        """(the pNext struct requiring the device's subgroup size, or None; the stage flags): full subgroups too
+        where the group's x size is a whole number of them (Vulkan's condition for that flag)."""
+        if not self.pin_subgroup:
+            return None, 0
+        vk = self.vk
+        req = self.ffi.new("VkPipelineShaderStageRequiredSubgroupSizeCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+            "requiredSubgroupSize": self.subgroup_size})
+        full = self.full_subgroups and group[0] % self.subgroup_size == 0
+        return req, REQUIRE_FULL_SUBGROUPS if full else 0
 
     # -- dispatch -------------------------------------------------------------------------------------------------
 

@@ -43,6 +43,21 @@ def read_properties(vk, ffi, phys) -> tuple[Any, Any, Any, Any]:
     return p2, drv, fc, sub
 
 
+def subgroup_size_control(vk, ffi, phys, f13) -> tuple[int, int] | None:
+    """``(min, max)`` subgroup sizes a compute pipeline may require (Vulkan 1.3 subgroupSizeControl, compute among
+    requiredSubgroupSizeStages), or None where a pipeline cannot pin its size."""
+    if phys.api < API_1_3 or f13 is None or not f13.subgroupSizeControl:
+        return None
+    sc = ffi.new("VkPhysicalDeviceSubgroupSizeControlProperties*",
+                 {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES})
+    p2 = ffi.new("VkPhysicalDeviceProperties2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                                  "pNext": sc})
+    vk.vkGetPhysicalDeviceProperties2(phys.handle, p2)
+    if not sc.requiredSubgroupSizeStages & vk.VK_SHADER_STAGE_COMPUTE_BIT:
+        return None
+    return int(sc.minSubgroupSize), int(sc.maxSubgroupSize)
+
+
 def denorm_preserve(vk, api: int, fc) -> bool:
     """DenormPreserve is declared for 32-bit floats only: legal unless every width must share one behaviour."""
     return (api >= API_1_2 and bool(fc.shaderDenormPreserveFloat32)

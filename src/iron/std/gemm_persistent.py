@@ -39,6 +39,9 @@ from .gemm_tiles import H, is_inside, load_inside, load_tiles, tile_at
 
 __all__ = ["gemm_wgp"]
 
+#: the constexprs `iron build` compiles by default: 64 x 64 tiles, two stages (32 KiB: within Metal's limit)
+BM, BN, STAGES, TRANS_B = 64, 64, 2, False
+
 
 @func
 def load_slab(A, a0, B, b0, sa, sb, step, k0, m0, n0, inside, M, N, K, LDB, A_TILE, B_TILE, BM, BN, STAGES, TRANS_B,

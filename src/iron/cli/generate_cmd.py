@@ -64,6 +64,10 @@ def _finite(x: float | None) -> float | None:
 @click.option("--backend", default=None, help="Backend to run on (default: IRON_BACKEND, else the best present).")
 @click.option("--dtype", type=click.Choice(["f32", "f16", "bf16"]), default=None,
               help="Run in this dtype, the weights cast at load (default: the checkpoint's).")
+@click.option("--quantize", type=click.Choice(["q4", "q8"]), default=None,
+              help="Store the layers' projections 4- or 8-bit affine, group-wise (dequantizing kernels).")
+@click.option("--group-size", type=click.Choice(["32", "64", "128"]), default="64", show_default=True,
+              help="With --quantize: input features per scale and bias.")
 @click.option("--temperature", type=float, default=None,
               help="Sample from softmax(logits / T) instead of taking the argmax (greedy without it).")
 @click.option("--top-p", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True,
@@ -77,8 +81,8 @@ def _finite(x: float | None) -> float | None:
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: tokens, last_prefill_logits, prefill_tokens_per_s, decode_tokens_per_s.")
 def generate(model_dir: str, prompt_ids: str | None, prompt_text: str | None, max_new_tokens: int,
-             backend: str | None, dtype: str | None, temperature: float | None, top_p: float, top_k: int, seed: int,
-             ignore_eos: bool, warmup: bool, as_json: bool) -> None:
+             backend: str | None, dtype: str | None, quantize: str | None, group_size: str, temperature: float | None,
+             top_p: float, top_k: int, seed: int, ignore_eos: bool, warmup: bool, as_json: bool) -> None:
     """Load the Hugging Face checkpoint in MODEL_DIR (config.json + *.safetensors; Llama 2/3, Mistral, Qwen2), run
     the prompt, then generate up to --max-new-tokens tokens with the KV cache on the device, greedy unless
     --temperature is given. Prints the new tokens (and their text where a tokenizer is available) and the prefill and
@@ -89,7 +93,7 @@ def generate(model_dir: str, prompt_ids: str | None, prompt_text: str | None, ma
 
     tokenizer = _tokenizer(model_dir) if prompt_text is not None or not as_json else None
     prompt = _prompt(model_dir, prompt_ids, prompt_text, tokenizer)
-    model = Llama.load(model_dir, dtype=dtype, backend=backend)
+    model = Llama.load(model_dir, dtype=dtype, backend=backend, quantize=quantize, group=int(group_size))
     stops = () if ignore_eos else model.config.eos_token_ids
     kwargs = dict(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, stop_ids=stops, warmup=warmup)
     if as_json or not _interactive():

@@ -52,6 +52,7 @@ from ..std.gemv import launch_gemv
 from ..std.norm import launch_rms_norm
 from ..std.rope import launch_rope
 from .config import LlamaConfig, ModelError, load_config
+from .quantized import QuantWeight, parse_quantize, quant_linear
 from .weights import LayerWeights, ModelWeights, read_checkpoint, upload_weights
 
 __all__ = ["PAGE", "SLOT", "Llama"]
@@ -96,13 +97,17 @@ class Llama:
         self.length = 0  # positions in the KV cache
 
     @classmethod
-    def load(cls, folder: str | Path, dtype: str | None = None, backend: str | None = None) -> Llama:
+    def load(cls, folder: str | Path, dtype: str | None = None, backend: str | None = None, quantize: Any = None,
+             group: int = 64) -> Llama:
         """The checkpoint in ``folder`` (config.json + *.safetensors) on ``backend`` (default: ``IRON_BACKEND``,
-        else the best present), its weights in ``dtype`` (f32, f16, bf16; default: the checkpoint's)."""
+        else the best present), its weights in ``dtype`` (f32, f16, bf16; default: the checkpoint's). ``quantize``
+        ("q4" or "q8") stores the layers' projections 4- or 8-bit affine in groups of ``group`` (quantized.py)."""
         config = load_config(folder)
+        bits = parse_quantize(quantize)
         name = backend or _default_backend()
         get_backend(name)  # an unknown backend fails here, before the upload
-        weights = upload_weights(config, read_checkpoint(folder), dtype, name, where=str(folder))
+        weights = upload_weights(config, read_checkpoint(folder), dtype, name, where=str(folder), bits=bits,
+                                 group=group)
         return cls(config, weights, name)
 
     # -- state ------------------------------------------------------------------------------------------------------
@@ -272,11 +277,14 @@ class Llama:
         launch_swiglu(rows.gate, rows.up, rows.act, self.backend)
         self._linear(rows.act, lw.down, lw.down_bias, rows.o, rows)
 
-    def _linear(self, x: Array, w: Array, bias: Array | None, out: Array, rows: _Rows) -> None:
-        """out (T, N) = x (T, K) @ w (N, K)^T (+ bias): a GEMV for one row, else a GEMM."""
+    def _linear(self, x: Array, w: Array | QuantWeight, bias: Array | None, out: Array, rows: _Rows) -> None:
+        """out (T, N) = x (T, K) @ w (N, K)^T (+ bias): a GEMV for one row, else a GEMM (dequantizing ones for a
+        quantized w)."""
         be, t = self.backend, x.shape[0]
         y = out if bias is None else rows.tmp[0:out.size].reshape(out.shape)
-        if t == 1:
+        if isinstance(w, QuantWeight):
+            quant_linear(x, w, y, be)
+        elif t == 1:
             launch_gemv(w, x.reshape(-1), y.reshape(-1), be)
         elif self.dtype == "f32":
             gemm_f32.launch(x, w, y, trans_b=True, backend=be)

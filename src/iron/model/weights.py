@@ -27,6 +27,7 @@ import numpy as np
 
 from ..runtime.device_array import Array, asarray
 from .config import LlamaConfig, ModelError
+from .quantized import QuantWeight, quantize_weight
 
 __all__ = ["LayerWeights", "ModelWeights", "read_checkpoint", "read_safetensors", "upload_weights"]
 
@@ -118,13 +119,13 @@ class LayerWeights:
 
     input_norm: Array
     post_norm: Array
-    qkv: Array  # (q + 2 kv, hidden): rows of q_proj, then k_proj, then v_proj
+    qkv: Array | QuantWeight  # (q + 2 kv, hidden): rows of q_proj, then k_proj, then v_proj
     qkv_bias: Array | None
-    o: Array
+    o: Array | QuantWeight
     o_bias: Array | None
-    gate_up: Array  # (2 * intermediate, hidden): rows of gate_proj, then up_proj
+    gate_up: Array | QuantWeight  # (2 * intermediate, hidden): rows of gate_proj, then up_proj
     gate_up_bias: Array | None
-    down: Array
+    down: Array | QuantWeight
     down_bias: Array | None
 
 
@@ -159,8 +160,10 @@ class _Reader:
 
 
 def upload_weights(config: LlamaConfig, tensors: dict[str, np.ndarray], dtype: str | None = None,
-                   backend: str | None = None, where: str = "checkpoint") -> ModelWeights:
-    """The checkpoint's tensors as device arrays of ``dtype`` (default: the checkpoint's own) on ``backend``."""
+                   backend: str | None = None, where: str = "checkpoint", bits: int | None = None,
+                   group: int = 64) -> ModelWeights:
+    """The checkpoint's tensors as device arrays of ``dtype`` (default: the checkpoint's own) on ``backend``; with
+    ``bits`` (4 or 8) the layers' projections quantized group-wise (``quantized.py``)."""
     dtype = dtype or checkpoint_dtype(tensors)
     if dtype not in DTYPES:
         raise ModelError(f"dtype {dtype!r}: a model runs in f32, f16 or bf16")
@@ -170,6 +173,9 @@ def upload_weights(config: LlamaConfig, tensors: dict[str, np.ndarray], dtype: s
 
     def up(a: np.ndarray | None) -> Array | None:
         return None if a is None else asarray(a, backend=backend)
+
+    def proj(a: np.ndarray, name: str) -> Array | QuantWeight:
+        return up(a) if bits is None else quantize_weight(a, bits, group, r.dtype, backend, f"{where}: {name}")
 
     embed = r.get("model.embed_tokens.weight", (c.vocab_size, h))
     layers = []
@@ -184,10 +190,13 @@ def upload_weights(config: LlamaConfig, tensors: dict[str, np.ndarray], dtype: s
         layers.append(LayerWeights(
             input_norm=up(r.get(p + "input_layernorm.weight", (h,))),
             post_norm=up(r.get(p + "post_attention_layernorm.weight", (h,))),
-            qkv=up(np.concatenate(qkv)), qkv_bias=up(_fused_bias(qkv_b, list(sizes.values()), r.dtype)),
-            o=up(r.get(attn + "o_proj.weight", (h, c.q_size))), o_bias=up(r.optional(attn + "o_proj.bias", (h,))),
-            gate_up=up(np.concatenate(gate_up)), gate_up_bias=up(_fused_bias(gate_up_b, [inter, inter], r.dtype)),
-            down=up(r.get(mlp + "down_proj.weight", (h, inter))),
+            qkv=proj(np.concatenate(qkv), attn + "q/k/v_proj"),
+            qkv_bias=up(_fused_bias(qkv_b, list(sizes.values()), r.dtype)),
+            o=proj(r.get(attn + "o_proj.weight", (h, c.q_size)), attn + "o_proj"),
+            o_bias=up(r.optional(attn + "o_proj.bias", (h,))),
+            gate_up=proj(np.concatenate(gate_up), mlp + "gate/up_proj"),
+            gate_up_bias=up(_fused_bias(gate_up_b, [inter, inter], r.dtype)),
+            down=proj(r.get(mlp + "down_proj.weight", (h, inter)), mlp + "down_proj"),
             down_bias=up(r.optional(mlp + "down_proj.bias", (h,)))))
     embed_dev = up(embed)
     head = r.optional("lm_head.weight", (c.vocab_size, h))

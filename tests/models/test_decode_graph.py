@@ -80,3 +80,40 @@ def test_memory_made_while_capturing_lives_with_the_graph(rng):
         g.launch()
         assert np.array_equal(out.numpy(), host.argmax(axis=1))
     del junk
+
+
+@pytest.mark.parametrize("variant", [FULL, "qwen2"])
+def test_sampled_generate_replays_a_recording(backend, variant, monkeypatch):
+    """CUDA and Vulkan: sampled generate records one decode step too (the draw's seed, seed + step, read on the
+    device) and gives the launch-by-launch loop's tokens for the same seed; another seed gives other tokens."""
+    if backend not in RECORDING:
+        pytest.skip(f"{backend} has no recording")
+    _, info = reference(variant)
+    m = model(variant, backend, None)
+    kwargs = dict(temperature=1.5, top_p=0.95, top_k=40)
+    graphed = generate(m, info["prompt_ids"], 12, seed=1234, **kwargs)
+    assert graphed.extra["graph"]
+    monkeypatch.setenv("IRON_DECODE_GRAPH", "0")
+    plain = generate(m, info["prompt_ids"], 12, seed=1234, **kwargs)
+    assert not plain.extra["graph"] and plain.tokens == graphed.tokens
+    other = generate(m, info["prompt_ids"], 12, seed=99, **kwargs)
+    assert other.tokens != plain.tokens
+
+
+def test_sampled_device_state_steps_match_the_loop(backend):
+    """On every backend, DecodeGraph's sampled steps (capture=False: the step read from the device) draw the same
+    tokens as generate's launch-by-launch loop with the same seed."""
+    _, info = reference(FULL)
+    m = model(FULL, backend, None)
+    prompt, steps = info["prompt_ids"], 5
+    from iron.model.generate import Sampling
+
+    sampling = Sampling(1.5, 0.95, 40, 7)
+    m.reset(len(prompt) + steps)
+    history = iron.asarray(slot_array(np.full(steps, -1)), backend=backend)
+    run = DecodeGraph(m, history, len(prompt), capture=False, sampling=sampling)
+    run.first(m.prefill(prompt))
+    for _ in range(steps - 1):
+        run.step()
+    loop = generate(m, prompt, steps, temperature=1.5, top_p=0.95, top_k=40, seed=7)
+    assert [int(t) for t in history.numpy()[::SLOT]] == loop.tokens

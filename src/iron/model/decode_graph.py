@@ -1,5 +1,5 @@
-"""Greedy decode steps recorded once and replayed per token (issue 19: no host work per token): a CUDA graph on
-CUDA, one command buffer on Vulkan (``iron.graph``).
+"""Decode steps recorded once and replayed per token (issue 19: no host work per token): a CUDA graph on CUDA, one
+command buffer on Vulkan (``iron.graph``).
 
 A decode step reads everything that changes from one token to the next from the device: the token (``token``,
 written by the previous step's argmax), its position and the cache length (``state``: two slots, position and
@@ -8,8 +8,10 @@ with ``advance``: both counts move on by one and the new token is written into t
 s + 1 are those of step s, and ``iron.cuda.graph()`` records them once (the first step's launches, recorded rather
 than run); each token is then one graph launch, and the host only counts.
 
-Sampling (temperature > 0) draws with the seed ``seed + step``, a host value per step: it keeps the launch-by-launch
-loop, as do the backends without a recording (the interpreter, msl-cpu, HIP, Metal).
+Sampling (temperature > 0) draws step s with the seed ``seed + s``, as the launch-by-launch loop does; in a recording
+the draw reads s from the device (``std/sampling``'s ``sample_tokens_at``: the position in ``state`` minus the
+prompt's last), so one recorded step serves every token. The backends without a recording (the interpreter,
+msl-cpu, HIP, Metal) run the loop launch by launch.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..frontend import kernel
 from ..lang import Tensor, constexpr, i32
 from ..runtime.device_array import Array, asarray, empty, graph
 from ..std.reductions import launch_argmax
+from ..std.sampling import launch_sample
 from .llama import SLOT, Llama, slot_array
 
 __all__ = ["DecodeGraph", "graphs_apply"]
@@ -42,17 +45,19 @@ RECORDING = ("cuda", "vulkan")
 
 
 def graphs_apply(model: Llama) -> bool:
-    """Whether ``generate`` replays greedy decode steps as a recording on this model's backend (a CUDA graph, a
-    Vulkan command buffer); IRON_DECODE_GRAPH=0 turns it off."""
+    """Whether ``generate`` replays decode steps as a recording on this model's backend (a CUDA graph, a Vulkan
+    command buffer); IRON_DECODE_GRAPH=0 turns it off."""
     return model.backend in RECORDING and os.environ.get("IRON_DECODE_GRAPH", "1") != "0"
 
 
 class DecodeGraph:
-    """The greedy decode loop of ``model`` after a prefill of ``prompt_len`` tokens; ``history`` (a slot array)
-    receives token s of the continuation at slot s."""
+    """The decode loop of ``model`` after a prefill of ``prompt_len`` tokens; ``history`` (a slot array) receives
+    token s of the continuation at slot s. Greedy, or with ``sampling`` (generate.Sampling, not greedy) drawn
+    with the seed ``sampling.seed + s``."""
 
-    def __init__(self, model: Llama, history: Array, prompt_len: int, capture: bool = True):
+    def __init__(self, model: Llama, history: Array, prompt_len: int, capture: bool = True, sampling=None):
         be = model.backend
+        self.sampling = None if sampling is None or sampling.greedy else sampling
         self.capture = capture  # False: every step launch by launch (the same launches, for backends without graphs)
         self.model, self.history, self.base = model, history, prompt_len
         self.token = empty((1,), i32, backend=be)
@@ -85,6 +90,10 @@ class DecodeGraph:
         self.steps += 1
 
     def _choose(self, logits: Array) -> None:
-        be = self.model.backend
-        launch_argmax(logits, self.token, be)
+        be, sp = self.model.backend, self.sampling
+        if sp is None:
+            launch_argmax(logits, self.token, be)
+        else:  # step s = state[0] - (prompt_len - 1): the seed sp.seed + s, read on the device
+            launch_sample(logits, self.token, sp.temperature, sp.top_p, sp.seed - (self.base - 1), sp.top_k, be,
+                          step=self.where[0])
         advance[1](self.token, self.state, self.history, self.base, SLOT, backend=be)

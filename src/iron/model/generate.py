@@ -5,8 +5,8 @@ softmax(logits / temperature) with the seed ``seed + step``) into a slot of a de
 embedding reads in place: the host copies nothing in during decode. It reads each token back as it comes only when it
 needs it (an ``on_token`` callback, or stop tokens to watch for); otherwise once, at the end.
 
-Greedy decoding on CUDA and Vulkan replays each step as a recording (a CUDA graph, a Vulkan command buffer:
-``decode_graph``; ``IRON_DECODE_GRAPH=0`` for the launch-by-launch loop, which other backends and sampling use).
+Decoding on CUDA and Vulkan, greedy or sampled, replays each step as a recording (a CUDA graph, a Vulkan command
+buffer: ``decode_graph``; ``IRON_DECODE_GRAPH=0`` for the launch-by-launch loop, which the other backends use).
 
 Timing: ``prefill_s`` runs from the prompt's upload to its first token on the device (``iron.synchronize``), so it
 includes the first choice; ``decode_s`` covers the remaining steps. The first call of each kernel variant compiles it
@@ -101,7 +101,7 @@ def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop
     model.reset(cache)
     out = asarray(slot_array(np.zeros(max_new, np.int64)), backend=be)  # token i at element i * SLOT
     watch = on_token is not None or bool(stop_ids)
-    replay = DecodeGraph(model, out, len(prompt)) if sampling.greedy and graphs_apply(model) else None
+    replay = DecodeGraph(model, out, len(prompt), sampling=sampling) if graphs_apply(model) else None
     synchronize(be)
     start = time.perf_counter()
     logits = model.prefill(prompt)

@@ -110,10 +110,19 @@ def sample_tokens_f32(vals: Tensor[T], idx: Tensor[i32], tokens: Tensor[f32], k:
     sample_row(vals, idx, tokens, k, temperature, top_p, seed)
 
 
+@kernel
+def sample_tokens_at(vals: Tensor[T], idx: Tensor[i32], tokens: Tensor[i32], k: int, temperature: float,
+                     top_p: float, seed: u32, step: Tensor[i32]):
+    """``sample_tokens`` with the seed ``seed + step[0]`` (u32, wrapping): a step counter on the device, so that a
+    recorded decode step (model/decode_graph.py) draws with a new seed at every replay."""
+    sample_row(vals, idx, tokens, k, temperature, top_p, seed + cast(step[0], u32))
+
+
 def launch_sample(logits: Any, tokens: Any, temperature: float, top_p: float, seed: int, top_k: int = MAX_K,
-                  backend: str | None = None) -> None:
+                  backend: str | None = None, step: Any = None) -> None:
     """tokens[r] = the token sampled from row r of the C-contiguous (rows, vocab) logits (the module's rule); tokens
-    is (rows,) i32 (or f32: ``sample_tokens_f32``)."""
+    is (rows,) i32 (or f32: ``sample_tokens_f32``). With ``step`` (a one-element i32 array on the device) the seed
+    is ``seed + step[0]``, read when the draw runs."""
     rows, ncols = logits.shape
     k = 1 if temperature <= 0.0 else min(int(top_k), ncols)
     if not 1 <= k <= MAX_K:
@@ -121,6 +130,10 @@ def launch_sample(logits: Any, tokens: Any, temperature: float, top_p: float, se
     vals = scratch(logits, (rows, k), "like")
     idx = scratch(logits, (rows, k), "i32")
     launch_topk(logits, vals, idx, k, backend)
+    if step is not None:
+        sample_tokens_at[rows](vals, idx, tokens, k, float(temperature), float(top_p), int(seed) & 0xFFFFFFFF, step,
+                               backend=backend)
+        return
     f32_out = str(getattr(tokens, "dtype", "")).replace("torch.", "") in ("float32", "f32")  # NumPy/torch, iron
     kern = sample_tokens_f32 if f32_out else sample_tokens
     kern[rows](vals, idx, tokens, k, float(temperature), float(top_p), int(seed) & 0xFFFFFFFF, backend=backend)

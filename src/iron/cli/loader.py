@@ -51,7 +51,8 @@ def load_kernel(spec: str) -> KernelFunction:
 
 
 def parse_constexprs(pairs: tuple[str, ...]) -> dict[str, object]:
-    """``-D BLOCK=256`` -> {"BLOCK": 256} (ints, floats, True/False)."""
+    """``-D BLOCK=256`` -> {"BLOCK": 256} (ints, floats, True/False); ``-D bias=None`` asks for the variant
+    without the optional buffer ``bias``."""
     out: dict[str, object] = {}
     for pair in pairs:
         if "=" not in pair:
@@ -60,6 +61,8 @@ def parse_constexprs(pairs: tuple[str, ...]) -> dict[str, object]:
         value: object
         if v in ("True", "False", "true", "false"):
             value = v.lower() == "true"
+        elif v in ("None", "none"):
+            value = None
         else:
             try:
                 value = int(v, 0)
@@ -67,6 +70,7 @@ def parse_constexprs(pairs: tuple[str, ...]) -> dict[str, object]:
                 try:
                     value = float(v)
                 except ValueError:
-                    raise click.BadParameter(f"constexpr {k} must be a number or bool, got {v!r}") from None
+                    raise click.BadParameter(f"constexpr {k} must be a number, a bool or None (an absent optional "
+                                             f"buffer), got {v!r}") from None
         out[k] = value
     return out

@@ -22,6 +22,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
 from . import exprs
 from .constfold import ConstError, show, to_float
+from .optional import Absent, absent_use
 from .reads import GlobalReads
 from .refs import Ref
 from .source import FunctionSource, first_store
@@ -144,10 +145,14 @@ class FunctionCodegen(exprs.ExprMixin):
         for (pname, kind, payload), arg in zip(params, fdef.args.args):
             self.node = arg
             if kind != "scalar" and pname in self.frame.multi:
-                raise self.error(f"{kind} parameter '{pname}' cannot be reassigned in the kernel",
+                what = "buffer" if kind == "absent" else kind
+                raise self.error(f"{what} parameter '{pname}' cannot be reassigned in the kernel",
                                  first_store(fdef, pname) or arg,
-                                 f"'{pname}' names the launch's {'array' if kind == 'buffer' else 'value'} in the "
+                                 f"'{pname}' names the launch's {'array' if what == 'buffer' else 'value'} in the "
                                  "whole kernel; give the new value a new name")
+            if kind == "absent":  # an optional buffer passed as None: no parameter, its name an optional.Absent
+                self.bind(pname, payload)
+                continue
             if kind == "constexpr":
                 self.bind(pname, Const(payload) if isinstance(payload, (bool, int, float)) else Ref(payload))
                 continue
@@ -185,6 +190,8 @@ class FunctionCodegen(exprs.ExprMixin):
             return self.b.get(fr.vars[name], name)
         for scope in reversed(fr.scopes):
             if name in scope:
+                if isinstance(scope[name], Absent):
+                    raise absent_use(self, name, scope[name], node)
                 return scope[name]
         if name in fr.ended:
             raise self.error(f"'{name}' is only defined inside the block that starts on line {fr.ended[name]}",

@@ -218,6 +218,10 @@ class ExprMixin:
         return self.b.binary("ne", v, self.b.const(0, v.type))
 
     def expr_Compare(self, node: ast.Compare) -> Any:
+        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            from .optional import lower_is_none
+
+            return lower_is_none(self, node)  # `x is None` on an optional buffer: a compile-time bool
         result = None
         left = self.expr(node.left)
         for op, right_node in zip(node.ops, node.comparators):
@@ -225,7 +229,7 @@ class ExprMixin:
             self.node = node
             name = CMPOPS.get(type(op))
             if name is None:
-                raise self.error("unsupported comparison (`is`, `in`)", node, "compare numbers with < <= > >= == !=")
+                raise self.error("unsupported comparison (`in`)", node, "compare numbers with < <= > >= == !=")
             self.check_number(left, node)
             self.check_number(right, node)
             if isinstance(left, Const) and isinstance(right, Const):
@@ -373,6 +377,10 @@ class ExprMixin:
         if not isinstance(fn, Ref):
             raise self.error(f"{self.describe(fn)} is not callable", node.func)
         obj = fn.obj
+        if not isinstance(obj, IronFunc):  # a helper may take an absent buffer and test it; nothing else may
+            from .optional import refuse_absent_arguments
+
+            refuse_absent_arguments(self, node)
         if isinstance(obj, Builtin):
             return lower_builtin(self, obj.name, node)
         if isinstance(obj, IronFunc):

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..ir import types as t
 from ..ir.core import Value
+from .optional import Absent, helper_argument
 from .source import first_store, function_source
 from .typing_rules import Const
 
@@ -92,8 +93,8 @@ def inline_call(cg, func, node: ast.Call) -> Any:
         raise cg.error("@iron.func calls nested more than 32 deep", node)
     src = func.src if func.src is not None else function_source(fn)  # read at decoration (refs.IronFunc)
     fdef = src.node
-    args = [cg.expr(a) for a in node.args]
-    kwargs = {k.arg: cg.expr(k.value) for k in node.keywords}
+    args = [helper_argument(cg, a) for a in node.args]  # an absent optional buffer passes through as Absent
+    kwargs = {k.arg: helper_argument(cg, k.value) for k in node.keywords}
     cg.node = node
     names = [a.arg for a in fdef.args.args]
     if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
@@ -113,8 +114,11 @@ def inline_call(cg, func, node: ast.Call) -> Any:
             if n not in defaults:
                 raise cg.error(f"{fn.__name__}() is missing argument '{n}'", node)
             d = defaults[n]
+            if d is None:  # `b=None`: a buffer the caller may leave out, tested with `b is None`
+                bound[n] = Absent("None")
+                continue
             if not isinstance(d, (bool, int, float)):
-                raise cg.error(f"default of '{n}' must be a number", node)
+                raise cg.error(f"default of '{n}' must be a number (or None, for a buffer)", node)
             bound[n] = Const(d)
 
     saved = (cg.frame, cg.loop_depth, cg.terminated, cg.b.loc)

@@ -16,6 +16,7 @@ from ..passes.manager import run_pipeline
 from ..runtime import get_backend
 from .codegen import FunctionCodegen
 from .launch import Launcher, cache_key, canonical_key, parse_launch_key
+from .optional import Absent
 from .reads import GlobalReads
 from .refs import IronFunc, KernelMarker, func  # noqa: F401 - IronFunc and func are re-exported
 from .signature import ParamSpec, read_signature
@@ -68,6 +69,7 @@ class KernelFunction(KernelMarker):
         # restrict them, e.g. to the dtypes matrix fragments take)
         self.dtypes: tuple[t.ScalarType, ...] = tuple(var.choices) if var is not None else ()
         self.constexpr_names = tuple(p.name for p in self.params if p.kind == "constexpr")
+        self.optional_names = tuple(p.name for p in self.params if p.optional)  # buffers a launch may pass as None
         self._variants: dict[tuple, Variant] = {}
         self._width_bound: set[tuple] = set()  # variant keys that need simd_size() as a constant (one per width)
         self._launchers: dict[Any, Any] = {}  # launch key -> Launcher, or the compiled launcher wrapping it
@@ -92,9 +94,11 @@ class KernelFunction(KernelMarker):
 
     # -- variants -----------------------------------------------------------------------------------------------
 
-    def variant(self, dtype: t.ScalarType | None, constexprs: tuple = (), simd_width: Any = None) -> Variant:
-        """The compiled variant for ``dtype`` (what T is; None for non-generic kernels) and constexpr values
-        (in parameter order). Compiled on first use, then cached.
+    def variant(self, dtype: t.ScalarType | None, constexprs: tuple = (), simd_width: Any = None,
+                absent: tuple[str, ...] = ()) -> Variant:
+        """The compiled variant for ``dtype`` (what T is; None for non-generic kernels), constexpr values (in
+        parameter order) and ``absent``, the optional buffers passed as None (in parameter order; the variant's
+        kernel has no such parameter). Compiled on first use, then cached.
 
         ``simd_width`` (an int, or a callable giving it, asked only when needed): the SIMD width the variant will run
         at. A kernel compiles for every width (``simd_size()`` read at run time) unless it needs ``simd_size()`` as
@@ -103,7 +107,7 @@ class KernelFunction(KernelMarker):
         other variant is the same for all widths, which keeps ``iron build`` and the golden sources width-free."""
         if self.reads.keys:
             self.refresh()
-        key = (dtype, tuple(map(constexpr_key, constexprs)))
+        key = (dtype, tuple(map(constexpr_key, constexprs)), tuple(absent))
         v = self._variants.get(key)
         if v is not None:
             return v
@@ -112,27 +116,32 @@ class KernelFunction(KernelMarker):
             return self._variants[(*key, int(width))]
         if key not in self._width_bound or width is None:
             try:
-                v = self._variants[key] = self._compile(dtype, constexprs)
+                v = self._variants[key] = self._compile(dtype, constexprs, absent=absent)
                 return v
             except CompileError:
                 if width is None:
                     raise
                 # it may need simd_size() as a constant: compile it for this width (a real error raises again)
-        v = self._compile(dtype, constexprs, simd_width=int(width))
+        v = self._compile(dtype, constexprs, simd_width=int(width), absent=absent)
         self._width_bound.add(key)
         self._variants[(*key, int(width))] = v
         return v
 
     def _compile(self, dtype: t.ScalarType | None, constexprs: tuple, record: bool = False,
-                 simd_width: int | None = None) -> Variant:
+                 simd_width: int | None = None, absent: tuple[str, ...] = ()) -> Variant:
         start = time.perf_counter()
         self.refresh()  # the values this compile reads join those of the variants compiled before it
         if self.generic and dtype not in self.dtypes:
             raise IronError(f"{self.__name__} is generic over T in {', '.join(map(str, self.dtypes))}, not {dtype}")
+        if not set(absent) <= set(self.optional_names):
+            raise IronError(f"{self.__name__}: only optional buffers ({', '.join(self.optional_names) or 'none'}) can "
+                            f"be absent, not {', '.join(sorted(set(absent) - set(self.optional_names)))}")
         cvals = dict(zip(self.constexpr_names, constexprs))
         params = []
         for p in self.params:
-            if p.kind == "buffer":
+            if p.name in absent:
+                params.append((p.name, "absent", Absent(p.name)))
+            elif p.kind == "buffer":
                 params.append((p.name, "buffer", dtype if isinstance(p.dtype, DTypeVar) else p.dtype))
             elif p.kind == "scalar":
                 params.append((p.name, "scalar", p.dtype))
@@ -141,9 +150,10 @@ class KernelFunction(KernelMarker):
         globals_ = {**self.fn.__globals__, "__iron_fn__": self.fn}
         cg = FunctionCodegen(self.fn.__name__, self._src, globals_, self.native_half, dtype)
         cg.simd_width, cg.simd_width_used = simd_width, False
+        cg.optional_params = frozenset(self.optional_names)
         kernel = cg.build(params)
         self.reads.update(cg.reads)
-        kernel.attrs["constexprs"] = cvals
+        kernel.attrs["constexprs"] = {**cvals, **dict.fromkeys(absent)}  # shown as `bias=None` in IR and sources
         width = simd_width if cg.simd_width_used else None
         if width is not None:
             kernel.attrs["simd_width"] = width  # emitters and runtimes refuse to run it at another width
@@ -162,7 +172,15 @@ class KernelFunction(KernelMarker):
         ms = (time.perf_counter() - start) * 1e3
         return Variant(kernel, None, snapshots, ms, collectives, checks, simd_width=width, reads_simd_size=reads)
 
-    def _resolve(self, dtype: Any, constexprs: dict[str, Any]) -> tuple[t.ScalarType | None, tuple]:
+    def _resolve(self, dtype: Any, constexprs: dict[str, Any]) -> tuple[t.ScalarType | None, tuple, tuple]:
+        """(dtype, constexpr values, absent optional buffers) for the introspection methods: ``bias=None`` among the
+        keywords asks for the variant without the optional buffer ``bias`` (the default is the one with it)."""
+        constexprs = dict(constexprs)
+        absent = [n for n in self.optional_names if n in constexprs]
+        for n in absent:
+            if constexprs.pop(n) is not None:
+                raise IronError(f"{self.__name__}: {n}= names an optional buffer; pass {n}=None for the variant "
+                                f"without it, or leave it out for the variant with it")
         dt = parse_dtype(dtype)
         if self.generic and dt is None:
             dt = t.f32
@@ -173,7 +191,7 @@ class KernelFunction(KernelMarker):
         if missing or extra:
             raise IronError(f"{self.__name__}: give constexpr values for {', '.join(self.constexpr_names) or 'none'}"
                             + (f"; unknown {', '.join(extra)}" if extra else ""))
-        return dt, tuple(constexprs[n] for n in self.constexpr_names)
+        return dt, tuple(constexprs[n] for n in self.constexpr_names), tuple(absent)
 
     # -- introspection ------------------------------------------------------------------------------------------
 
@@ -181,28 +199,28 @@ class KernelFunction(KernelMarker):
     def ir(self, dtype: Any = None, simd_width: int | None = None, **constexprs: Any) -> str:
         """The optimised IR of one variant as text (``dtype`` defaults to f32 for generic kernels); ``simd_width``:
         the width ``simd_size()`` folds to (None: read at run time)."""
-        dt, cv = self._resolve(dtype, constexprs)
-        return print_kernel(self.variant(dt, cv, simd_width).kernel)
+        dt, cv, absent = self._resolve(dtype, constexprs)
+        return print_kernel(self.variant(dt, cv, simd_width, absent).kernel)
 
     @user_facing
     def passes(self, dtype: Any = None, simd_width: int | None = None, **constexprs: Any) -> list[tuple[str, str]]:
         """[(stage, IR text)]: the front-end's IR, then the IR after each pass, in order."""
-        dt, cv = self._resolve(dtype, constexprs)
-        return self._compile(dt, cv, record=True, simd_width=simd_width).snapshots
+        dt, cv, absent = self._resolve(dtype, constexprs)
+        return self._compile(dt, cv, record=True, simd_width=simd_width, absent=absent).snapshots
 
     @user_facing
     def source(self, backend: str, dtype: Any = None, **constexprs: Any) -> str:
         """The generated source for ``backend`` (C-family / SPIR-V disassembly), for the SIMD width it runs at."""
-        dt, cv = self._resolve(dtype, constexprs)
+        dt, cv, absent = self._resolve(dtype, constexprs)
         be = get_backend(backend)
-        return be.source(self.variant(dt, cv, lambda: backend_simd_width(be)))
+        return be.source(self.variant(dt, cv, lambda: backend_simd_width(be), absent))
 
     @user_facing
     def compile(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> Any:
         """The backend binary for one variant (cubin, code object, SPIR-V words) where the toolchain allows."""
-        dt, cv = self._resolve(dtype, constexprs)
+        dt, cv, absent = self._resolve(dtype, constexprs)
         be = get_backend(backend)
-        return be.compile(self.variant(dt, cv, lambda: backend_simd_width(be, target)), target=target)
+        return be.compile(self.variant(dt, cv, lambda: backend_simd_width(be, target), absent), target=target)
 
     # -- launch -------------------------------------------------------------------------------------------------
 

@@ -110,8 +110,11 @@ class Launcher:
         bound = bind_arguments(kfn, args, kwargs)
         dtype = resolve_T(kfn, bound)
         constexprs = tuple(_constexpr(n, bound[n]) for n in kfn.constexpr_names)
+        # the optional buffers passed as None: part of the variant's key, like a constexpr (signature.ParamSpec)
+        absent = tuple(n for n in kfn.optional_names if bound[n] is None)
         # the backend's SIMD width is asked only for kernels whose IR depends on it (simd_size() folds per width)
-        variant = kfn.variant(dtype, constexprs, lambda: get_backend(resolve_backend_name(backend, bound)).simd_width())
+        variant = kfn.variant(dtype, constexprs, lambda: get_backend(resolve_backend_name(backend, bound)).simd_width(),
+                              absent)
         grid, group = self.grid, self.group
         if group is None:
             group = DEFAULT_GROUP[len(grid)]
@@ -135,7 +138,7 @@ class Launcher:
         be = get_backend(name)
         arrays = {}
         for p in kfn.params:
-            if p.kind == "buffer":
+            if p.kind == "buffer" and p.name not in absent:
                 arrays[p.name] = be.check_array(p.name, bound[p.name], caller_loc)
         check_aliasing(variant.kernel, bound)
         for chk in variant.size_checks:
@@ -148,7 +151,7 @@ class Launcher:
                     "pass a larger array or launch fewer threads")
         scalars = {p.name: _scalar(p.name, p.dtype, bound[p.name]) for p in kfn.params if p.kind == "scalar"}
         be.launch(variant, arrays, scalars, grid3, group3)
-        if not kwargs:
+        if not kwargs and not absent:  # a launch with an absent buffer takes this full path: fast ones want arrays
             min_sizes = {chk.param: grid3[chk.axis] for chk in variant.size_checks}
             fast = be.fast_launcher(kfn, variant, args, bound, grid3, group3, min_sizes)
             if fast is not None:
@@ -239,6 +242,9 @@ def bind_arguments(kfn, args: tuple, kwargs: dict) -> dict[str, Any]:
         if k in bound:
             raise LaunchError(f"{sig} got two values for '{k}'", caller_loc())
         bound[k] = v
+    for p in kfn.params:
+        if p.default_none and p.name not in bound:
+            bound[p.name] = None  # an optional buffer left out: the variant without it
     missing = [n for n in names if n not in bound]
     if missing:
         raise LaunchError(f"{sig} is missing argument{'s' if len(missing) > 1 else ''} "
@@ -263,6 +269,9 @@ def resolve_T(kfn, bound: dict[str, Any]) -> t.ScalarType | None:
         if p.kind != "buffer":
             continue
         value = bound[p.name]
+        if value is None:
+            check_none(kfn, p)
+            continue  # an absent optional buffer says nothing about T
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             raise LaunchError(f"argument '{p.name}' must be an array (NumPy, or the backend's device array), got "
                               f"{type(value).__name__}", caller_loc())
@@ -279,7 +288,20 @@ def resolve_T(kfn, bound: dict[str, Any]) -> t.ScalarType | None:
         elif dt != p.dtype:
             raise LaunchError(f"argument '{p.name}' has dtype {value.dtype} but the kernel expects {p.dtype}",
                               caller_loc())
+    if dtype is None and kfn.generic:
+        ts = [p.name for p in kfn.params if isinstance(p.dtype, DTypeVar)]
+        raise LaunchError(f"nothing fixes T: every Tensor[T] argument of {kfn.__name__} ({', '.join(ts)}) is None",
+                          caller_loc(), "pass at least one Tensor[T] array, or give the kernel a buffer of a fixed "
+                          "dtype")
     return dtype
+
+
+def check_none(kfn, p) -> None:
+    """None for buffer ``p``: the variant without it, when ``p`` is optional; else refused, naming it."""
+    if not p.optional:
+        raise LaunchError(f"argument '{p.name}' of {kfn.__name__} is None, but '{p.name}' is not an optional buffer",
+                          caller_loc(), f"annotate it `{p.name}: Tensor[...] | None` to let a launch pass None "
+                          f"(and test it in the kernel with `if {p.name} is not None:`)")
 
 
 def _constexpr(name: str, value: Any) -> Any:

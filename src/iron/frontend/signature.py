@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+import types
+import typing
+from dataclasses import dataclass, replace
 
 from ..errors import CompileError
 from ..ir import types as t
@@ -18,6 +20,10 @@ class ParamSpec:
     name: str
     kind: str
     dtype: t.ScalarType | DTypeVar | None
+    #: a buffer annotated ``Tensor[...] | None``: a launch may pass None (the variant without it)
+    optional: bool = False
+    #: it defaults to None (``= None``): a launch may leave it out
+    default_none: bool = False
 
 
 _SCALAR_ANNOTATIONS = {int: t.i32, float: t.f32}
@@ -29,9 +35,6 @@ def read_signature(fn, src: FunctionSource) -> list[ParamSpec]:
     if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
         raise CompileError("kernels take plain positional parameters only (no *args, **kwargs, keyword-only)",
                            src.loc(src.node))
-    if args.defaults:
-        raise CompileError("kernel parameters cannot have default values", src.loc(args.defaults[0]),
-                           "pass every argument at launch (constexprs too)")
     specs = []
     for arg in args.args:
         if arg.arg in LAUNCH_KEYWORDS:
@@ -45,6 +48,24 @@ def read_signature(fn, src: FunctionSource) -> list[ParamSpec]:
         if isinstance(ann, str) or ann is None:
             ann = _evaluate(fn, arg, src)
         specs.append(_spec(arg, ann, src))
+    return _defaults(specs, args, src)
+
+
+def _defaults(specs: list[ParamSpec], args: ast.arguments, src: FunctionSource) -> list[ParamSpec]:
+    """The one default a kernel parameter may have: ``= None`` on an optional buffer (left out at launch)."""
+    first = len(specs) - len(args.defaults)
+    for i, default in enumerate(args.defaults, start=first):
+        p = specs[i]
+        is_none = isinstance(default, ast.Constant) and default.value is None
+        if is_none and p.optional:
+            specs[i] = replace(p, default_none=True)
+        elif is_none and p.kind == "buffer":
+            raise CompileError(f"buffer parameter '{p.name}' defaults to None but is not optional",
+                               src.loc(default), f"annotate it `{p.name}: Tensor[...] | None = None`")
+        else:
+            raise CompileError("kernel parameters cannot have default values", src.loc(default),
+                               "pass every argument at launch (constexprs too); only an optional buffer "
+                               "(`Tensor[...] | None`) may default to None")
     return specs
 
 
@@ -62,8 +83,23 @@ def _evaluate(fn, arg: ast.arg, src: FunctionSource) -> object:
         raise CompileError(f"cannot resolve the annotation of '{arg.arg}': {e}", src.loc(arg.annotation)) from None
 
 
+def _optional_of(ann: object) -> object | None:
+    """``X`` for ``X | None`` / ``Optional[X]`` / ``Union[X, None]``, else None."""
+    if typing.get_origin(ann) not in (typing.Union, types.UnionType):
+        return None
+    rest = [a for a in typing.get_args(ann) if a is not type(None)]
+    return rest[0] if len(rest) == 1 and len(typing.get_args(ann)) == 2 else None
+
+
 def _spec(arg: ast.arg, ann: object, src: FunctionSource) -> ParamSpec:
     name = arg.arg
+    inner = _optional_of(ann)
+    if isinstance(inner, TensorSpec):
+        return ParamSpec(name, "buffer", inner.dtype, optional=True)
+    if inner is not None:
+        raise CompileError(f"parameter '{name}': only a buffer can be optional, not {inner!r}",
+                           src.loc(arg.annotation), "write `Tensor[...] | None`; a scalar or constexpr is always "
+                           "passed (a constexpr bool can switch code off)")
     if isinstance(ann, TensorSpec):
         return ParamSpec(name, "buffer", ann.dtype)
     if ann is constexpr:

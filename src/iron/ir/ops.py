@@ -277,10 +277,12 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        pure=False),
     *_math_builtins(),
     _b("abs", "abs(x)", "Absolute value (float or signed int).", (1, 1)),
-    _b("min", "min(a, b, ...)", "Smaller of a and b (promoted); for floats a NaN operand yields the other operand.",
-       (2, 99)),
-    _b("max", "max(a, b, ...)", "Larger of a and b (promoted); for floats a NaN operand yields the other operand.",
-       (2, 99)),
+    _b("min", "min(a, b, ...)", "Smaller of a and b (promoted); for floats a NaN operand yields the other operand; "
+       "of +0.0 and -0.0, either zero (see `max`).", (2, 99)),
+    _b("max", "max(a, b, ...)", "Larger of a and b (promoted); for floats a NaN operand yields the other operand. "
+       "When the operands are +0.0 and -0.0 (equal), which zero comes back is not specified (as on CUDA, Vulkan "
+       "and Metal): the interpreter and lavapipe return the second operand, msl-cpu the first; the value is 0 "
+       "either way.", (2, 99)),
     _b("fma", "fma(a, b, c) -> float", "a * b + c with one rounding.", (3, 3)),
     _b("where", "where(c, a, b)", "a where c is true else b; both a and b are evaluated.", (3, 3), op="select"),
     _b("cast", "cast(v, dtype)", "Convert v to dtype (float to int truncates toward zero, saturates, NaN -> 0).",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..ir.types import SCALAR_TYPES, ScalarType, bf16, f16, f32, f64, i8, i32, i64, u8, u32, u64
 
@@ -34,6 +35,16 @@ class TensorSpec:
 
     def __repr__(self) -> str:
         return f"Tensor[{self.dtype!r}]"
+
+    # ``Tensor[T] | None``: an optional buffer (a launch may pass None), read by frontend/signature.py. Spelled as
+    # ``typing.Optional`` so that both spellings, and ``Optional[Tensor[T]]``, are one annotation
+    def __or__(self, other: object) -> object:
+        if other is None:
+            return Optional[self]  # noqa: UP045 - `self | None` is what this method defines
+        return NotImplemented
+
+    def __ror__(self, other: object) -> object:
+        return self.__or__(other)
 
 
 class Tensor:

@@ -71,6 +71,7 @@ BLOCK = 128
 VEC = 4
 PAGED = False
 SW = 32  # the SIMD width `iron build` assumes (launches pass the backend's)
+U = 16  # splits per step of the combine kernel `iron build` compiles (launches pass min(16, splits rounded up))
 #: the paged cache's page size (positions per page)
 PAGE = 16
 

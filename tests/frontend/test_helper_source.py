@@ -6,8 +6,11 @@ from __future__ import annotations
 import linecache
 
 import numpy as np
+import pytest
 
-from .sources import module_from_source
+import iron
+
+from .sources import HEADER, module_from_source
 
 BEFORE = '''import iron
 
@@ -46,3 +49,18 @@ def test_a_helper_compiles_the_source_it_was_decorated_with(tmp_path, rng):
     out = np.full(64, np.nan, np.float32)
     mod.k[64](a, out, backend="cpu")
     np.testing.assert_array_equal(out, a + np.float32(1.0))
+
+
+def test_the_same_kernel_text_in_two_files_keeps_each_files_locations(tmp_path):
+    """Code objects of the same text at the same line compare equal across files: the parsed source is cached per
+    file as well, so an error in the second file names the second file (not the first one parsed)."""
+    text = HEADER + "def k(out: iron.Tensor[iron.f32]):\n    out[0] = undefined_name\n"
+    errors = []
+    for name in ("first_copy", "second_copy"):
+        folder = tmp_path / name
+        folder.mkdir()
+        mod = module_from_source(folder, f"same_text_{name}", text)
+        with pytest.raises(iron.CompileError) as e:
+            mod.k.ir()
+        errors.append(str(e.value))
+    assert "first_copy" in errors[0] and "second_copy" in errors[1], errors

@@ -73,9 +73,11 @@ def require_function(obj: object, decorator: str) -> None:
 
 
 def function_source(fn) -> FunctionSource:
-    """Parse ``fn``'s source (never executing its body). Cached per code object."""
+    """Parse ``fn``'s source (never executing its body). Cached per (file, code object): code objects compare equal
+    across files when their text and first line are the same, and each file must keep its own locations."""
     code = fn.__code__
-    cached = _CACHE.get(code)
+    key = (code.co_filename, code)
+    cached = _CACHE.get(key)
     if cached is not None:
         return cached
     file = code.co_filename
@@ -97,5 +99,5 @@ def function_source(fn) -> FunctionSource:
     fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     lines = {start + i: text.rstrip("\n") for i, text in enumerate(src_lines)}
     result = FunctionSource(fdef, file, lines, shift)
-    _CACHE[code] = result
+    _CACHE[key] = result
     return result

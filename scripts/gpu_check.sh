@@ -45,6 +45,8 @@
 #   scripts/gpu_check.sh pytest  any tests (PT_TESTS) on PT_BACKENDS (default cuda,vulkan), failures listed (-rfE),
 #                                 log named PT_NAME (default pytest_any)
 #   scripts/gpu_check.sh valone  issue 14: Vulkan gemm_rs configurations timed alone (bench/experiments/vgemm_alone.py)
+#   scripts/gpu_check.sh session4 the tests of the third session of 2026-12-02 on CUDA and NVIDIA's Vulkan (optional
+#                                 buffers, subgroup pinning, quantized model, sampled decode recording, gemm_wgp)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -141,7 +143,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { [ "$PART" = model ] && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -223,6 +225,13 @@ if [ "$PART" = session3 ]; then
   IRON_TEST_BACKENDS=cuda,vulkan timeout ${S3_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rs \
     tests/std/test_gemm_staged.py tests/arrays/test_device_arrays.py tests/harness/test_workers.py ${S3_TESTS:-} 2>&1 \
     | tee "$OUT/pytest_session3.txt" | tail -n 12
+  pack
+fi
+if [ "$PART" = session4 ]; then
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${S4_TIMEOUT:-300} $PY -m pytest -p no:cacheprovider -q -rfE --maxfail=20 \
+    tests/frontend/test_optional_buffer.py tests/runtime_vulkan/test_subgroup_pin.py tests/models/test_quantized.py \
+    tests/models/test_decode_graph.py tests/frontend/test_gemm_persistent.py tests/frontend/test_warpgroup.py \
+    ${S4_TESTS:-} 2>&1 | tee "$OUT/pytest_session4.txt" | tail -n 20
   pack
 fi
 if [ "$PART" = pytest ]; then

@@ -44,8 +44,9 @@ KNOWN = [("msl-cpu: CompileError", "undeclared identifier 'simd_lane_id'",
           "MSL simd_shuffle_up/down without simd_lane() (test_found.py::test_msl_shuffle_up_down_without_simd_lane)"),
          ("msl-cpu: CompileError", "no matching constructor for initialization of 'const bfloat'",
           "MSL model: bf16 shared element read into a local (test_found.py::test_msl_bf16_shared_read_into_local)"),
-         ("msl-cpu disagrees", "[zero signs only]", "float min/max of +0.0 and -0.0: the interpreter returns the "
-          "second operand, msl-cpu the first (test_found.py::test_min_max_sign_of_zero)"),
+         ("msl-cpu disagrees", "[zero signs only]", "float min/max of +0.0 and -0.0: which zero is unspecified "
+          "(docs/dsl.md); the interpreter returns the second operand, msl-cpu the first "
+          "(test_found.py::test_min_max_of_zeros_and_values)"),
          ("", "`break` outside a loop", "helper returning from a loop, inlined into a while condition "
           "(test_found.py::test_helper_with_loop_return_in_while_condition)")]
 APPROX_RTOL = 2e-5
@@ -278,12 +279,15 @@ def fuzz_ir(seed: int, backends: list[str], folder: Path) -> dict:
                     bad = td._differences(want[name], got[name], zero_sign=backend != "vulkan")
                     if bad.size:
                         report["outcome"] = "mismatch"
+                        zeros = name == "of" and bool(np.all(want[name][bad] == 0))
                         report["messages"].append(f"{backend} disagrees on {name}[{bad[0]}]: {got[name][bad[0]]!r}"
-                                                  f" != {want[name][bad[0]]!r} ({bad.size} elements)")
+                                                  f" != {want[name][bad[0]]!r} ({bad.size} elements)"
+                                                  + (" [zero signs only]" if zeros else ""))
     except IronError as e:
         report.update(outcome="mismatch" if isinstance(e, LaunchError) else "exec_error", messages=[str(e)])
     except Exception as e:  # noqa: BLE001
         report.update(outcome="internal", messages=[f"{type(e).__name__}: {e}\n{traceback.format_exc()}"])
+    _known(report)
     if report["outcome"] != "ok":
         report["saved"] = _save(folder, f"ir-{seed}", report, text, {})
     return report

@@ -132,9 +132,11 @@ class VulkanContext:
         }
         self._enable = vp.features_to_enable(api, feats)
         # every pipeline runs at the subgroup size its module was compiled for (simd_size() is a constant in it):
-        # required at pipeline creation where the device lets a pipeline choose (sizes vary on AMD and Intel)
+        # required at pipeline creation where the device could choose another (sizes vary on AMD and Intel; one size
+        # on NVIDIA and lavapipe, which are left alone: a full suite on lavapipe with the flags set hung once in
+        # attention, not reproduced)
         sizes = vp.subgroup_size_control(vk, ffi, self.phys, feats.f13)
-        self.pin_subgroup = sizes is not None and sizes[0] <= self.subgroup_size <= sizes[1]
+        self.pin_subgroup = sizes is not None and sizes[0] < sizes[1] and sizes[0] <= self.subgroup_size <= sizes[1]
         self.full_subgroups = self.pin_subgroup and bool(feats.f13.computeFullSubgroups)
         # cooperative matrices (codegen/spirv/coopmat.py) for the fragment dtypes the device multiplies at 16 x 16 x
         # 16; IRON_VULKAN_COOPMAT=0 keeps the scalar fallback (and leaves the extension off the device)

@@ -47,6 +47,8 @@
 #   scripts/gpu_check.sh valone  issue 14: Vulkan gemm_rs configurations timed alone (bench/experiments/vgemm_alone.py)
 #   scripts/gpu_check.sh session4 the tests of the third session of 2026-12-02 on CUDA and NVIDIA's Vulkan (optional
 #                                 buffers, subgroup pinning, quantized model, sampled decode recording, gemm_wgp)
+#   scripts/gpu_check.sh wgvar   issue 14: gemm_wg's emitted source edited (no fence, no barrier, no loads, no store,
+#                                 launch bounds, 2 groups per SM) and timed, to see where its time goes
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -248,6 +250,11 @@ if [ "$PART" = valone ]; then
     timeout ${VALONE_TIMEOUT:-240} $PY bench/experiments/vgemm_alone.py ${VALONE_DTYPE:-bf16} "$OUT/vgemm_alone.json" 2>&1 \
       | tee "$OUT/vgemm_alone.txt" | tail -n 40
   fi
+  pack
+fi
+if [ "$PART" = wgvar ]; then
+  timeout ${WGVAR_TIMEOUT:-420} $PY bench/experiments/wg_variants.py "$OUT/wg_variants.json" 2>&1 \
+    | tee "$OUT/wg_variants.txt" | tail -n 30
   pack
 fi
 if [ "$PART" = varrays ]; then

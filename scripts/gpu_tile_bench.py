@@ -111,7 +111,7 @@ def sass() -> dict:
     variant = G.gemm.variant(iron.bf16, (*G.CONFIGS["cuda"][0], False))
     info = _sass_of(emit_cuda(variant.kernel), "sm_90")
     try:
-        info["gemm_wg"] = _sass_of(emit_cuda(G.gemm_wg.variant(iron.bf16, (*G.HOPPER[0][:3], False)).kernel,
+        info["gemm_wg"] = _sass_of(emit_cuda(G.gemm_wg.variant(iron.bf16, (*G.HOPPER[0][:4], False)).kernel,
                                             arch="sm_90"),
                                "sm_90a")
     except Exception as e:
@@ -173,34 +173,37 @@ def _time_config(cfg, size: int, sets, out, ref) -> dict:
 
 
 def wg_sweep(size: int, configs) -> list[dict]:
-    """Each (BM, BN, STAGES) of gemm_wg (wgmma) timed alone at size^3 bf16 (A @ B), checked first."""
+    """Each (BM, BN, STAGES, DEEP, PERSIST) of gemm_wg (wgmma) timed alone at size^3 bf16 (A @ B), checked first
+    (DEEP and PERSIST 0 where left out)."""
     rows = []
     sets = [(torch.randn(size, size, dtype=torch.bfloat16, device="cuda"),
              torch.randn(size, size, dtype=torch.bfloat16, device="cuda")) for _ in range(2)]
     out = torch.empty(size, size, dtype=torch.bfloat16, device="cuda")
     ref = sets[0][0].float() @ sets[0][1].float()
-    for bm, bn, st, *persist in configs:
+    for bm, bn, st, *rest in configs:
+        deep, persist = (list(rest) + [0, 0])[:2]
         g = bm // 64 * 128
         grid = (-(-size // bn) * g, -(-size // bm), 1)
         kern = G.gemm_wg
-        if persist and persist[0]:  # gemm_wgp: one group per multiprocessor
+        if persist:  # gemm_wgp: one group per multiprocessor
             grid, kern = (min(grid[0] // g * grid[1], G._processors("cuda")) * g, 1, 1), G.gemm_wgp
         state = {"i": 0}
 
-        def run(i=None, bm=bm, bn=bn, st=st, g=g, grid=grid, state=state, kern=kern):
+        def run(i=None, bm=bm, bn=bn, st=st, deep=deep, g=g, grid=grid, state=state, kern=kern):
             i = state["i"] = state["i"] ^ 1 if i is None else i
             kern[grid, (g, 1, 1)](sets[i][0].reshape(-1), sets[i][1].reshape(-1), out.reshape(-1), size, size,
-                                  size, 0, 0, 0, bm, bn, st, False, backend="cuda")
+                                  size, 0, 0, 0, bm, bn, st, deep, False, backend="cuda")
         try:
             out.fill_(float("nan"))
             run(0)
             torch.cuda.synchronize()
             err = float((out.float() - ref).norm() / ref.norm())
             s = event_seconds(run, 5, 2)
-            rows.append({"wg_config": [bm, bn, st, *persist], "size": size, "rel_err": err, "ms": s * 1e3,
+            rows.append({"wg_config": [bm, bn, st, deep, persist], "size": size, "rel_err": err, "ms": s * 1e3,
                          "tflops": tflops(size, size, size, s)})
         except Exception as e:
-            rows.append({"wg_config": [bm, bn, st, *persist], "size": size, "error": f"{type(e).__name__}: {e}"[:600]})
+            rows.append({"wg_config": [bm, bn, st, deep, persist], "size": size,
+                         "error": f"{type(e).__name__}: {e}"[:600]})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -246,13 +249,14 @@ def main() -> None:
         extra = [(128, 256, 64, 2, 4, 3), (256, 128, 64, 4, 2, 3), (128, 128, 64, 2, 4, 4), (128, 128, 32, 2, 4, 4)]
         result["sweep"] = sweep(8192, G.CONFIGS["cuda"] + extra) + sweep(4096, G.CONFIGS["cuda"][:3])
     if os.environ.get("IRON_WG_SWEEP"):  # only the gemm_wg configurations, at the sizes given (e.g. "4096,8192")
-        extra = [(128, 256, 3, 1), (128, 192, 4, 0), (128, 192, 4, 1)]
+        extra = [(128, 256, 4, 1, 0), (128, 256, 3, 1, 0), (128, 256, 4, 1, 1), (128, 256, 3, 1, 1),
+                 (128, 192, 4, 1, 0)]
         result["wg_sweep"] = [r for n in os.environ["IRON_WG_SWEEP"].split(",")
                               for r in wg_sweep(int(n), G.HOPPER + extra)]
         with open(sys.argv[1], "w") as f:
             json.dump(result, f, indent=1)
         return
-    result["wg_sweep"] = wg_sweep(8192, G.HOPPER + [(128, 192, 4)])
+    result["wg_sweep"] = wg_sweep(8192, G.HOPPER + [(128, 192, 4, 1, 0)])
     result["sass"] = sass()
     print(json.dumps(result["sass"]), flush=True)
     peer = triton_peer()

@@ -3,7 +3,7 @@ textually (diagnostic variants, some deliberately wrong, e.g. with no barrier) a
 4096^3 and 8192^3 bf16 beside torch (cuBLAS). One variant per subprocess (clean caches).
 
     python bench/experiments/wg_variants.py OUT.json            # every variant below
-    python bench/experiments/wg_variants.py --one NAME BM BN STAGES EDITS
+    python bench/experiments/wg_variants.py --one NAME BM BN STAGES DEEP EDITS
 
 Edits (comma-separated): nofence (no fence.proxy.async before the loop's barrier), nobar (no barrier: racy),
 noload (no cp.async: garbage), nostore (no epilogue), lb1 / lb2 (__launch_bounds__(threads, 1 or 2)).
@@ -13,22 +13,20 @@ Wrong variants are marked (rel_err) and only bound what the right one could reac
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
 
-VARIANTS = [
-    ("base", 128, 256, 4, ""),
-    ("nofence", 128, 256, 4, "nofence"),
-    ("nostore", 128, 256, 4, "nostore"),
-    ("noload", 128, 256, 4, "noload"),
-    ("nobar", 128, 256, 4, "nobar,nofence"),
-    ("s3", 128, 256, 3, ""),
-    ("t128x128s4", 128, 128, 4, ""),
-    ("t128x128s3_2cta", 128, 128, 3, "lb2"),
-    ("t128x128s3_2cta_nofence", 128, 128, 3, "lb2,nofence"),
-    ("t128x128s2_2cta", 128, 128, 2, "lb2"),
-    ("lb1", 128, 256, 4, "lb1"),
+VARIANTS = [  # (name, BM, BN, STAGES, DEEP, edits)
+    ("base", 128, 256, 4, 0, ""),
+    ("deep", 128, 256, 4, 1, ""),
+    ("deep_s3", 128, 256, 3, 1, ""),
+    ("deep_nostore", 128, 256, 4, 1, "nostore"),
+    ("deep_noload", 128, 256, 4, 1, "noload"),
+    ("deep_nofence", 128, 256, 4, 1, "nofence"),
+    ("deep_lb1", 128, 256, 4, 1, "lb1"),
+    ("deep_t128x192", 128, 192, 4, 1, ""),
 ]
 FENCE_BAR = 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); __syncthreads();'
 
@@ -50,7 +48,7 @@ def edit(source: str, edits: list[str], threads: int) -> str:
     return source
 
 
-def one(name: str, bm: int, bn: int, stages: int, edits: list[str]) -> None:
+def one(name: str, bm: int, bn: int, stages: int, deep: int, edits: list[str]) -> None:
     import torch
 
     sys.path.insert(0, "src")
@@ -74,7 +72,7 @@ def one(name: str, bm: int, bn: int, stages: int, edits: list[str]) -> None:
 
         def run(i, m=m, a=a, b=b, c=c, grid=grid):
             G.gemm_wg[grid, (threads, 1, 1)](a[i].view(-1), b[i].view(-1), c.view(-1), m, m, m, 0, 0, 0, bm, bn,
-                                              stages, False, backend="cuda")
+                                              stages, deep, False, backend="cuda")
 
         c.fill_(float("nan"))
         run(0)
@@ -100,15 +98,19 @@ def one(name: str, bm: int, bn: int, stages: int, edits: list[str]) -> None:
             ev[1].record()
             torch.cuda.synchronize()
             tref.append(ev[0].elapsed_time(ev[1]) / 12)
-        print(json.dumps({"variant": name, "config": [bm, bn, stages], "edits": edits, "m": m, "rel_err": rel,
+        print(json.dumps({"variant": name, "config": [bm, bn, stages, deep], "edits": edits, "m": m, "rel_err": rel,
                           "us": ms * 1e3, "tflops": 2 * m**3 / ms / 1e9, "torch_tflops": 2 * m**3 / min(tref) / 1e9}),
               flush=True)
 
 
 def main(out: str) -> None:
     rows = []
-    for name, bm, bn, stages, edits in VARIANTS:
-        p = subprocess.run([sys.executable, __file__, "--one", name, str(bm), str(bn), str(stages), edits or "-"],
+    only = os.environ.get("WGVAR_ONLY")
+    for name, bm, bn, stages, deep, edits in VARIANTS:
+        if only and name not in only.split(","):
+            continue
+        p = subprocess.run([sys.executable, __file__, "--one", name, str(bm), str(bn), str(stages), str(deep),
+                            edits or "-"],
                            capture_output=True, text=True, timeout=150)
         got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         if not got:
@@ -123,7 +125,7 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--one":
-        n, bm, bn, st, ed = sys.argv[2:7]
-        one(n, int(bm), int(bn), int(st), [] if ed == "-" else ed.split(","))
+        n, bm, bn, st, dp, ed = sys.argv[2:8]
+        one(n, int(bm), int(bn), int(st), int(dp), [] if ed == "-" else ed.split(","))
     else:
         main(sys.argv[1])

@@ -51,11 +51,14 @@ def _check_slab(backend, nb, trans, rng):
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("shape, trans, stages", [((64, 64, 64), False, 2), ((80, 96, 136), False, 2),
-                                                  ((72, 64, 200), True, 2), ((80, 70, 300), False, 3),
-                                                  # groups wholly inside (unchecked copies) beside edge groups
-                                                  ((136, 128, 128), True, 3), ((128, 128, 192), False, 2)])
-def test_gemm_wg(backend, dtype, shape, trans, stages, rng):
+@pytest.mark.parametrize("shape, trans, stages, deep", [
+    ((64, 64, 64), False, 2, 0), ((80, 96, 136), False, 2, 0), ((72, 64, 200), True, 2, 0),
+    ((80, 70, 300), False, 3, 0), ((80, 70, 300), False, 3, 1),
+    # groups wholly inside (unchecked copies) beside edge groups
+    ((136, 128, 128), True, 3, 0), ((136, 128, 128), False, 3, 1), ((128, 128, 192), False, 2, 0),
+    # DEEP with four stages: three slabs in flight, each stage refilled right after its multiply is waited for
+    ((128, 72, 320), True, 4, 1)])
+def test_gemm_wg(backend, dtype, shape, trans, stages, deep, rng):
     m, n, k = shape
     a = as_dtype(rng.standard_normal((m, k)), dtype)
     b = as_dtype(rng.standard_normal((n, k) if trans else (k, n)), dtype)
@@ -63,8 +66,8 @@ def test_gemm_wg(backend, dtype, shape, trans, stages, rng):
     g = 4 * get_backend(backend).simd_width()
     grid = (-(-n // 64) * g, -(-m // 64))
     try:  # two stages of 64 x 64 tiles: 32 KiB, Metal's limit; lavapipe stores 16-bit shared elements in 32 bits
-        G.gemm_wg[grid, (g, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, 0, 0, 0, 64, 64, stages, trans,
-                                backend=backend)
+        G.gemm_wg[grid, (g, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, 0, 0, 0, 64, 64, stages, deep,
+                                trans, backend=backend)
     except (iron.LaunchError, iron.CompileError) as e:  # refused before running, located (tested elsewhere)
         if "bytes of shared memory" not in str(e):
             raise
@@ -196,7 +199,7 @@ def test_a_stage_base_is_added_after_the_swizzle(layout):
     assert split.owner.opcode == "add" and split.owner.operands[0].owner.operands[1] is tile  # outside the xor
 
 
-def _wg_source(cfg=(128, 256, 4, False), dtype=iron.bf16):
+def _wg_source(cfg=(128, 256, 4, 0, False), dtype=iron.bf16):
     return emit_cuda(G.gemm_wg.variant(dtype, cfg).kernel, arch="sm_90")
 
 
@@ -207,7 +210,7 @@ def test_sm90_source_uses_wgmma_and_needs_sm_90a():
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in text and "wgmma.commit_group" in text
     assert "wgmma.wait_group.sync.aligned 1;" in text and "fence.proxy.async.shared::cta" in text
     assert "__align__(1024)" in text and src.dynamic_shared_bytes == 4 * (128 * 64 + 64 * 256) * 2 + 1024
-    plain = emit_cuda(G.gemm_wg.variant(iron.bf16, (128, 256, 4, False)).kernel)  # no arch: fragments (mma.sync)
+    plain = emit_cuda(G.gemm_wg.variant(iron.bf16, (128, 256, 4, 0, False)).kernel)  # no arch: fragments (mma.sync)
     assert plain.arch is None and "wgmma" not in plain.source and "mma.sync.aligned.m16n8k16" in plain.source
 
 
@@ -220,7 +223,8 @@ def test_kernels_that_do_not_qualify_are_expanded():
 
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
-@pytest.mark.parametrize("cfg", [(128, 256, 4, False), (128, 128, 4, True), (64, 64, 3, False)])
+@pytest.mark.parametrize("cfg", [(128, 256, 4, 0, False), (128, 256, 4, 1, False), (128, 128, 4, 0, True),
+                                 (64, 64, 3, 1, False)])
 @pytest.mark.parametrize("dtype", [iron.f16, iron.bf16])
 def test_nvrtc_compiles_wgmma_for_sm_90a_without_serialising(cfg, dtype):
     """ptxas's C7515/C7518 ("wgmma.mma_async instructions are serialized") would mean the pipeline runs one wgmma
@@ -239,7 +243,7 @@ def test_batched_gemm_wg(m, n, k, rng):
     c = np.full((bt, m, n), np.nan, a.dtype)
     grid = (128 * (n // 64), -(-m // 64), bt)
     G.gemm_wg[grid, (128, 1, 1)](a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, m * k, k * n, m * n,
-                                 64, 64, 2, False, backend="cpu")
+                                 64, 64, 2, 0, False, backend="cpu")
     assert_close(c, f64(a) @ f64(b), "bf16", n_ops=k + 1, scale=np.abs(f64(a)) @ np.abs(f64(b)), what="batched")
 
 
@@ -258,7 +262,7 @@ def test_grouped_tile_order_covers_every_tile(backend, wg, rng):
     args = (a.reshape(-1), b.reshape(-1), c.reshape(-1), m, n, k, 0, 0, 0)
     try:
         if wg:
-            G.gemm_wg[grid, (g, 1)](*args, 64, 64, 2, False, backend=backend)
+            G.gemm_wg[grid, (g, 1)](*args, 64, 64, 2, 0, False, backend=backend)
         else:
             G.gemm[grid, (g, 1)](*args, 32, 32, 16, 2, 1, 2, False, backend=backend)
     except (iron.LaunchError, iron.CompileError) as e:

@@ -109,17 +109,20 @@ def gemm(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: i
 
 @kernel
 def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: int, SB: int, SC: int,
-            BM: constexpr, BN: constexpr, STAGES: constexpr, TRANS_B: constexpr):
+            BM: constexpr, BN: constexpr, STAGES: constexpr, DEEP: constexpr, TRANS_B: constexpr):
     """C = A @ B (or A @ B^T) with warpgroup_mma: BM // 64 warpgroups, each 64 rows x BN of C, K slabs of 64
     staged STAGES deep by async_copy. With STAGES >= 3 one warpgroup_mma stays in flight (LAG): the stage refilled
     at step kt is the one of step kt - 2, which the warpgroup_wait(1) of step kt - 1 completed; with 2 stages each
-    call is waited for at once. Launch (ceil(N / BN) * G, ceil(M / BM)) threads in groups of (G, 1),
-    G = BM // 64 * 4 * simd_size(); grid axis 2 is the batch (strides SA, SB, SC), as in gemm."""
+    call is waited for at once. DEEP (STAGES >= 3): STAGES - 1 slabs in flight instead of STAGES - 2 — step kt
+    waits for its own warpgroup's multiply of step kt - 1, then a barrier for every warpgroup's, and refills that
+    stage (a second barrier per step for one more step of copy latency hidden). Launch (ceil(N / BN) * G,
+    ceil(M / BM)) threads in groups of (G, 1), G = BM // 64 * 4 * simd_size(); grid axis 2 is the batch (strides SA,
+    SB, SC), as in gemm."""
     A_TILE = BM * 64
     B_TILE = 64 * BN
     LDB = 64 if TRANS_B else BN
     LAG = 1 if STAGES >= 3 else 0
-    AHEAD = STAGES - 1 - LAG  # tiles in flight ahead of the one multiplied
+    AHEAD = STAGES - 1 - LAG + (LAG if DEEP else 0)  # tiles in flight ahead of the one multiplied
     sa = shared(H, STAGES * A_TILE)
     sb = shared(H, STAGES * B_TILE)
     tid = local_id(0)
@@ -149,6 +152,9 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
         # the multiply is issued first: the tensor cores start on tile kt while the threads issue the copies of
         # tile kt + AHEAD (into the stage of tile kt - 2, which every warpgroup's wait of step kt - 1 retired)
         acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
+        if DEEP and LAG:  # the stage of step kt - 1 is refilled: every warpgroup's multiply of it has completed
+            warpgroup_wait(LAG)
+            barrier()
         nxt = kt + AHEAD
         if nxt < ktiles:
             if inside:
@@ -158,7 +164,8 @@ def gemm_wg(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA
                 load_tiles(A, a0, B, b0, sa, sb, nxt % STAGES, nxt * 64, m0, n0, M, N, K, 64, LDB, A_TILE, B_TILE,
                            BM, BN, 64, TRANS_B, tid, nthreads)
         async_commit()
-        warpgroup_wait(LAG)
+        if not (DEEP and LAG):
+            warpgroup_wait(LAG)
     warpgroup_wait(0)
     r0 = m0 + wg * 64 + (simd_group() % 4) * 16
     if r0 < M:
@@ -187,6 +194,7 @@ _FIELDS = ("BM", "BN", "BK", "WM", "WN", "STAGES")
 #: the constexprs `iron build` compiles by default: a 64 x 64 tile, two stages (19 KiB: within Metal's 32 KiB)
 BM, BN, BK, WM, WN, STAGES = 64, 64, 32, 2, 2, 2
 TRANS_B = False
+DEEP = 0  # gemm_wg's schedule (below)
 
 
 #: gemm_wg on NVIDIA sm_90 (wgmma), (BM, BN, STAGES): two warpgroups of 64 x 256 four stages deep (192 KiB of
@@ -196,8 +204,8 @@ TRANS_B = False
 #: PERSIST 1 would run gemm_wgp (gemm_persistent.py), one group per multiprocessor walking its tiles: measured
 #: slower on the H200 (128 x 256 x 4: 484 vs 572 TF/s at 4096^3, 530 vs 634 at 8192^3,
 #: bench/results/2026-12-02-h200-s3-wg-sweep.json), so not tuned over
-HOPPER = [(128, 256, 4, 0), (128, 128, 4, 0), (128, 256, 3, 0), (64, 128, 4, 0)]
-_WG_FIELDS = ("BM", "BN", "STAGES")
+HOPPER = [(128, 256, 4, 0, 0), (128, 128, 4, 0, 0), (128, 256, 3, 0, 0), (64, 128, 4, 0, 0)]
+_WG_FIELDS = ("BM", "BN", "STAGES", "DEEP")
 _HOPPER_FIELDS = (*_WG_FIELDS, "PERSIST")
 
 
@@ -255,7 +263,8 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
             kern = gemm_wg
             if cfg.get("PERSIST"):
                 grid, kern = (min(tiles[0] * tiles[1], _processors(name)) * g, 1, batch), gemm_wgp
-            kern[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg[f] for f in _WG_FIELDS), trans_b, backend=backend)
+            kern[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg.get(f, 0) for f in _WG_FIELDS), trans_b,
+                                  backend=backend)
             return
         g = cfg["WM"] * cfg["WN"] * width
         grid = (-(-n // cfg["BN"]) * g, -(-m // cfg["BM"]), batch)

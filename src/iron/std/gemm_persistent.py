@@ -40,7 +40,7 @@ from .gemm_tiles import H, is_inside, load_inside, load_tiles, tile_at
 __all__ = ["gemm_wgp"]
 
 #: the constexprs `iron build` compiles by default: 64 x 64 tiles, two stages (32 KiB: within Metal's limit)
-BM, BN, STAGES, TRANS_B = 64, 64, 2, False
+BM, BN, STAGES, DEEP, TRANS_B = 64, 64, 2, 0, False
 
 
 @func
@@ -70,14 +70,14 @@ def advance(lt, lk, lm, ln, lin, first, nprog, ktiles, M, N, K, a0, b0, BM, BN, 
 
 @kernel
 def gemm_wgp(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: int, SB: int, SC: int,
-             BM: constexpr, BN: constexpr, STAGES: constexpr, TRANS_B: constexpr):
+             BM: constexpr, BN: constexpr, STAGES: constexpr, DEEP: constexpr, TRANS_B: constexpr):
     """C = A @ B (or A @ B^T) as gemm_wg, persistent: launch (P * G, 1, batch) threads in groups of (G, 1, 1),
-    G = BM // 64 * 4 * simd_size(), P at most the number of tiles (one per multiprocessor)."""
+    G = BM // 64 * 4 * simd_size(), P at most the number of tiles (one per multiprocessor). DEEP as in gemm_wg."""
     A_TILE = BM * 64
     B_TILE = 64 * BN
     LDB = 64 if TRANS_B else BN
     LAG = 1 if STAGES >= 3 else 0
-    AHEAD = STAGES - 1 - LAG
+    AHEAD = STAGES - 1 - LAG + (LAG if DEEP else 0)
     NTH = BM // 64 * 128
     sa = shared(H, STAGES * A_TILE)
     sb = shared(H, STAGES * B_TILE)
@@ -113,13 +113,17 @@ def gemm_wgp(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, S
             barrier()
             cur = step % STAGES
             acc = warpgroup_mma(sa, cur * A_TILE + wg * 4096, sb, cur * B_TILE, LDB, TRANS_B, acc)
+            if DEEP and LAG:  # the stage of the previous step is refilled: wait for every warpgroup's multiply
+                warpgroup_wait(LAG)
+                barrier()
             if lt < mine:
                 load_slab(A, a0, B, b0, sa, sb, step + AHEAD, lk * 64, lm, ln, lin, M, N, K, LDB, A_TILE, B_TILE,
                           BM, BN, STAGES, TRANS_B, tid, nthreads, NTH)
                 lt, lk, lm, ln, lin = advance(lt, lk, lm, ln, lin, first, nprog, ktiles, M, N, K, a0, b0, BM, BN,
                                           nthreads, NTH)
             async_commit()
-            warpgroup_wait(LAG)
+            if not (DEEP and LAG):
+                warpgroup_wait(LAG)
             step += 1
         warpgroup_wait(0)
         r0 = m0 + wg * 64 + (simd_group() % 4) * 16

@@ -99,11 +99,36 @@ def _store(elem: str) -> Snippet:
     else:
         pair = (f"*reinterpret_cast<unsigned*>(p + index + r * ld + n) = (unsigned)iron_f32_to_{elem}(v[0]).bits | "
                 f"((unsigned)iron_f32_to_{elem}(v[1]).bits << 16);")
+    wide = "" if elem == "f32" else f"""
+    if constexpr (NT % 2 == 0) {{  // 16-byte stores: each row's 4 lanes swap pairs (a 4 x 4 transpose)
+        if (c.live && rows >= 16 * MT && cols >= 16 * NT
+                && (((unsigned long long)(p + index) | (unsigned long long)ld * 2) & 15) == 0) {{
+#pragma unroll
+            for (int t = 0; t < MT; ++t) {{
+#pragma unroll
+                for (int hb = 0; hb < NT / 2; ++hb) {{
+#pragma unroll
+                    for (int i = 0; i < 4; i += 2) {{
+                        unsigned w[4];
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {{
+                            const float* v = &c.x[8 * (t * NT) + 4 * (4 * hb + j) + i];
+                            w[j] = (unsigned)iron_f32_to_{elem}(v[0]).bits | ((unsigned)iron_f32_to_{elem}(v[1]).bits << 16);
+                        }}
+                        iron_wg_quad_transpose(w, q);
+                        const long long r = 16 * t + g + (i >> 1) * 8, n = 8 * (4 * hb + q);
+                        *reinterpret_cast<uint4*>(p + index + r * ld + n) = make_uint4(w[0], w[1], w[2], w[3]);
+                    }}
+                }}
+            }}
+            return;
+        }}
+    }}"""
     return Snippet(f"""\
 template <int MT, int NT>
 {_Q} void iron_wg_store_{elem}({ctype}* p, long long index, long long ld, iron_wg_acc<MT, NT> c, int rows, int cols) {{
     iron_wg_fence_acc(c);  // the registers are read after the warpgroup_wait that completed them
-    const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;
+    const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;{wide}
     if (c.live && rows >= 16 * MT && cols >= 16 * NT && ((index | ld) & 1) == 0) {{  // whole tile: pairs at once
 #pragma unroll
         for (int t = 0; t < MT; ++t) {{
@@ -131,11 +156,29 @@ template <int MT, int NT>
             }}
         }}
     }}
-}}""", needs=("wg_types", "local_linear") + (() if elem == "f32" else (elem,)))
+}}""", needs=("wg_types", "local_linear") + (() if elem == "f32" else (elem, "wg_quad_transpose")))
+
+
+#: lane q of each group of 4 holds word j of column block j; afterwards word j of block q (from lane j): two
+#: exchanges (lanes 2 apart, then 1 apart), each swapping the two words whose index bit differs from the lane's
+_QUAD_TRANSPOSE = Snippet(f"""\
+{_Q} void iron_wg_quad_transpose(unsigned (&w)[4], int q) {{
+    const bool hi = (q & 2) != 0, odd = (q & 1) != 0;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {{  // lanes 2 apart swap the words whose bit 1 is not the lane's
+        const unsigned x = __shfl_xor_sync(0xffffffffu, hi ? w[j] : w[2 + j], 2);
+        if (hi) w[j] = x; else w[2 + j] = x;
+    }}
+#pragma unroll
+    for (int j = 0; j < 4; j += 2) {{  // lanes 1 apart swap the words whose bit 0 is not the lane's
+        const unsigned x = __shfl_xor_sync(0xffffffffu, odd ? w[j] : w[j + 1], 1);
+        if (odd) w[j] = x; else w[j + 1] = x;
+    }}
+}}""")
 
 
 def wgmma_snippets() -> dict[str, Snippet]:
-    out = {"wg_types": _TYPES}
+    out = {"wg_types": _TYPES, "wg_quad_transpose": _QUAD_TRANSPOSE}
     for elem in ("f16", "bf16"):
         out[f"wg_store_{elem}"] = _store(elem)
         for nt in range(1, 17):

@@ -15,7 +15,7 @@ from ..lang.types import DTypeVar
 from ..passes.manager import run_pipeline
 from ..runtime import get_backend
 from .codegen import FunctionCodegen
-from .launch import Launcher, cache_key, canonical_key, parse_launch_key
+from .launch import FULL_PATH, Launcher, cache_key, canonical_key, parse_launch_key
 from .optional import Absent
 from .reads import GlobalReads
 from .refs import IronFunc, KernelMarker, func  # noqa: F401 - IronFunc and func are re-exported
@@ -227,6 +227,8 @@ class KernelFunction(KernelMarker):
     def __getitem__(self, key: Any):
         # only keys of exactly int (and tuples of them) are looked up as they are: 64.0 or True would find the
         # launcher of k[64] or k[1] (equal, same hash) and skip the checks that refuse them
+        if FULL_PATH[0]:
+            return Launcher(self, *parse_launch_key(key))
         plain = type(key) is int or cache_key(key)
         launcher = self._launchers.get(key) if plain else None
         if launcher is not None and self.reads.keys and type(launcher) is not Launcher:

@@ -76,6 +76,22 @@ def _pad3(d: tuple[int, ...]) -> tuple[int, int, int]:
     return tuple(list(d) + [1] * (3 - len(d)))  # type: ignore[return-value]
 
 
+#: while set (``full_path``), ``k[grid]`` hands out a fresh, uncached Launcher: every launch takes the full path, which
+#: records the backend's ``last_launch`` (the bench's registers and occupancy of a row's kernel)
+FULL_PATH = [False]
+
+
+class full_path:
+    """Within ``with full_path():`` launches skip the cached fast and direct launchers (one flag read per ``k[...]``
+    otherwise)."""
+
+    def __enter__(self) -> None:
+        FULL_PATH[0] = True
+
+    def __exit__(self, *exc) -> None:
+        FULL_PATH[0] = False
+
+
 class Launcher:
     """``k[grid, group]``: call it with the kernel's arguments."""
 

@@ -112,8 +112,9 @@ def plan_rows(rows: int, ncols: int, itemsize: int, ept: int = ELEMS_PER_THREAD)
 
 
 #: elements per thread that autotuning times per (device, kernel, dtype, shape bucket) on a GPU backend; elsewhere
-#: the first (ELEMS_PER_THREAD). Triton's softmax and rms_norm hold 32 bf16 per thread at 8192 columns.
-ROW_TUNING = {"cuda": (ELEMS_PER_THREAD, 32, 8)}
+#: the first (ELEMS_PER_THREAD). Triton's softmax and rms_norm hold 32 bf16 per thread at 8192 columns; 64 (eight
+#: 16-byte loads in flight per thread, 128 threads per 8192-element row) is tried too
+ROW_TUNING = {"cuda": (ELEMS_PER_THREAD, 32, 8, 64)}
 
 
 def dtype_label(x: Any) -> str:

@@ -49,6 +49,7 @@
 #                                 buffers, subgroup pinning, quantized model, sampled decode recording, gemm_wgp)
 #   scripts/gpu_check.sh wgvar   issue 14: gemm_wg's emitted source edited (no fence, no barrier, no loads, no store,
 #                                 launch bounds, 2 groups per SM) and timed, to see where its time goes
+#   scripts/gpu_check.sh vprofile issue 16: host time per launch on device arrays, Vulkan and CUDA, with cProfile
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -145,7 +146,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { [ "$PART" = model ] && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -213,12 +214,26 @@ if [ "$PART" = gemmncu ]; then
   pack
 fi
 if [ "$PART" = sanitize ]; then
-  # issue 17: compute-sanitizer memcheck and racecheck over the std kernels' tests on CUDA (logs committed)
+  # issue 17: compute-sanitizer memcheck and racecheck over the std kernels' tests and the conformance suite on CUDA,
+  # the tests split round-robin into SAN_JOBS shards run side by side (the tools slow each test ~100x); logs committed
+  IRON_TEST_BACKENDS=cuda $PY -m pytest -p no:cacheprovider -o addopts="" --collect-only -q \
+    ${SAN_TESTS:-tests/std/test_std_kernels.py tests/frontend/test_kernels.py} -k "${SAN_FILTER:-cuda}" 2>/dev/null \
+    | grep "::" > /tmp/san_ids.txt
+  rm -f /tmp/san_shard_*
+  split -n r/${SAN_JOBS:-12} /tmp/san_ids.txt /tmp/san_shard_
+  echo "sanitize: $(wc -l < /tmp/san_ids.txt) tests in ${SAN_JOBS:-12} shards" | tee "$OUT/sanitize_summary.txt"
   for TOOL in ${SAN_TOOLS:-memcheck racecheck}; do
-    IRON_TEST_BACKENDS=cuda timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $TOOL --error-exitcode 86 \
-      --print-limit 20 $PY -m pytest -p no:cacheprovider -q -x tests/std/test_std_kernels.py -k "${SAN_FILTER:-cuda}" \
-      2>&1 | tee "$OUT/sanitize_$TOOL.txt" | tail -n 8
-    echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/sanitize_$TOOL.txt"
+    for f in /tmp/san_shard_*; do
+      log="$OUT/sanitize_${TOOL}_$(basename $f | sed 's/san_shard_//').txt"
+      ( IRON_TEST_BACKENDS=cuda timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $TOOL --error-exitcode 86 \
+          --print-limit 20 $PY -m pytest -p no:cacheprovider -q -o addopts="" -p no:randomly $(cat $f) > "$log" 2>&1
+        echo "exit $?" >> "$log" ) &
+    done
+    wait
+    { echo "== $TOOL: $(grep -h "ERROR SUMMARY" "$OUT"/sanitize_${TOOL}_*.txt | sort | uniq -c | tr '\n' ';')"
+      echo "   exits: $(grep -h '^exit ' "$OUT"/sanitize_${TOOL}_*.txt | sort | uniq -c | tr '\n' ';')"
+      echo "   pytest: $(grep -hE '[0-9]+ (passed|failed)' "$OUT"/sanitize_${TOOL}_*.txt | tr '\n' ';')"
+    } | tee -a "$OUT/sanitize_summary.txt"
     pack
   done
 fi
@@ -255,6 +270,13 @@ fi
 if [ "$PART" = wgvar ]; then
   timeout ${WGVAR_TIMEOUT:-420} $PY bench/experiments/wg_variants.py "$OUT/wg_variants.json" 2>&1 \
     | tee "$OUT/wg_variants.txt" | tail -n 30
+  pack
+fi
+if [ "$PART" = vprofile ]; then
+  # issue 16: the host time of a Vulkan launch on device arrays, and where it goes (cProfile), beside CUDA's
+  for B in vulkan cuda; do
+    timeout 60 $PY bench/experiments/vk_launch_profile.py $B 2>&1 | tee "$OUT/launch_profile_$B.txt" | head -n 30
+  done
   pack
 fi
 if [ "$PART" = varrays ]; then

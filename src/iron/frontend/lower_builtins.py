@@ -204,11 +204,26 @@ def lower_array(cg, space: str, arg_nodes: list[ast.AST], node: ast.AST) -> Valu
     if elem not in t.BUFFER_ELEM_TYPES:
         raise cg.error(f"{what} hold f32/f16/bf16/f64/i32/u32/i64/u64/i8/u8, not {elem}", arg_nodes[0])
     n = cg.expr(arg_nodes[1])
+    if space == "shared" and _is_length_param(cg, n):  # run-time sized: the host sizes it from the launch's value
+        cg.node = node
+        cg.b.loc = cg.frame.src.loc(node)
+        ty = t.BufferType(elem, space, None)
+        return cg.hoist(lambda b: b.op(space, [], ty, {"elem": elem, "size": None, "length": n.name}).result)
     if not isinstance(n, Const) or isinstance(n.value, bool) or not isinstance(n.value, int) or n.value <= 0:
-        raise cg.error(f"{spelling} needs a positive compile-time size n (a literal or constexpr)", arg_nodes[1])
+        raise cg.error(
+            f"{spelling} needs a positive compile-time size n (a literal or constexpr)"
+            + (", or an int kernel parameter (its value at launch sizes the array)" if space == "shared" else ""),
+            arg_nodes[1], "shared(dtype, n) with `n: int` a parameter of the kernel (not an expression of it) gives "
+            "a run-time length" if space == "shared" and isinstance(n, Value) else None)
     cg.node = node
     cg.b.loc = cg.frame.src.loc(node)
     return new_array(cg, space, elem, n.value)
+
+
+def _is_length_param(cg, n: Any) -> bool:
+    """Whether ``n`` is an int scalar parameter of the kernel itself, unchanged (a shared array's run-time length)."""
+    return (isinstance(n, Value) and n.owner is cg.body and n.type in (t.i32, t.u32) and n.name is not None
+            and any(v is n for v in cg.body.args))
 
 
 def new_array(cg, space: str, elem: t.ScalarType, size: int) -> Value:

@@ -20,7 +20,7 @@ from ..errors import ExecutionError, LaunchError
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Block, Kernel, Op, Value
-from . import matrix, memory, warpgroup
+from . import matrix, memory, shared_sizes, warpgroup
 from .semantics import const_array, pure_fn
 from .threads import (
     EMPTY,
@@ -62,7 +62,11 @@ def run_kernel(
     the ``shared()``) when the kernel's shared arrays exceed ``max_shared`` bytes per group (default
     ``memory.shared_limit()``: 48 KiB, as a GPU gives a group), before anything is allocated.
     """
-    memory.check_shared(kernel, memory.shared_limit() if max_shared is None else max_shared)
+    limit = memory.shared_limit() if max_shared is None else max_shared
+    memory.check_shared(kernel, limit)
+    if shared_sizes.runtime_arrays(kernel):  # run-time lengths: checked with the static arrays before allocating
+        shared_sizes.lengths(kernel, {p.name: args.get(p.name, 1) for p in kernel.params if p.kind == "scalar"},
+                             limit, "cpu")
     grid3, group3 = _dims(grid, "grid", 0), _dims(group, "group", 1)
     if not isinstance(simd_width, int | np.integer) or simd_width < 1:
         raise LaunchError(f"simd_width must be a positive int, got {simd_width!r}")
@@ -176,7 +180,10 @@ class _Executor:
             return None
         if code in ("shared", "local"):  # allocated once per launch, like a static array, even inside a loop
             make = memory.Target.shared if code == "shared" else memory.Target.local
-            self.targets[op.result.uid] = make(self.geom, op.attrs["elem"], op.attrs["size"], op.result.name)
+            size = op.attrs["size"]
+            if size is None:  # shared(dtype, n) with n a kernel parameter: its value at this launch
+                size = int(self.env[self._slot(self.kernel.param(op.attrs["length"]).value)])
+            self.targets[op.result.uid] = make(self.geom, op.attrs["elem"], size, op.result.name)
             return None
         if code in _PURE:
             return self._pure(op)

@@ -35,7 +35,7 @@ def shared_limit() -> int:
 def check_shared(kernel, limit: int) -> None:
     """CompileError at the ``shared()`` that takes the kernel's shared arrays past ``limit`` bytes per group (the
     message gives their total, as the C-family printers do), before the interpreter allocates anything."""
-    arrays = [op for op in kernel.body.walk() if op.opcode == "shared"]
+    arrays = [op for op in kernel.body.walk() if op.opcode == "shared" and op.attrs.get("size") is not None]
     total = sum(op.attrs["elem"].itemsize * op.attrs["size"] for op in arrays)
     if total <= limit:
         return

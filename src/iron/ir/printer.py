@@ -56,7 +56,7 @@ def format_op(op: Op, name: _Namer) -> str:
     elif code == "store":
         body = f"store {ops[0]}[{ops[1]}], {ops[2]}"
     elif code in ("shared", "local"):
-        body = f"{code} {a['elem']} x {a['size']}"
+        body = f"{code} {a['elem']} x {a['size'] if a.get('size') is not None else a['length']}"
     elif code == "vcopy":
         body = f"vcopy {ops[0]}[{ops[1]}], {ops[2]}[{ops[3]}] x {a['n']}"
     elif code == "for":

@@ -116,7 +116,7 @@ class BufferType:
 
     def __repr__(self) -> str:
         if self.space in ("shared", "local"):
-            return f"{self.space}<{self.elem} x {self.size}>"
+            return f"{self.space}<{self.elem} x {'?' if self.size is None else self.size}>"
         return f"buffer<{self.elem}>"
 
     __str__ = __repr__

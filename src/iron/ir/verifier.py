@@ -179,7 +179,10 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
     elif code in ("shared", "local"):
         a = attrs
         need(r == t.BufferType(a.get("elem"), code, a.get("size")), f"{code} result type mismatch")
-        need(isinstance(a.get("size"), int) and a["size"] > 0, f"{code} size must be a positive int")
+        if code == "shared" and a.get("size") is None:  # run-time length: a scalar parameter's value at launch
+            need(isinstance(a.get("length"), str), "shared with no size names its length parameter")
+        else:
+            need(isinstance(a.get("size"), int) and a["size"] > 0, f"{code} size must be a positive int")
     elif code == "async_copy":
         need(isinstance(xs[0], t.BufferType) and xs[0].space == "shared" and isinstance(xs[2], t.BufferType)
              and xs[2].space == "global" and xs[0].elem == xs[2].elem, "async_copy(shared, j, global, i)")

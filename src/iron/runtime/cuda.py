@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IronError, LaunchError
+from ..interp import shared_sizes
 from .arrays import check_array_backend, is_iron_array
 from .artifacts import Emitted, write_cuda
 from .backend import Backend
@@ -191,27 +192,33 @@ class CudaBackend(Backend):
             code = ObjectCode.from_cubin(self.compile(variant), name=src.entry)
             vector = code.get_kernel(src.vector.entry) if src.vector is not None else None
             kern = code.get_kernel(src.entry)
-            if src.dynamic_shared_bytes:
+            if src.dynamic_shared_bytes or src.runtime_shared:
                 self._opt_in_shared(kern, src)
             fn = variant.artifacts[key] = (kern, src, vector)
         return fn
 
     def _opt_in_shared(self, kern, src) -> None:
         """Allow the kernel more than 48 KiB of dynamic shared memory (CUDA requires an explicit opt-in)."""
-        from cuda.bindings import driver
-
         limit = self.device().properties.max_shared_memory_per_block_optin
+        if src.runtime_shared:  # sized per launch: allow up to the device's limit, each launch checked (launch)
+            self._set_max_dynamic(kern, src, limit - src.shared_bytes)
+            return
         if src.dynamic_shared_bytes > limit:
             raise LaunchError(f"{src.kernel} needs {src.dynamic_shared_bytes} bytes of shared memory; this GPU gives "
                               f"a group at most {limit}")
+        self._set_max_dynamic(kern, src, src.dynamic_shared_bytes)
+
+    def _set_max_dynamic(self, kern, src, nbytes: int) -> None:
+        from cuda.bindings import driver
+
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         handle = kern.handle
         if isinstance(handle, driver.CUkernel):  # cuda.core loads modules as libraries: set it per device
-            (err,) = driver.cuKernelSetAttribute(attr, src.dynamic_shared_bytes, handle, self.device().device_id)
+            (err,) = driver.cuKernelSetAttribute(attr, nbytes, handle, self.device().device_id)
         else:
-            (err,) = driver.cuFuncSetAttribute(handle, attr, src.dynamic_shared_bytes)
+            (err,) = driver.cuFuncSetAttribute(handle, attr, nbytes)
         if int(err) != 0:
-            raise LaunchError(f"cannot give {src.kernel} {src.dynamic_shared_bytes} bytes of shared memory ({err})")
+            raise LaunchError(f"cannot give {src.kernel} {nbytes} bytes of shared memory ({err})")
 
     def geometry(self, variant, grid, group):
         """(kernel, blocks, block) for a launch: elementwise kernels on a 1-D grid take the vectorised entry
@@ -344,7 +351,13 @@ class CudaBackend(Backend):
                     args.append(scalars[p.source])
                 else:
                     args.append(np.int32(grid[p.axis]))
-            config = LaunchConfig(grid=blocks, block=block, shmem_size=src.dynamic_shared_bytes)
+            shmem = src.dynamic_shared_bytes
+            if src.runtime_shared:  # shared arrays sized by this launch's values (checked against the device)
+                limit = self.device().properties.max_shared_memory_per_block_optin
+                shared_sizes.lengths(variant.kernel, scalars, limit, f"this GPU ({self.device().name})",
+                                     static=src.shared_bytes)
+                shmem = src.launch_shared_bytes(scalars)
+            config = LaunchConfig(grid=blocks, block=block, shmem_size=shmem)
             launch(stream, config, kern, *args)
             if staged:
                 written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
@@ -368,6 +381,8 @@ class CudaBackend(Backend):
     def fast_launcher(self, kfn, variant, args, bound, grid, group, min_sizes):
         """A fast launcher for repeat calls shaped like this one (see ``cuda_fast``), or None."""
         if self.capture is not None or os.environ.get("IRON_CUDA_FAST", "1") == "0":
+            return None
+        if self.emitted(variant).runtime_shared:  # the shared size follows the scalars: the full path sizes it
             return None
         try:
             return make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, IronError, LaunchError
+from ..interp import shared_sizes
 from .arrays import check_array_backend, host_array, is_iron_array
 from .artifacts import Emitted, write_hip
 from .backend import Backend
@@ -427,6 +428,8 @@ class HipBackend(Backend):
         for p in sorted(written):
             if not arrays[p].flags.writeable:
                 raise LaunchError(f"argument '{p}' is read-only but {name} writes to it")
+        if src.runtime_shared:  # shared arrays sized by this launch's values, checked before anything is staged
+            shared_sizes.lengths(variant.kernel, scalars, 64 * 1024, "HIP", static=src.shared_bytes)
         _check(lib, lib.hipSetDevice(self._device.index), "hipSetDevice", name)  # the current device is per thread
         staged: dict[str, tuple[int, int]] = {}
         on_device = {p: a.ptr for p, a in arrays.items() if not isinstance(a, np.ndarray)}
@@ -442,8 +445,9 @@ class HipBackend(Backend):
                                       scalars, grid)
             argv = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
             blocks = [-(-n // g) for n, g in zip(grid, group)]
-            _check(lib, lib.hipModuleLaunchKernel(ctypes.c_void_p(fn), *blocks, *group, src.dynamic_shared_bytes,
-                                                  None, argv, None), "hipModuleLaunchKernel", name)
+            _check(lib, lib.hipModuleLaunchKernel(ctypes.c_void_p(fn), *blocks, *group,
+                                                  src.launch_shared_bytes(scalars), None, argv, None),
+                   "hipModuleLaunchKernel", name)
             if not staged:  # device arrays alone: queued on the null stream, not waited for
                 return
             err = lib.hipStreamSynchronize(None)

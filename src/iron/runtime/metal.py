@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, LaunchError
+from ..interp import shared_sizes
 from .arrays import HostStore, check_writable, host_array
 from .artifacts import Emitted, write_metal
 from .backend import Backend, LaunchRecorder
@@ -221,7 +222,10 @@ class MetalBackend(Backend):
             value = grid[p.axis] if p.kind == "grid" else scalars[p.source]
             data = struct.pack(_PACK[p.ctype], value)
             enc.setBytes_length_atIndex_(data, len(data), i)
-        for j, (_, size) in enumerate(src.threadgroup):
+        if src.runtime_shared:  # threadgroup arrays sized by this launch's values
+            shared_sizes.lengths(k, scalars, int(dev.maxThreadgroupMemoryLength()), f"this GPU ({dev.name()})",
+                                 static=src.shared_bytes)
+        for j, size in enumerate(src.threadgroup_bytes(scalars)):
             enc.setThreadgroupMemoryLength_atIndex_(-(-size // 16) * 16, j)
         groups = [-(-n // g) for n, g in zip(grid, group)]
         enc.dispatchThreadgroups_threadsPerThreadgroup_(metal.MTLSizeMake(*groups), metal.MTLSizeMake(*group))

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, ExecutionError, LaunchError
+from ..interp import shared_sizes
 from ..ir.variant import uses_collectives
 from .arrays import check_writable, host_array
 from .backend import Backend
@@ -293,7 +294,9 @@ class MslCpuBackend(Backend):
                 box = _SCALAR_CTYPES[st.name](scalars[p.source])
             keep.append(box)
             args[i] = ctypes.addressof(box)
-        tg = (ctypes.c_uint * max(len(src.threadgroup), 1))(*[size for _, size in src.threadgroup])
+        if src.runtime_shared:  # threadgroup arrays sized by this launch's values: checked against Metal's 32 KiB
+            shared_sizes.lengths(k, scalars, 32 * 1024, "msl-cpu (Metal's limit)", static=src.shared_bytes)
+        tg = (ctypes.c_uint * max(len(src.threadgroup), 1))(*src.threadgroup_bytes(scalars))
         groups = (ctypes.c_uint * 3)(*[-(-n // g) for n, g in zip(grid, group)])
         dims = (ctypes.c_uint * 3)(*group)
         concurrent = uses_collectives(k)

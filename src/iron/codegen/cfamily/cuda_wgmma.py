@@ -113,7 +113,8 @@ def _store(elem: str) -> Snippet:
 #pragma unroll
                         for (int j = 0; j < 4; ++j) {{
                             const float* v = &c.x[8 * (t * NT) + 4 * (4 * hb + j) + i];
-                            w[j] = (unsigned)iron_f32_to_{elem}(v[0]).bits | ((unsigned)iron_f32_to_{elem}(v[1]).bits << 16);
+                            w[j] = (unsigned)iron_f32_to_{elem}(v[0]).bits
+                                 | ((unsigned)iron_f32_to_{elem}(v[1]).bits << 16);
                         }}
                         iron_wg_quad_transpose(w, q);
                         const long long r = 16 * t + g + (i >> 1) * 8, n = 8 * (4 * hb + q);

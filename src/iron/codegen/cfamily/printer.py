@@ -90,6 +90,21 @@ class KernelSource:
     attributes: tuple[tuple[str, str, str], ...] = ()
     #: the compile target the source requires, where it needs more than the device's plain one (wgmma: "sm_90a")
     arch: str | None = None
+    #: shared arrays sized at launch (``shared(dtype, n)``, n a parameter): (array, parameter, element bytes), in the
+    #: order they follow the compile-time arrays in the dynamic buffer (each 16-byte aligned) or, on Metal, in the
+    #: threadgroup parameters (``threadgroup`` lists them with 0 bytes)
+    runtime_shared: tuple[tuple[str, str, int], ...] = ()
+
+    def threadgroup_bytes(self, scalars) -> list[int]:
+        """Each threadgroup parameter's bytes (Metal) for a launch with these scalar values (by parameter name)."""
+        runtime = {name: (p, size) for name, p, size in self.runtime_shared}
+        return [-(-int(scalars[runtime[name][0]]) * runtime[name][1] // 16) * 16 if name in runtime else size
+                for name, size in self.threadgroup]
+
+    def launch_shared_bytes(self, scalars) -> int:
+        """The dynamic shared bytes a launch with these scalar values (by parameter name) passes."""
+        return self.dynamic_shared_bytes + sum(-(-int(scalars[p]) * size // 16) * 16
+                                               for _, p, size in self.runtime_shared)
 
     def __str__(self) -> str:
         return self.source
@@ -133,6 +148,12 @@ class _Printer(TilePrinting, DialectCalls):
         self.last_line: int | None = None
         self.shared_bytes = 0
         self.shared_offsets, self.dynamic_shared = shared_layout(kernel, dialect)
+        # arrays sized at launch: (name, length parameter, element bytes), carved after the compile-time ones
+        self.runtime_shared: list[tuple[str, str, int]] = []
+        self.static_end = -(-max((off + op.attrs["elem"].itemsize * op.attrs["size"] for op in kernel.walk()
+                                  for off in [self.shared_offsets.get(op.result.uid if op.result else -1)]
+                                  if off is not None), default=0) // 16) * 16
+        self.runtime_offset = ""
         # SIMD ops that every live lane reaches together get the entry ballot as their lane mask
         self.convergent = convergent_simd_ops(kernel) if dialect.simd_masks is not None else set()
 
@@ -161,7 +182,8 @@ class _Printer(TilePrinting, DialectCalls):
         return KernelSource(self.d.name, self.k.name, entry, text, tuple(params), self.shared_bytes,
                             tuple(sorted(self.features.snippets)), vector, self.dynamic_shared,
                             tuple((name, size) for _, name, size in self.features.shared_params),
-                            tuple(self.d.attribute_params(self.features)))
+                            tuple(self.d.attribute_params(self.features)),
+                            runtime_shared=tuple(self.runtime_shared))
 
     def _vectorised(self, entry: str, params: list[CParam], lanes: LanePlan) -> tuple[VectorEntry | None, str]:
         """The element function and the vector entry (``vectorize.py``), or (None, "") if the dialect has none."""

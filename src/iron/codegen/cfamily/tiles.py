@@ -22,7 +22,7 @@ def shared_layout(kernel: Kernel, dialect) -> tuple[dict[int, int], int]:
     total = 0
     align = getattr(dialect, "shared_align", 16)
     for op in kernel.walk():
-        if op.opcode == "shared":
+        if op.opcode == "shared" and op.attrs.get("size") is not None:  # run-time sized ones go after (_shared)
             total = -(-total // align) * align
             offsets[op.result.uid] = total
             total += op.attrs["elem"].itemsize * op.attrs["size"]
@@ -94,9 +94,12 @@ class TilePrinting:
 
     def _shared(self, op: Op, out: list[str], pad: str) -> None:
         elem, size = op.attrs["elem"], op.attrs["size"]
-        self.shared_bytes += elem.itemsize * size
         name = self.names.bind(op.result.uid, op.result.name or "shared")
         self.buffers[op.result.uid] = name
+        if size is None:
+            self._runtime_shared(op, name, out, pad)
+            return
+        self.shared_bytes += elem.itemsize * size
         if self.d.shared_as_params and not self.dynamic_shared:
             self.features.shared_params.append((self._ctype(elem), name, elem.itemsize * size))
             return
@@ -112,3 +115,22 @@ class TilePrinting:
         if op.result.uid == next(iter(self.shared_offsets)):
             out.append(pad + self.d.dynamic_shared_decl())
         out.append(pad + self.d.dynamic_shared_view(self._ctype(elem), name, self.shared_offsets[op.result.uid]))
+
+    def _runtime_shared(self, op: Op, name: str, out: list[str], pad: str) -> None:
+        """``shared(dtype, n)`` with ``n`` a kernel parameter: a threadgroup parameter the host sizes (Metal), else a
+        view of the dynamic buffer after every compile-time array, 16-byte aligned; the launcher adds the lengths'
+        bytes to the dynamic size (``KernelSource.runtime_shared``)."""
+        elem, param = op.attrs["elem"], op.attrs["length"]
+        ctype = self._ctype(elem)
+        self.runtime_shared.append((name, param, elem.itemsize))
+        if self.d.shared_as_params:
+            self.features.shared_params.append((ctype, name, 0))
+            return
+        if self.d.max_dynamic_shared == 0:
+            raise CompileError(f"shared arrays sized at launch are not supported on {self.d.name}", op.loc)
+        if not self.dynamic_shared and len(self.runtime_shared) == 1:  # no compile-time array declared it
+            out.append(pad + self.d.dynamic_shared_decl())
+        length = self.expr(self.k.param(param).value)
+        offset = self.runtime_offset or str(self.static_end if self.dynamic_shared else 0)
+        out.append(pad + self.d.dynamic_shared_view(ctype, name, offset))
+        self.runtime_offset = f"{offset} + (((unsigned)({length}) * {elem.itemsize}u + 15u) & ~15u)"

@@ -288,7 +288,10 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("cast", "cast(v, dtype)", "Convert v to dtype (float to int truncates toward zero, saturates, NaN -> 0).",
        (2, 2)),
     _b("shared", "shared(dtype, n) -> shared array",
-       "A group-shared array of n (compile-time) elements; its contents start undefined. A group's shared arrays "
+       "A group-shared array of n elements; its contents start undefined. n is a compile-time size (a literal or "
+       "constexpr), or an `int` parameter of the kernel: then the array's length is that parameter's value at each "
+       "launch (one compiled kernel serves every length; a length below 1 or past the limit below is a LaunchError "
+       "before anything runs). A group's shared arrays "
        "together may use at most: 32 KiB on Metal and msl-cpu, 48 KiB on the interpreter (`IRON_CPU_MAX_SHARED`, in "
        "bytes, changes it), 64 KiB on HIP, 227 KiB on CUDA (sm_90), the device's `maxComputeSharedMemorySize` on "
        "Vulkan (32 KiB on lavapipe); more is a located CompileError (LaunchError on Vulkan) before anything runs or "

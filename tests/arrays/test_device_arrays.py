@@ -301,3 +301,17 @@ def test_cuda_array_dlpack_export_to_torch(rng):
     assert t.device.type == "cuda" and t.data_ptr() == out.__cuda_array_interface__["data"][0]
     assert np.allclose(t.cpu().numpy(), 3 * xs, rtol=1e-6)
     assert out.__dlpack_device__() == (2, out.device)
+
+
+@pytest.mark.parametrize("start", [1, 3, 64, 1024], ids=["offset4", "offset12", "offset256", "offset4096"])
+def test_numpy_views_at_an_offset(backend, rng, start):
+    """Issue 15 item 6: ``a[start:]`` of a NumPy array passed as a buffer: the kernel reads and writes the view, the
+    rest of the parent is untouched (host backends run on the view's own memory; GPU backends copy it in and back)."""
+    m = 100
+    x = rng.standard_normal(start + m + 7).astype(np.float32)
+    y = rng.standard_normal(m).astype(np.float32)
+    out = np.full(start + m + 7, np.nan, np.float32)
+    axpy[m](x[start:start + m], y, out[start:start + m], 2.0, backend=backend)
+    want = 2.0 * x[start:start + m].astype(np.float64) + y
+    assert np.allclose(out[start:start + m], want, rtol=1e-6, atol=1e-6)
+    assert np.isnan(out[:start]).all() and np.isnan(out[start + m:]).all()

@@ -120,6 +120,21 @@ def test_fast_path_relaunches_with_new_pointers_and_falls_back(recorder):
     assert len(recorder.calls) == launched
 
 
+def test_fast_path_declines_after_iron_backend_changes(recorder, monkeypatch):
+    """The launcher reads IRON_BACKEND from os.environ's own dict (cheaper than os.environ.get per launch): a change
+    made through os.environ after the launcher was made sends the call back to the full path, as before."""
+    monkeypatch.delenv("IRON_BACKEND", raising=False)
+    variant = iron_exp.variant(iron.f32)
+    a, out = FakeTensor(1000, 0x1000), FakeTensor(1000, 0x2000)
+    fast = cf.make_fast_launch(_Backend(), iron_exp, variant, (a, out), {}, (1000, 1, 1), (256, 1, 1),
+                               {"a": 1000, "out": 1000})
+    assert fast((a, out)) is True
+    monkeypatch.setenv("IRON_BACKEND", "cpu")
+    assert fast((a, out)) is False
+    monkeypatch.delenv("IRON_BACKEND")
+    assert fast((a, out)) is True
+
+
 class _Store:
     """An iron Array's CUDA memory, faked: a device address and its device."""
 

@@ -29,6 +29,12 @@ from .arrays import is_iron_array
 _LIB: Any = None
 
 
+#: where the fast launcher reads IRON_BACKEND: os.environ's underlying dict where CPython has one (bytes keys and
+#: values on POSIX, kept in step by os.environ's own writes), else os.environ itself
+_ENV_DATA = getattr(os.environ, "_data", os.environ)
+_ENV_KEY = os.environ.encodekey("IRON_BACKEND") if _ENV_DATA is not os.environ else "IRON_BACKEND"
+
+
 def _libcuda():
     global _LIB
     if _LIB is None:
@@ -213,7 +219,9 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
     ns: dict[str, Any] = {
         "backend": backend, "stream_of": (lambda index, h=int(backend.stream.handle): h) if own
         else _torch_stream_getter(), "DEV": device_index, "stream": stream, "BK": backend.name,
-        "environ": os.environ, "ENV0": os.environ.get("IRON_BACKEND"),
+        # os.environ's own bytes dict (CPython): a lookup there is ~20x cheaper than os.environ.get, which encodes
+        # the key and decodes the value per call (1.5 us of a 6.5 us launch on the H200's host, cProfile)
+        "environ": _ENV_DATA, "ENV0": _ENV_DATA.get(_ENV_KEY), "KEY": _ENV_KEY,
         # PyDLL: the driver call keeps the GIL, so no other thread can rewrite the shared slots while it reads them
         "launch": ctypes.PyDLL("libcuda.so.1").cuLaunchKernel, "fixed": fixed, "argv": ctypes.c_void_p(
             ctypes.addressof(argv)), "LaunchError": LaunchError, "ckey": _constexpr_key, "NAME": variant.kernel.name,
@@ -222,7 +230,7 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
     code = ["def fast(call_args):",
             f"    if backend.capture is not None or len(call_args) != {len(plan)}:",
             "        return False",
-            "    if environ.get('IRON_BACKEND') != ENV0:  # IRON_BACKEND changed since: the full path decides",
+            "    if environ.get(KEY) != ENV0:  # IRON_BACKEND changed since: the full path decides",
             "        return False",
             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = call_args"]
     writes = []  # after every check: no Python code of ours runs between the slot writes and the launch

@@ -41,10 +41,10 @@ def lengths(kernel, scalars: dict[str, Any], limit: int | None = None, where: st
         raise LaunchError(f"kernel '{kernel.name}' would use {total} bytes of shared memory with {names}; "
                           f"{where} gives a group at most {limit}",
                           hint="pass smaller lengths (or split the work over more groups)")
+    return out
 
 
 def _at(op) -> str:
     """Where a shared() call is, for a message located at the launch (the convention for LaunchError)."""
     loc = getattr(op, "loc", None)
     return f" (declared at {loc.file.rsplit('/', 1)[-1]}:{loc.line})" if loc is not None else ""
-    return out

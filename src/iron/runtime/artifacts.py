@@ -140,6 +140,8 @@ def write_spirv(variant: Variant) -> Emitted:
     arg_details.update({p.name: {"offset": p.offset} for p in spk.push})
     details = {"vulkan": {"descriptor_set": 0, "push": push, "push_size": spk.push_size,
                           "group_size_spec_ids": list(spk.local_size_spec_ids),
+                          # shared arrays sized at launch: length parameter -> its spec id (u32 elements)
+                          "shared_length_spec_ids": dict(spk.length_spec_ids),
                           "features": sorted(spk.features)}}
     return Emitted(".spv", spk.words, spk.entry, spk.shared_bytes, 0, details, arg_details)
 

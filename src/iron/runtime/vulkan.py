@@ -33,6 +33,7 @@ from ..ir import types as t
 from .arrays import check_array_backend, is_iron_array
 from .artifacts import Emitted, write_spirv
 from .backend import Backend, LaunchRecorder
+from .vulkan_shared import launch_lengths
 
 _PROBE: list[str | None] = []
 #: PCI vendor ids of the GPUs Iron knows by name
@@ -278,18 +279,19 @@ class VulkanBackend(Backend):
                 raise LaunchError(f"argument '{b.param}' is read-only but {spk.entry} writes to it")
             host[b.param] = arr.reshape(-1)
         push = _pack_push(spk, scalars, grid)  # the exact grid, also for a lanes module
+        lengths = launch_lengths(spk, scalars)  # of run-time sized shared arrays: one pipeline per lengths
         lanes = getattr(spk, "lanes", 1)
         if lanes > 1:  # a lanes module: one invocation per `lanes` elements of axis 0
             grid = (-(-grid[0] // lanes), grid[1], grid[2])
         timing = self._timer.samples is not None  # inside gpu_time: each launch is dispatched and timed alone
         if dev and not host and repeat == 1 and not timing:  # device arrays alone: recorded, not waited for
-            self._queue.enqueue(spk, dev, push, tuple(grid), tuple(group))
+            self._queue.enqueue(spk, dev, push, tuple(grid), tuple(group), lengths)
             self._timer.record(None)
             return None
         if dev:
-            return self._run_mixed(spk, host, dev, push, grid, group, repeat)
+            return self._run_mixed(spk, host, dev, push, grid, group, repeat, lengths)
         try:
-            ms = ctx.dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat)
+            ms = ctx.dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat, lengths=lengths)
         except IronError:
             raise
         except Exception as e:  # a Vulkan error the checks above did not foresee: name the kernel, not our frames
@@ -307,7 +309,7 @@ class VulkanBackend(Backend):
 
         return make_fast_launch(self, kfn, variant, args, grid, group, min_sizes)
 
-    def _run_mixed(self, spk, host, dev, push, grid, group, repeat) -> float | None:
+    def _run_mixed(self, spk, host, dev, push, grid, group, repeat, lengths=()) -> float | None:
         """A launch on NumPy arrays and device arrays: after the queued work, device arrays bound in place (a
         misaligned view goes through a host copy), NumPy ones copied; waits."""
         q = self._queue
@@ -320,7 +322,8 @@ class VulkanBackend(Backend):
                 else:
                     bound[name] = (a.buf, a.offset, a.nbytes)
             try:
-                ms = self.context().dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat, bound=bound)
+                ms = self.context().dispatch(spk, host, push, tuple(grid), tuple(group), repeat=repeat, bound=bound,
+                                             lengths=lengths)
             except IronError:
                 raise
             except Exception as e:

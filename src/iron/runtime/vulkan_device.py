@@ -24,6 +24,7 @@ from . import vulkan_props as vp
 from .vulkan_pipeline_cache import read_pipeline_cache, write_pipeline_cache
 from .vulkan_props import API_1_2, API_1_3, UCF, UCF_STYPE
 from .vulkan_select import choose_device, create_instance, list_devices, load_vulkan, uses_local_size_id, version_text
+from .vulkan_shared import check_lengths, describe, run_time_bytes, spec_constants
 
 #: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
@@ -49,12 +50,13 @@ class Buffer:
 
 @dataclass
 class Program:
-    """A shader module with its layouts; pipelines are built per group size."""
+    """A shader module with its layouts; pipelines are built per group size (and lengths of run-time sized shared
+    arrays: the key is the group, then the lengths)."""
 
     module: Any
     set_layout: Any
     pipeline_layout: Any
-    pipelines: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+    pipelines: dict[tuple[int, ...], Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -283,8 +285,10 @@ class VulkanContext:
 
     # -- programs -------------------------------------------------------------------------------------------------
 
-    def check_kernel(self, spk, group: tuple[int, int, int]) -> None:
-        """LaunchError naming the feature and device when the module needs what this device lacks."""
+    def check_kernel(self, spk, group: tuple[int, int, int], lengths: tuple[int, ...] = ()) -> None:
+        """LaunchError naming the feature and device when the module needs what this device lacks; ``lengths``: the
+        launch's lengths of the run-time sized shared arrays (vulkan_shared.py)."""
+        check_lengths(spk, lengths)
         if uses_local_size_id(spk.words) and not self.has["local_size_id"]:
             raise LaunchError(f"{spk.entry} sets its group size with LocalSizeId, which Vulkan device "
                               f"{self.phys.name} does not allow (it needs Vulkan 1.3 / maintenance4)")
@@ -303,9 +307,12 @@ class VulkanContext:
         # plus the scratch tiles of cooperative matrices, one per SIMD group
         simd_groups = -(-math.prod(group) // self.subgroup_size)
         shared = spk.shared_bytes + simd_groups * getattr(spk, "scratch_bytes_per_simd_group", 0)
+        shared += run_time_bytes(spk, lengths)
         if shared > lim.maxComputeSharedMemorySize:
-            raise LaunchError(f"{spk.entry} needs {shared} bytes of shared memory; {self.phys.name} gives "
-                              f"a group at most {lim.maxComputeSharedMemorySize}")
+            given = f" with {describe(spk, lengths)}" if lengths else ""
+            raise LaunchError(f"{spk.entry} needs {shared} bytes of shared memory{given}; {self.phys.name} gives "
+                              f"a group at most {lim.maxComputeSharedMemorySize}",
+                              hint="pass smaller lengths (or split the work over more groups)" if lengths else None)
         if math.prod(group) > lim.maxComputeWorkGroupInvocations or any(
                 g > lim.maxComputeWorkGroupSize[i] for i, g in enumerate(group)):
             raise LaunchError(f"group {group} exceeds {self.phys.name}'s limits (at most "
@@ -348,19 +355,22 @@ class VulkanContext:
         prog = self.programs[key] = Program(module, set_layout, layout)
         return prog
 
-    def pipeline(self, spk, prog: Program, group: tuple[int, int, int]):
+    def pipeline(self, spk, prog: Program, group: tuple[int, int, int], lengths: tuple[int, ...] = ()):
         with self.lock:
-            return self._pipeline(spk, prog, group)
+            return self._pipeline(spk, prog, group, lengths)
 
-    def _pipeline(self, spk, prog: Program, group: tuple[int, int, int]):
-        pipe = prog.pipelines.get(group)
+    def _pipeline(self, spk, prog: Program, group: tuple[int, int, int], lengths: tuple[int, ...] = ()):
+        key = tuple(group) + tuple(lengths)
+        pipe = prog.pipelines.get(key)
         if pipe is not None:
             return pipe
         vk, ffi = self.vk, self.ffi
-        entries = [vk.VkSpecializationMapEntry(constantID=sid, offset=4 * i, size=4)
-                   for i, sid in enumerate(spk.local_size_spec_ids)]
-        data = ffi.new("uint32_t[3]", list(group))
-        spec = vk.VkSpecializationInfo(mapEntryCount=3, pMapEntries=entries, dataSize=12, pData=data)
+        consts = spec_constants(spk, group, lengths)  # the group size, then the run-time lengths
+        entries = [vk.VkSpecializationMapEntry(constantID=sid, offset=4 * i, size=4) for i, (sid, _) in
+                   enumerate(consts)]
+        data = ffi.new(f"uint32_t[{len(consts)}]", [v for _, v in consts])
+        spec = vk.VkSpecializationInfo(mapEntryCount=len(consts), pMapEntries=entries, dataSize=4 * len(consts),
+                                       pData=data)
         pinned, flags = self._subgroup_pin(group)
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=prog.module,
                                                    pName=spk.entry, pSpecializationInfo=spec, flags=flags,
@@ -369,9 +379,10 @@ class VulkanContext:
         try:
             pipe = vk.vkCreateComputePipelines(self.device, self.pipeline_cache, 1, [info], None)[0]
         except vk.VkError as e:
-            raise LaunchError(f"Vulkan could not build the pipeline of {spk.entry} for group {group} "
+            given = f" and {describe(spk, lengths)}" if lengths else ""
+            raise LaunchError(f"Vulkan could not build the pipeline of {spk.entry} for group {group}{given} "
                               f"({type(e).__name__})") from None
-        prog.pipelines[group] = pipe
+        prog.pipelines[key] = pipe
         return pipe
 
     def _subgroup_pin(self, group: tuple[int, int, int]) -> tuple[Any, int]:
@@ -389,20 +400,22 @@ class VulkanContext:
     # -- dispatch -------------------------------------------------------------------------------------------------
 
     def dispatch(self, spk, host: dict[str, np.ndarray], push: bytes, grid: tuple[int, int, int],
-                 group: tuple[int, int, int], repeat: int = 1, bound: dict | None = None) -> float | None:
+                 group: tuple[int, int, int], repeat: int = 1, bound: dict | None = None,
+                 lengths: tuple[int, ...] = ()) -> float | None:
         """Run ``spk`` ``repeat`` times on the NumPy arrays ``host`` (param -> flat array, copied in and, for
         written buffers, back) and the device arrays ``bound`` (param -> (Buffer, offset, bytes), bound in place);
-        returns the GPU time per dispatch in ms (timestamp queries), or None. Thread-safe: one launch at a time
-        records into the context's one command buffer."""
+        returns the GPU time per dispatch in ms (timestamp queries), or None; ``lengths``: those of the run-time sized
+        shared arrays (vulkan_shared.py). Thread-safe: one launch at a time records into the context's one command
+        buffer."""
         with self.lock:
-            return self._dispatch(spk, host, push, grid, group, repeat, bound)
+            return self._dispatch(spk, host, push, grid, group, repeat, bound, lengths)
 
-    def _dispatch(self, spk, host, push, grid, group, repeat, bound) -> float | None:
+    def _dispatch(self, spk, host, push, grid, group, repeat, bound, lengths=()) -> float | None:
         vk = self.vk
-        self.check_kernel(spk, group)
+        self.check_kernel(spk, group, lengths)
         groups = self._group_counts(grid, group)
         prog = self.program(spk)
-        pipe = self.pipeline(spk, prog, group)
+        pipe = self.pipeline(spk, prog, group, lengths)
         taken: list[tuple[str, Buffer]] = []
         try:
             args = self._upload(spk, host, taken, bound or {})

@@ -4,8 +4,9 @@ The first launch of a ``k[grid]`` shape goes through the full path (frontend/lau
 was a Vulkan ``iron.Array``, the backend returns ``fast(args) -> bool`` built from it: the module, program, pipeline,
 group counts and push-constant layout are fixed, and each call only checks that the arguments are shaped like the
 first (arrays of the same dtype on the same queue, large enough; scalars of the right kind; constexprs equal; no
-written buffer overlapping another), packs the push constants and records the dispatch. Anything else returns False
-and takes the full path, which refuses or serves it. The launcher is generated Python (as CUDA's, ``cuda_fast``):
+written buffer overlapping another; a parameter sizing a shared array equal to the first call's: the pipeline holds
+that length), packs the push constants and records the dispatch. Anything else returns False and takes the full
+path, which refuses or serves it. The launcher is generated Python (as CUDA's, ``cuda_fast``):
 every check unrolled per argument, one precompiled ``struct.Struct`` for the push constants, the descriptor-set key
 built inline (lavapipe on this 2-core machine, bench/experiments/array_launch.py: 17-24 µs per launch of a
 1,024-element kernel before, 13-14.5 after, both under load).
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .arrays import is_iron_array
+from .vulkan_shared import launch_lengths, length_params
 
 _CODES = {"i32": "<i", "u32": "<I", "f32": "<f"}
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
@@ -43,9 +45,15 @@ def make_fast_launch(backend, kfn, variant, args: tuple, grid, group,
         else:
             plan.append((2, i, p.name, type(value), value))
     spk = backend._device_module(variant, grid)
+    # run-time sized shared arrays: the pipeline holds this launch's lengths, so only calls passing the same values
+    # are taken (others take the full path, which makes a launcher for theirs)
+    lengths = launch_lengths(spk, {p.name: v for p, v in zip(params, args) if p.kind == "scalar"})
+    fixed = dict(zip(length_params(spk), lengths))
+    plan = [(k, i, name, want, fixed.get(name)) if k == 1 else (k, i, name, want, extra)
+            for k, i, name, want, extra in plan]
     lanes = getattr(spk, "lanes", 1)
     run_grid = (-(-grid[0] // lanes), grid[1], grid[2]) if lanes > 1 else tuple(grid)
-    prog, pipe, groups = queue.prepare(spk, run_grid, tuple(group))
+    prog, pipe, groups = queue.prepare(spk, run_grid, tuple(group), lengths)
     push_fields = _push_fields(spk, grid)
     if push_fields is None:
         return None
@@ -77,6 +85,8 @@ def _generate(backend, queue, spk, prog, pipe, groups, plan, push_fields, writte
         elif kind == 1:
             if want == "f32":
                 code += [f"    if type({v}) is not float and type({v}) is not int:", "        return False"]
+            elif extra is not None:  # a run-time shared length: the value the pipeline was built for
+                code += [f"    if type({v}) is not int or {v} != {int(extra)}:", "        return False"]
             else:
                 lo, hi = _INT_RANGE[want]
                 code += [f"    if type({v}) is not int or not {lo} <= {v} <= {hi}:", "        return False"]

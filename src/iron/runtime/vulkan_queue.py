@@ -107,21 +107,22 @@ class VulkanQueue:
     # -- launches -------------------------------------------------------------------------------------------------
 
     def enqueue(self, spk, args: dict[str, ArrayArg], push: bytes, grid: tuple[int, int, int],
-                group: tuple[int, int, int]) -> None:
-        """Record one dispatch of ``spk`` on arrays (by parameter) into the current batch."""
+                group: tuple[int, int, int], lengths: tuple[int, ...] = ()) -> None:
+        """Record one dispatch of ``spk`` on arrays (by parameter) into the current batch (``lengths``: of its run-time
+        sized shared arrays)."""
         with self.lock:
-            prog, pipe, groups = self.prepare(spk, grid, group)
+            prog, pipe, groups = self.prepare(spk, grid, group, lengths)
             self.record(spk, prog, pipe, groups, {name: (a.buf, a.offset, a.nbytes) for name, a in args.items()},
                         push)
 
-    def prepare(self, spk, grid: tuple[int, int, int], group: tuple[int, int, int]):
-        """(program, pipeline, group counts) of a launch shape, after the device checks."""
+    def prepare(self, spk, grid: tuple[int, int, int], group: tuple[int, int, int], lengths: tuple[int, ...] = ()):
+        """(program, pipeline, group counts) of a launch shape and run-time shared lengths, after the device checks."""
         ctx = self.ctx
         with self.lock:
-            ctx.check_kernel(spk, group)
+            ctx.check_kernel(spk, group, lengths)
             groups = ctx._group_counts(grid, group)
             prog = ctx.program(spk)
-            return prog, ctx.pipeline(spk, prog, group), groups
+            return prog, ctx.pipeline(spk, prog, group, lengths), groups
 
     def record(self, spk, prog, pipe, groups, binds: dict[str, tuple], push: bytes) -> None:
         """Record a prepared dispatch on buffers (param -> (Buffer, offset, bytes)); hold ``lock``."""

@@ -10,7 +10,9 @@ Layout of the module (one entry point, GLCompute, SPIR-V 1.3 for Vulkan 1.1+):
 - the group size is the WorkgroupSize built-in made of three spec constants (SpecId 0, 1, 2), so one module serves
   every group size the launcher picks (VkSpecializationInfo);
 - shared arrays are Workgroup arrays; half arrays hold f32 there (exact, and no 16-bit workgroup storage needed),
-  except those cooperative matrices load from, which hold the halves' 16 bits (coopmat.py).
+  except those cooperative matrices load from, which hold the halves' 16 bits (coopmat.py). An array sized by an
+  int parameter (``shared(f32, n)``) has a u32 spec constant for its length (SpecId 3, 4, ... one per parameter,
+  default 1; ``SpirvKernel.shared_lengths``), set by the runtime from the launch's value when it builds the pipeline.
 - with cooperative matrices (``coopmat``) the module is SPIR-V 1.6 under the Vulkan memory model (coopmat.py).
 
 ``simd_lane``/``simd_group`` are the SubgroupLocalInvocationId/SubgroupId built-ins, the numbering
@@ -31,7 +33,7 @@ from .coopmat_emulation import CoopMatrixEmulation
 from .lanes import LanesOps
 from .mathops import MathOps
 from .memory import MemoryOps, _Memory
-from .module import SpirvBuffer, SpirvKernel, SpirvPush
+from .module import SpirvBuffer, SpirvKernel, SpirvPush, SpirvSharedLength
 from .pairs import PairOps
 from .precise import PreciseMath
 from .simd import _WORKGROUP_SCOPE, ThreadOps
@@ -94,6 +96,8 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         self.loops: list[tuple[int, int]] = []  # (merge, continue) of the enclosing loops
         self.terminated = False
         self.shared_bytes = 0
+        self.length_specs: dict[str, tuple[int, int]] = {}  # run-time length parameter -> (spec constant, SpecId)
+        self.shared_lengths: list[SpirvSharedLength] = []  # the shared arrays sized at launch (memory.py)
         self.blocks: dict[int, int] = {}  # storage element type -> its buffer block struct
         self.cas_buffers = self._cas_targets()
         # shared arrays cooperative matrices load from keep 16-bit halves (the matrices read the memory's bits)
@@ -225,7 +229,8 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         return SpirvKernel(words=words, entry=self.k.name, buffers=tuple(buffers), push=push_fields,
                            push_size=self.push_size, local_size_spec_ids=SPEC_IDS, shared_bytes=self.shared_bytes,
                            features=frozenset(self.features), lanes=self.lanes.width if self.lanes else 1,
-                           scratch_bytes_per_simd_group=4 * SCRATCH_WORDS if self.scratch is not None else 0)
+                           scratch_bytes_per_simd_group=4 * SCRATCH_WORDS if self.scratch is not None else 0,
+                           shared_lengths=tuple(self.shared_lengths))
 
     def _params(self):
         b = self.b

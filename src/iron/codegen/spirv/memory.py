@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ...ir import types as t
 from ...ir.core import Op
+from .module import SpirvSharedLength
 
 
 class _Memory:
@@ -72,7 +73,7 @@ class MemoryOps:
 
     def _shared(self, op: Op) -> None:
         b = self.b
-        elem, size = op.attrs["elem"], op.attrs["size"]
+        elem = op.attrs["elem"]
         if op.result.uid in self.pairs:  # halves two to a 32-bit word (pairs.py)
             self._pair_shared(op)
             if op.result.name:
@@ -80,18 +81,38 @@ class MemoryOps:
             return
         if op.result.uid in self.packed:  # moved by 16-byte vector copies: an array of uvec4 words (words.py)
             u32 = b.type_int(32, False)
-            count = -(-size // 4)
-            var = b.global_variable("Workgroup", b.type_array(b.type_vector(u32, 4), count))
-            self.shared_bytes += 16 * count
+            var = b.global_variable("Workgroup", self._shared_array(op, b.type_vector(u32, 4), 4, 4))
             self.mem[op.result.uid] = _Memory(var, "Workgroup", u32, "bits", elem, packed=True)
         else:
             space = "shared16" if op.result.uid in self.shared16 else "shared"
             kind, elem_type = self._storage_elem(elem, op.result.uid in self.cas_buffers, space)
-            var = b.global_variable("Workgroup", b.type_array(elem_type, size))
-            self.shared_bytes += (2 if kind in ("f16", "bf16") else 8 if elem.is_wide else 4) * size
+            item = 2 if kind in ("f16", "bf16") else 8 if elem.is_wide else 4
+            var = b.global_variable("Workgroup", self._shared_array(op, elem_type, item, 1))
             self.mem[op.result.uid] = _Memory(var, "Workgroup", elem_type, kind, elem)
         if op.result.name:
             b.name(var, op.result.name)
+
+    def _shared_array(self, op: Op, word: int, item_bytes: int, per: int) -> int:
+        """The Workgroup array type of shared array ``op``, ``per`` elements of ``item_bytes`` to a ``word``, and its
+        bytes counted: in ``shared_bytes`` at a compile-time size, else in ``shared_lengths`` (the length is then a
+        specialization constant, set from the launch's value of the parameter ``op.attrs["length"]``)."""
+        b = self.b
+        size = op.attrs["size"]
+        if size is not None:
+            count = -(-size // per)
+            self.shared_bytes += item_bytes * per * count
+            return b.type_array(word, count)
+        param = op.attrs["length"]
+        if param not in self.length_specs:
+            spec_id = len(self.group_dims) + len(self.length_specs)
+            self.length_specs[param] = (b.spec_constant(b.type_int(32, False), 1, spec_id), spec_id)
+            b.name(self.length_specs[param][0], f"shared_length_{param}")
+        length, spec_id = self.length_specs[param]
+        if per > 1:  # ceil(length / per) words, computed when the pipeline is built
+            bumped = b.spec_op(b.type_int(32, False), "OpIAdd", length, b.const_uint(per - 1))
+            length = b.spec_op(b.type_int(32, False), "OpUDiv", bumped, b.const_uint(per))
+        self.shared_lengths.append(SpirvSharedLength(param, spec_id, item_bytes, per, op.result.name or ""))
+        return b.type_array_of(word, length)
 
     def _local(self, op: Op) -> None:
         """A per-thread array: a Function variable of registers (f16/bf16 elements held as exact f32 values)."""

@@ -38,6 +38,24 @@ class SpirvPush:
 
 
 @dataclass(frozen=True)
+class SpirvSharedLength:
+    """A shared array sized at launch (``shared(dtype, n)`` with ``n: int`` a kernel parameter): its length is the
+    value of scalar parameter ``param``, which the module reads as the u32 specialization constant ``spec_id``
+    (the arrays ``param`` sizes share one). It takes ``item_bytes`` per element, its length rounded up to a multiple
+    of ``multiple`` (arrays declared as words of several elements: words.py, pairs.py)."""
+
+    param: str
+    spec_id: int
+    item_bytes: int
+    multiple: int = 1
+    array: str = ""  # the array's name in the kernel (messages)
+
+    def nbytes(self, n: int) -> int:
+        """Bytes of the array at length ``n``."""
+        return self.item_bytes * -(-n // self.multiple) * self.multiple
+
+
+@dataclass(frozen=True)
 class SpirvKernel:
     words: bytes  # the binary module (little-endian 32-bit words); passes `spirv-val --target-env vulkan1.2`
     entry: str  # OpEntryPoint name (the Iron kernel's name)
@@ -45,7 +63,7 @@ class SpirvKernel:
     push: tuple[SpirvPush, ...]  # Iron scalars in parameter order, then iron_n0, iron_n1, iron_n2
     push_size: int
     local_size_spec_ids: tuple[int, int, int]  # specialization constant ids giving the group size x, y, z
-    shared_bytes: int
+    shared_bytes: int  # compile-time sized shared arrays (``shared_lengths`` adds those sized at launch)
     features: frozenset[str]  # device features the module needs (see FEATURES)
     lanes: int = 1  # elements of axis 0 per invocation: 1, or the width of a lanes module (``lanes_plan``)
     simd_width: int = 0  # the subgroup size the module's code assumes (matrix fragments' fallback); 0: any
@@ -54,3 +72,10 @@ class SpirvKernel:
     #: how matrix fragments are spelled: "cooperative" (SPV_KHR_cooperative_matrix), "emulated" (the same lowering in
     #: plain SPIR-V, for tests), "scalar" (the fallback, codegen/lower_fragments.py); "" without fragments
     fragments: str = ""
+    #: the shared arrays sized at launch, in program order; their spec ids follow the group size's (3, 4, ...)
+    shared_lengths: tuple[SpirvSharedLength, ...] = ()
+
+    @property
+    def length_spec_ids(self) -> dict[str, int]:
+        """Run-time length parameter -> its specialization constant id, in spec id order."""
+        return dict(sorted(((s.param, s.spec_id) for s in self.shared_lengths), key=lambda kv: kv[1]))

@@ -40,9 +40,7 @@ class PairOps:
     def _pair_shared(self, op: Op) -> None:
         b = self.b
         u32 = b.type_int(32, False)
-        count = -(-op.attrs["size"] // 2)
-        var = b.global_variable("Workgroup", b.type_array(u32, count))
-        self.shared_bytes += 4 * count
+        var = b.global_variable("Workgroup", self._shared_array(op, u32, 2, 2))
         self.mem[op.result.uid] = _Memory(var, "Workgroup", u32, "pairs", op.attrs["elem"])
 
     def _pair_word(self, idx: int, signed: bool) -> int:

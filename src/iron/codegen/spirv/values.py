@@ -132,6 +132,61 @@ class ValueOps:
         r = op("OpSelect", u32, op("OpUGreaterThan", boolean, mag, b.const_uint(0x7F800000)), mag, r)
         return op("OpBitcast", f32, op("OpBitwiseOr", u32, r, sign))
 
+    def with_plus_zero(self, code: str, xs: list[int], plus_zero: list[bool], rt: t.ScalarType) -> int:
+        """IEEE ``add``/``sub``/``mul``/``div`` with a constant +0.0 operand, spelled without one: lavapipe's
+        gallivm (lp_build_add/lp_build_mul/lp_build_div in Mesa's lp_bld_arit.c) returns the other operand for
+        x + 0.0 and 0.0 for x * 0.0 and 0.0 / x whenever an operand is its constant +0.0, ignoring
+        SignedZeroInfNanPreserve and NoContraction: inf * 0.0 and 0.0 / 0.0 gave 0, -0.0 + 0.0 and 0.0 - 0.0 gave
+        -0.0 (fuzz seeds 704530995, 704531197). -0.0 is not its zero, so products and quotients are taken with -0.0
+        and their sign bit flipped back; sums are x, except +0.0 for x = -0.0 (selected on the bits)."""
+        b, op = self.b, self.inst
+        wide = rt == t.f64
+        ft = self.reg_type(t.f64 if wide else t.f32)
+        ut = b.type_int(64, False) if wide else b.type_int(32, False)
+        sign = self.const(1 << 63, t.u64) if wide else b.const_uint(0x80000000)
+        neg_zero = self.const(-0.0, t.f64 if wide else t.f32)
+
+        def flip(v: int) -> int:
+            return op("OpBitcast", ft, op("OpBitwiseXor", ut, op("OpBitcast", ut, v), sign))
+
+        def unsigned_zero(v: int) -> int:  # v, with -0.0 made +0.0
+            bits = op("OpBitcast", ut, v)
+            return op("OpBitcast", ft, op("OpSelect", ut, op("OpIEqual", b.type_bool(), bits, sign),
+                                          self.const(0, t.u64 if wide else t.u32), bits))
+
+        x, y = xs
+        if code == "mul":  # x * +0.0 = -(x * -0.0): +-0.0 with the product's sign, NaN for inf and NaN
+            return flip(op("OpFMul", ft, y if plus_zero[0] else x, neg_zero))
+        if code == "div" and plus_zero[0]:  # +0.0 / y = -(-0.0 / y) (y = +0.0 went to the x * inf path)
+            return flip(op("OpFDiv", ft, neg_zero, y))
+        if code == "add":  # x + +0.0 = x, but -0.0 + +0.0 = +0.0
+            return unsigned_zero(y if plus_zero[0] else x) if not all(plus_zero) else x
+        if code == "sub" and plus_zero[0]:  # +0.0 - y = -y, but +0.0 - +0.0 = +0.0
+            return unsigned_zero(op("OpFNegate", ft, y))
+        return op(_FLOAT_BINARY[code], ft, x, y)  # x - +0.0 is x - 0.0 for the driver too (it adds -0.0)
+
+    def int_to_f32_odd(self, x: int, src: t.ScalarType) -> int:
+        """A 32-bit int register converted to f32 rounding to odd (the bits below f32's 24 are cut, and the last kept
+        bit set when any was not 0), so that rounding it to nearest even at bf16's 8 bits rounds the int once, as the
+        interpreter does. OpConvertSToF/UToF round to nearest, and a second rounding to bf16 could then land on
+        the other neighbour (0x40400001 gave 2^30, not 0x40800000: fuzz seed 704530750)."""
+        b, op = self.b, self.inst
+        f32, u32, i32, boolean = b.type_float(32), b.type_int(32, False), b.type_int(32, True), b.type_bool()
+        bits = x if not src.is_signed else op("OpBitcast", u32, x)
+        if src.is_signed:  # |x| as u32 (|INT32_MIN| = 2^31 fits)
+            neg = op("OpSLessThan", boolean, x, b.const_int(0))
+            bits = op("OpSelect", u32, neg, op("OpBitcast", u32, op("OpSNegate", i32, x)), bits)
+        msb = self.glsl("FindUMsb", i32, bits)  # -1 for 0
+        cut = op("OpBitcast", u32, self.glsl("SMax", i32, op("OpISub", i32, msb, b.const_int(23)), b.const_int(0)))
+        low = op("OpISub", u32, op("OpShiftLeftLogical", u32, b.const_uint(1), cut), b.const_uint(1))
+        kept = op("OpConvertUToF", f32, op("OpBitwiseAnd", u32, bits, op("OpNot", u32, low)))  # exact: <= 24 bits
+        sticky = op("OpSelect", u32, op("OpINotEqual", boolean, op("OpBitwiseAnd", u32, bits, low), b.const_uint(0)),
+                    b.const_uint(1), b.const_uint(0))
+        odd = op("OpBitcast", f32, op("OpBitwiseOr", u32, op("OpBitcast", u32, kept), sticky))
+        if not src.is_signed:
+            return odd
+        return op("OpSelect", f32, neg, op("OpFNegate", f32, odd), odd)
+
     def rounded(self, x: int, st: t.ScalarType) -> int:
         return self.round_to(x, st) if st.is_half else x
 
@@ -147,9 +202,15 @@ class ValueOps:
             if code == "div" and c is not None and float(c) == 0.0:
                 # OpFDiv by zero is undefined in SPIR-V (Mesa drops the store); x * +-inf is exactly IEEE's x / +-0
                 inf = self.const(math.copysign(math.inf, float(c)), rt if rt == t.f64 else t.f32)
+                if is_plus_zero(op.operands[0]):  # 0.0 * inf: NaN, which lavapipe's own fold would make 0.0
+                    return self.rounded(self.with_plus_zero("mul", [xs[0], inf], [True, False], rt), rt)
                 return self.rounded(self.inst("OpFMul", ty, xs[0], inf), rt)
             if code == "rem":
                 return self.rounded(self.fmod(xs[0], xs[1], c), rt)
+            if code in ("add", "sub", "mul", "div"):
+                plus_zero = [is_plus_zero(v) for v in op.operands]
+                if any(plus_zero):
+                    return self.rounded(self.with_plus_zero(code, xs, plus_zero, rt), rt)
             if code in _FLOAT_BINARY:
                 return self.rounded(self.inst(_FLOAT_BINARY[code], ty, *xs), rt)
             # NMin/NMax return the non-NaN operand, like C fminf/fmaxf
@@ -298,8 +359,9 @@ class ValueOps:
             name = "OpConvertSToF" if src.is_signed else "OpConvertUToF"
             if dst == t.f16 and not src.is_wide:  # exact in f32 below 2^24, and every |x| >= 65520 is inf in f16
                 return self.round_f16(self.inst(name, ty, x))
-            # i64/u64 -> f32 rounds once, -> halves through that f32 (Iron's definition); bf16 from 32-bit ints
-            # through f32, which rounds twice for |x| > 2^24 (a tie can land on the other neighbour)
+            if dst == t.bf16 and not src.is_wide:  # rounded once: through f32 rounded to odd
+                return self.round_to(self.int_to_f32_odd(x, src), dst)
+            # i64/u64 -> f32 rounds once, -> halves through that f32 (Iron's definition)
             return self.rounded(self.inst(name, ty, x), dst)
         if dst.is_float:
             if src == t.f64 or dst == t.f64:  # f64 <-> f32 (halves are held as f32): one OpFConvert, then halves
@@ -367,6 +429,53 @@ class ValueOps:
         out = self.inst("OpSelect", f32, big, sign, mid)
         out = self.inst("OpSelect", f32, self.inst("OpFOrdLessThan", bool_t, ax, self.f32c(1.0)), small, out)
         return self.inst("OpSelect", f32, self.inst("OpIsNan", bool_t, x), x, out)
+
+
+#: ops whose result is their first operand when that is one constant in every lane (Mesa folds them so)
+_UNIFORM_OF_CONSTANT = frozenset({"simd_shuffle", "simd_shuffle_xor", "simd_broadcast", "simd_shuffle_up",
+                                  "simd_shuffle_down", "simd_min", "simd_max"})
+#: pure ops of constants a driver folds (the raw IR keeps them; Iron's fold pass removes them in optimised IR)
+_FOLDABLE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative, "cast": lambda a: a,
+             "abs": np.abs, "min": np.minimum, "max": np.maximum}
+#: an int compared with itself
+_SELF_COMPARE = {"eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
+
+
+def driver_constant(v, depth: int = 0) -> bool | int | float | None:
+    """The constant a driver's own folding makes of ``v`` (None: none known), beyond Iron's fold pass: pure ops of
+    constants (what the raw IR still holds), SIMD exchanges and min/max of a constant (``simd_shuffle(0, lane)``:
+    fuzz seed 704530347), an int compared with itself."""
+    owner = v.owner
+    code = getattr(owner, "opcode", None)
+    if code is None or depth > 32:
+        return None
+    if code == "const":
+        return owner.attrs["value"]
+    if code in _UNIFORM_OF_CONSTANT:
+        return driver_constant(owner.operands[0], depth + 1)
+    if code in _SELF_COMPARE and len(owner.operands) == 2 and owner.operands[0] is owner.operands[1] \
+            and not owner.operands[0].type.is_float:
+        return _SELF_COMPARE[code]
+    fn = _FOLDABLE.get(code)
+    if fn is None or owner.result is None or not owner.operands:
+        return None
+    args = [driver_constant(x, depth + 1) for x in owner.operands]
+    if any(a is None for a in args):
+        return None
+    try:  # in the result's dtype, as the driver folds (ints wrap, floats round)
+        with np.errstate(all="ignore"):
+            arrays = [np.asarray(a, dtype=x.type.np_dtype) for a, x in zip(args, owner.operands)]
+            return np.asarray(fn(*arrays)).astype(owner.result.type.np_dtype).item()
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):  # not a constant this knows how to fold
+        return None
+
+
+def is_plus_zero(v) -> bool:
+    """Whether ``v`` is +0.0 for the driver (a literal, or a value its folding makes one)."""
+    if not v.type.is_float:
+        return False
+    c = driver_constant(v)
+    return c is not None and float(c) == 0.0 and math.copysign(1.0, float(c)) > 0
 
 
 def _const_of(v) -> bool | int | float | None:

@@ -126,3 +126,22 @@ def test_int_to_bf16_rounds_once(backend):
     int_to_bf16[8](u, s, ou, os, backend=backend)
     np.testing.assert_array_equal(ou.astype(np.float64), _bf16_once(u))
     np.testing.assert_array_equal(os.astype(np.float64), _bf16_once(s))
+
+
+@iron.kernel
+def gelu_of_a_scalar(o: Tensor[iron.f32], s: float):
+    i = program_id(0)
+    o[i] = iron.gelu(s) + float(i)  # one value for every thread: the interpreter holds it as a 0-d array
+
+
+def test_gelu_of_a_uniform_value(backend):
+    """Fuzz seed 704531284 (a source kernel): gelu of a value uniform across the threads raised TypeError inside the
+    interpreter's reference (item assignment into a 0-d array) for arguments below -1; the erfc branch now works on
+    one value too."""
+    import math
+
+    for s in (-3.0, -0.5, 2.0):
+        o = np.full(8, np.nan, np.float32)
+        gelu_of_a_scalar[8](o, s, backend=backend)
+        want = 0.5 * s * math.erfc(-s / math.sqrt(2.0)) + np.arange(8)
+        np.testing.assert_allclose(o, want, rtol=2e-6, atol=1e-7)

@@ -68,11 +68,12 @@ def gelu(x: np.ndarray) -> np.ndarray:
     """The erf form of GELU, x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)); through erfc where 1 + erf(...) would cancel
     (x < -1), so the tiny results of very negative x keep their relative precision."""
     x = np.asarray(x, dtype=np.float64)
-    out = 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
-    low = x < -1.0
+    out = np.array(0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0)))), ndmin=1)  # writable, also for one value
+    flat = np.atleast_1d(x)
+    low = flat < -1.0
     if low.any():
-        out[low] = 0.5 * x[low] * _erfc_vec(-x[low] / math.sqrt(2.0))
-    return out
+        out[low] = 0.5 * flat[low] * _erfc_vec(-flat[low] / math.sqrt(2.0))
+    return out.reshape(x.shape)
 
 
 def isnan(x: np.ndarray) -> np.ndarray:

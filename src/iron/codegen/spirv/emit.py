@@ -113,7 +113,8 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         self.body.append(self.b.instruction(opname, rtype, rid, *operands))
         if opname in _EXACT_FLOAT_OPS:
             # NoContraction: no fusing into fma (as --fmad=false on CUDA), and drivers must not apply value-changing
-            # rewrites such as x * 0.0 -> 0.0 (Mesa treats the decorated instruction as exact)
+            # rewrites such as x * 0.0 -> 0.0 (Mesa's NIR treats the decorated instruction as exact; lavapipe's
+            # gallivm still folds a constant +0.0 operand, which values.with_plus_zero spells around)
             self.b.decorate(rid, "NoContraction")
         return rid
 

@@ -98,7 +98,8 @@ CORPUS = [
     Bad("attribute_of_buffer", "attribute access on a buffer of f32 is not supported", "x.shape"),
     Bad("atomic_on_half", "atomic_add on a buffer of f16 is not supported", "iron.atomic_add("),
     Bad("store_a_tuple", "cannot be used as the stored element", "(x[i], 1.0)"),
-    Bad("shared_runtime_size", "needs a positive compile-time size", "n)"),
+    Bad("shared_runtime_size", "needs a positive compile-time size n (a literal or constexpr), or an int kernel "
+        "parameter", "n * 2)"),
     # builtins and control flow
     Bad("wrong_builtin_arity", "exp() takes 1 argument, got 2", "exp(x[i], 2.0)"),
     Bad("break_in_static_range", "`break` is not allowed in a static_range loop", "break"),

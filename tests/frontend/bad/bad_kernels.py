@@ -149,7 +149,7 @@ def two_d_index(x: Tensor[T], out: Tensor[T]):
 
 def shared_runtime_size(x: Tensor[T], out: Tensor[T], n: int):
     i = program_id(0)
-    tmp = shared(iron.f32, n)  # ERR
+    tmp = shared(iron.f32, n * 2)  # ERR (a parameter itself sizes a shared array at launch; an expression does not)
     tmp[i] = x[i]
     barrier()
     out[i] = tmp[i]

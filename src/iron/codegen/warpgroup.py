@@ -22,7 +22,9 @@ Two lowerings of one definition (``interp/warpgroup.py``):
 
 A kernel qualifies for wgmma when every ``wg_mma`` has a compile-time ldb (and ldb % 64 == 0 unless trans_b), each
 operand array has one layout, its size is a whole number of layout blocks, and it is accessed only by loads, stores,
-vector copies, async copies and ``wg_mma``; otherwise it is expanded (correct, slower).
+vector copies, async copies, tile copies (``tile_load``: the copy engine writes the swizzled layout itself,
+``cfamily/cuda_tma.py``, or it is expanded into stores first) and ``wg_mma``; otherwise it is expanded (correct,
+slower).
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def plan_wgmma(kernel: Kernel) -> dict[int, Layout] | None:
             return None
         if op.opcode == "shared" and op.result.uid in layouts and op.attrs["size"] % layouts[op.result.uid].block:
             return None
-        if op.opcode in ("shared", "wg_mma") or op.opcode in _ACCESS or op.opcode in _COPIES:
+        if op.opcode in ("shared", "wg_mma", "tile_load") or op.opcode in _ACCESS or op.opcode in _COPIES:
             continue
         if any(isinstance(x.type, t.BufferType) and x.uid in layouts for x in op.operands):
             return None  # frag_load, frag_store or anything else on a remapped array: keep it simple, expand

@@ -15,6 +15,7 @@ from ..ir import types as t
 from ..ir.core import Value
 from .lower_bits import BIT_BUILTINS, lower_bits
 from .lower_matrix import MATRIX_BUILTINS, lower_matrix
+from .lower_tile import TILE_BUILTINS, lower_tile
 from .refs import Ref
 from .typing_rules import Const, compute_type, promote
 
@@ -44,6 +45,8 @@ def lower_builtin(cg, name: str, node: ast.Call, dtype: t.ScalarType | None = No
         return lower_vstore(cg, arg_nodes, node)
     if name in ("async_copy", "async_commit", "async_wait"):
         return lower_async(cg, name, arg_nodes, node)
+    if name in TILE_BUILTINS:
+        return lower_tile(cg, name, arg_nodes, node)
     if name in BIT_BUILTINS:
         return lower_bits(cg, name, arg_nodes, node, dtype_arg)
     args = [cg.expr(a) for a in arg_nodes]

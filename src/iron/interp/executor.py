@@ -37,7 +37,7 @@ from .threads import (
     simd_scan,
     simd_vote,
 )
-from .tile_steps import async_step, vcopy_step, warpgroup_step
+from .tile_steps import async_step, tile_step, vcopy_step, warpgroup_step
 
 Step = Callable[[Mask], Mask]
 Steps = tuple[tuple[Step, Op], ...]
@@ -571,6 +571,9 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "async_copy": async_step,
     "async_commit": async_step,
     "async_wait": async_step,
+    "tile_load": tile_step,
+    "tile_commit": tile_step,
+    "tile_wait": tile_step,
     **{code: _matrix for code in O.MATRIX},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE | O.SIMD_VOTE | O.SIMD_SCAN},
     "barrier": _barrier,

@@ -9,6 +9,7 @@ from typing import Any
 from ..ir.core import Op
 from . import memory, warpgroup
 from .threads import Mask
+from .tile_copies import TileCopies
 
 Step = Callable[[Mask], Mask]  # executor.Step (not imported: the executor imports this module)
 
@@ -48,6 +49,27 @@ def async_step(ex: Any, op: Op) -> Step:
         return mask
 
     return async_copy
+
+
+def tile_step(ex: Any, op: Op) -> Step:
+    """tile_load / tile_commit / tile_wait (``interp/tile_copies.py``)."""
+    geom, env = ex.geom, ex.env
+    if not hasattr(ex, "tiles"):
+        ex.tiles = TileCopies()
+    tiles: TileCopies = ex.tiles
+    slots = [ex._slot(x) for x in op.operands]
+    if op.opcode == "tile_commit":
+        return lambda mask: (tiles.commit(env[slots[0]], geom, mask), mask)[1]
+    if op.opcode == "tile_wait":
+        return lambda mask: (tiles.wait(env[slots[0]], geom, mask), mask)[1]
+    dst, src, attrs = ex.targets[op.operands[0].uid], ex.targets[op.operands[2].uid], op.attrs
+    rest = [s for k, s in enumerate(slots) if k not in (0, 2)]
+
+    def tile_load(mask: Mask) -> Mask:
+        tiles.issue(dst, src, [env[s] for s in rest], attrs, geom, mask)
+        return mask
+
+    return tile_load
 
 
 def vcopy_step(ex: Any, op: Op) -> Step:

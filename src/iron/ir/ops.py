@@ -113,6 +113,15 @@ _TABLE: list[OpInfo] = [
     OpInfo("async_commit", "memory", 0, pure=False, has_result=False, doc="close the thread's group of async copies"),
     OpInfo("async_wait", "memory", 0, pure=False, has_result=False,
            doc="wait until at most attrs.pending committed groups of this thread's async copies are in flight"),
+    OpInfo("tile_load", "memory", 11, pure=False, has_result=False, reads=(2,), writes=(0,),
+           doc="tile_load(dst, j, src, rows, cols, ld, bstride, batch, row, col, stage): a group collective copying "
+               "the attrs.rows_box x attrs.cols_box box at (batch, row, col) of src viewed as matrices rows x cols "
+               "(leading dimension ld, batch stride bstride; zeros outside) to dst[j + r*attrs.dst_ld + c], landing "
+               "by the tile_wait of its stage after tile_commit; attrs.view names the view's host-known values"),
+    OpInfo("tile_commit", "memory", 1, pure=False, has_result=False,
+           doc="tile_commit(stage): the tile_loads issued to the stage since its last commit form its next phase"),
+    OpInfo("tile_wait", "memory", 1, pure=False, has_result=False,
+           doc="tile_wait(stage): wait for the stage's oldest committed phase to land (a group collective)"),
     OpInfo("frag_load", "matrix", 3, pure=False, reads=(0,),
            doc="frag_load(buf, index, ld) -> frag a/b (attrs role, trans): element (r, c) from buf[index + r*ld + c] "
                "(trans: buf[index + c*ld + r]); a SIMD-group collective with uniform operands"),
@@ -317,6 +326,24 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("async_wait", "async_wait(pending)",
        "Wait until at most `pending` (compile-time) of this thread's committed groups are still in flight; then "
        "barrier() before reading what other threads copied.", (1, 1), pure=False),
+    _b("tile_load", "tile_load(dst, j, DST_LD, src, (rows, cols, ld, bstride), (batch, row, col), ROWS, COLS, stage)",
+       "Start copying a ROWS x COLS box (compile-time; ROWS a multiple of 8 up to 256, COLS * size a multiple of 16 "
+       "bytes up to 256 elements) of src, seen as matrices of rows x cols with leading dimension ld and batch "
+       "stride bstride (0: one matrix), to the shared array dst: element (r, c) of the box is "
+       "src[batch * bstride + (row + r) * ld + col + c], or 0 where row + r or col + c falls outside the matrix, "
+       "and lands at dst[j + r * DST_LD + c] (DST_LD compile-time). Every thread of the group calls it with the "
+       "same arguments. The view's four values are kernel parameters or compile-time constants; ld * size and "
+       "bstride * size are multiples of 16 bytes, j a multiple of ROWS * DST_LD, 0 <= stage < 8 (checked by the "
+       "interpreter, and at launch on CUDA). The bulk tensor copy engine (TMA, one thread issues) on NVIDIA sm_90 "
+       "into warpgroup_mma's operand arrays; the group's threads copy it element by element elsewhere.", (9, 9),
+       pure=False),
+    _b("tile_commit", "tile_commit(stage)",
+       "The tile_load calls made to `stage` since its last commit form its next phase (every thread of the group "
+       "calls it).", (1, 1), pure=False),
+    _b("tile_wait", "tile_wait(stage)",
+       "Wait until the oldest committed phase of `stage` has landed: its data is then visible to every thread of "
+       "the group (a group collective, like barrier()). Waiting on a stage with no committed phase is an "
+       "ExecutionError on the interpreter (a GPU would wait forever).", (1, 1), pure=False),
     _b("mma_shape", "mma_shape(dtype) -> (M, N, K)",
        "The compile-time fragment shape of mma for inputs of dtype: A is M x K, B is K x N, the accumulator M x N "
        "(16, 16, 16 for f16/bf16 on every target today).", (1, 1), op=None),

@@ -156,7 +156,7 @@ class _Verifier:
 
 
 #: ops whose operand/result rules are memory and tile-level ones (``_check_memory``)
-_MEMORY_RULES = frozenset({"load", "store", "shared", "local", "async_copy", "async_wait",
+_MEMORY_RULES = frozenset({"load", "store", "shared", "local", "async_copy", "async_wait", "tile_load",
                            "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}) | O.ATOMICS
 
 
@@ -189,6 +189,12 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
         n = attrs.get("n")
         need(isinstance(n, int) and n > 0 and not n & (n - 1) and 4 <= n * xs[0].elem.itemsize <= 16,
              "async_copy moves 4, 8 or 16 bytes")
+    elif code == "tile_load":
+        need(isinstance(xs[0], t.BufferType) and xs[0].space == "shared" and isinstance(xs[2], t.BufferType)
+             and xs[2].space == "global" and xs[0].elem == xs[2].elem, "tile_load(shared, j, global, ...)")
+        need(all(isinstance(x, t.ScalarType) and x.is_int for k, x in enumerate(xs) if k not in (0, 2)),
+             "tile_load's indices are ints")
+        need(all(isinstance(attrs.get(k), int) for k in ("rows_box", "cols_box", "dst_ld")), "tile_load box attrs")
     elif code == "async_wait":
         need(isinstance(attrs.get("pending"), int), "async_wait needs attrs.pending")
     elif code == "vcopy":

@@ -107,6 +107,7 @@ class CudaBackend(Backend):
         self._side = None  # a stream for allocations while Iron's stream is being captured
         self.last_launch: tuple | None = None  # (variant, grid, group) of the last full-path launch
         self._streams: dict[int, Any] = {}
+        self._tmaps = None  # the copy engine's descriptors (cuda_tma.TensorMaps), made at the first launch needing one
 
     # -- device ---------------------------------------------------------------------------------------------------
 
@@ -343,12 +344,15 @@ class CudaBackend(Backend):
                 dev_buf.copy_from(pin, stream=stream)
                 staged[name] = (dev_buf, pin, nbytes)
             args = []
+            tmaps = iter(self._tensor_maps(src, arrays, staged, scalars, stream, variant.kernel.name))
             for p in src.params:
                 if p.kind == "buffer":
                     a = arrays[p.source]
                     args.append(np.uint64(int(staged[p.source][0].handle) if p.source in staged else a.ptr))
                 elif p.kind == "scalar":
                     args.append(scalars[p.source])
+                elif p.kind == "tmap":
+                    args.append(np.uint64(next(tmaps)))
                 else:
                     args.append(np.int32(grid[p.axis]))
             shmem = src.dynamic_shared_bytes
@@ -378,11 +382,24 @@ class CudaBackend(Backend):
                 self.pool.put("device", dev_buf)
                 self.pool.put("pinned", pin)
 
+    def _tensor_maps(self, src, arrays, staged, scalars, stream, kernel: str) -> list[int]:
+        """The copy engine's descriptors of this launch (``cuda_tma``), in parameter order."""
+        if not src.tensor_maps:
+            return []
+        if self._tmaps is None:
+            from .cuda_tma import TensorMaps
+
+            self._tmaps = TensorMaps(self.device())
+        buffers = {name: (int(staged[name][0].handle) if name in staged else a.ptr, a.size)
+                   for name, a in arrays.items() if a is not None}
+        return self._tmaps.pointers(src.tensor_maps, buffers, scalars, stream, kernel)
+
     def fast_launcher(self, kfn, variant, args, bound, grid, group, min_sizes):
         """A fast launcher for repeat calls shaped like this one (see ``cuda_fast``), or None."""
         if self.capture is not None or os.environ.get("IRON_CUDA_FAST", "1") == "0":
             return None
-        if self.emitted(variant).runtime_shared:  # the shared size follows the scalars: the full path sizes it
+        src = self.emitted(variant)
+        if src.runtime_shared or src.tensor_maps:  # shared sizes or descriptors follow the scalars: the full path
             return None
         try:
             return make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)

@@ -47,6 +47,7 @@ from ..runtime import get_backend
 from . import gemm_staged
 from .gemm_persistent import gemm_wgp
 from .gemm_tiles import GROUP_M, VEC, H, is_inside, load_inside, load_tiles, multiply, tile_origin
+from .gemm_tma import gemm_tma, tma_ok
 
 __all__ = ["GROUP_M", "H", "VEC", "gemm", "gemm_wg", "launch", "uses_wgmma"]
 
@@ -248,6 +249,8 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     width = get_backend(name).simd_width()
     wg = uses_wgmma(name)
     staged = name == "vulkan"  # no asynchronous copies: tiles staged through registers (gemm_staged.py)
+    # the copy engine stages gemm_wg's tiles where its descriptors can exist (gemm_tma.py); IRON_TMA=0: cp.async
+    tma = wg and os.environ.get("IRON_TMA", "1") != "0" and tma_ok(m, n, k, strides)
 
     def run(cfg: dict) -> None:
         if staged:
@@ -261,6 +264,10 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
             tiles = (-(-n // cfg["BN"]), -(-m // cfg["BM"]))
             grid = (tiles[0] * g, tiles[1], batch)
             kern = gemm_wg
+            if tma and not cfg.get("PERSIST"):
+                gemm_tma[grid, (g, 1, 1)](*flat, m, n, k, *strides, cfg["BM"], cfg["BN"], cfg["STAGES"], trans_b,
+                                          backend=backend)
+                return
             if cfg.get("PERSIST"):
                 grid, kern = (min(tiles[0] * tiles[1], _processors(name)) * g, 1, batch), gemm_wgp
             kern[grid, (g, 1, 1)](*flat, m, n, k, *strides, *(cfg.get(f, 0) for f in _WG_FIELDS), trans_b,
@@ -279,7 +286,7 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
             CONFIGS.get(name, SMALL)
         configs = [dict(zip(_FIELDS, values)) for values in table]
     dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
-    label = f"std/gemm{'_wg' if wg else '_rs' if staged else ''}{'_nt' if trans_b else ''}"
+    label = f"std/gemm{'_tma' if tma else '_wg' if wg else '_rs' if staged else ''}{'_nt' if trans_b else ''}"
     run(tune(label, configs, run, backend=name, dtype=dtype, key=(batch * m, n, k)))
 
 

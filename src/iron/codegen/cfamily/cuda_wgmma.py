@@ -20,6 +20,7 @@ from typing import ClassVar
 from ...ir import types as t
 from .cuda import CudaDialect
 from .cuda_matrix import CudaMatrix, matrix_snippets
+from .cuda_tma import TMA_SNIPPET
 from .dialect import Snippet
 from .expr import Expr
 
@@ -223,9 +224,16 @@ class CudaSm90Dialect(CudaDialect):
     swizzle period; a dynamic buffer is aligned up in the kernel) and the async-proxy fence before every barrier."""
 
     matrix: ClassVar[object | None] = Sm90Matrix()
-    snippets: ClassVar[dict[str, Snippet]] = {**CudaDialect.snippets, **matrix_snippets(), **wgmma_snippets()}
+    snippets: ClassVar[dict[str, Snippet]] = {**CudaDialect.snippets, **matrix_snippets(), **wgmma_snippets(),
+                                              "tma": TMA_SNIPPET}
     barrier: ClassVar[str] = 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); __syncthreads();'
     shared_align: ClassVar[int] = 1024
+    #: tile_load into operand arrays runs on the bulk tensor copy engine (cuda_tma.py)
+    tma: ClassVar[bool] = True
+
+    def without_fence(self) -> CudaSm90Dialect:
+        """This dialect for a kernel whose operand arrays only the copy engine and wgmma touch: plain barriers."""
+        return _CUDA_SM90_NO_FENCE
 
     #: the dynamic buffer's start is aligned up to 1024 bytes in the kernel, so it is sized 1024 bytes larger
     dynamic_shared_pad: ClassVar[int] = 1024
@@ -241,4 +249,9 @@ class CudaSm90Dialect(CudaDialect):
         return f"__shared__ __align__(1024) {ctype} {name}[{size}];"
 
 
+class _NoFence(CudaSm90Dialect):
+    barrier: ClassVar[str] = "__syncthreads();"
+
+
 CUDA_SM90 = CudaSm90Dialect()
+_CUDA_SM90_NO_FENCE = _NoFence()

@@ -33,7 +33,6 @@ from ...ir.core import Kernel, Op, Value
 from ...ir.rewrite import const_value
 from ..erf import MID_CENTER, MID_HALF_WIDTH, coefficients
 from ..lower_fragments import lower_fragments
-from ..warpgroup import expand_warpgroup_mma, has_warpgroup, plan_wgmma, swizzle_shared
 from . import expr as E
 from .dialect import (
     ACTIVATION_MATH,
@@ -51,6 +50,7 @@ from .expr import UNARY, Expr
 from .msl_matrix import LANE_SNIPPETS, MslMatrix, matrix_snippets
 from .printer import KernelSource, _Printer
 from .simd_lanes import SIMD_FUNCTIONS, msl_lanes, msl_relative_shuffles
+from .tiles import lower_tile_constructs
 from .wide import WRAPPING_INT64_MATH, saturating_casts, saturating_conversions, wrapping_int64_helpers
 
 #: the MSL spellings ``saturating_casts`` needs
@@ -525,9 +525,7 @@ def emit_msl(kernel: Kernel, line_comments: bool = True, version: str | None = N
     if folded is not None and spelled is not None and spelled.text.isdigit() and int(spelled.text) != folded:
         raise CompileError(f"{kernel.name} was compiled for SIMD width {folded} (simd_size() folded to it); "
                            f"backend {dialect.name} runs {spelled.text} lanes", kernel.loc)
-    if has_warpgroup(kernel):
-        layouts = plan_wgmma(kernel) if getattr(dialect.matrix, "wgmma", False) else None
-        kernel = swizzle_shared(kernel, layouts) if layouts else expand_warpgroup_mma(kernel)
+    kernel, dialect = lower_tile_constructs(kernel, dialect)
     if dialect.matrix is None and dialect.simd_width:
         kernel = lower_fragments(kernel, dialect.simd_width)
     src = _MslPrinter(kernel, dialect, line_comments).run(vectorize=False)

@@ -32,7 +32,6 @@ from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from ...ir.rewrite import const_value
 from ..lower_fragments import lower_fragments
-from ..warpgroup import expand_warpgroup_mma, has_warpgroup, plan_wgmma, swizzle_shared
 from . import expr as E
 from .calls import DialectCalls
 from .convergence import always_exits, convergent_simd_ops
@@ -41,7 +40,7 @@ from .expr import Expr
 from .names import NameTable, entry_hint, sanitize
 from .plan import plan_kernel
 from .source import KernelSource, VectorEntry  # noqa: F401 - re-exported: the printer's result types
-from .tiles import TILE_STATEMENTS, TilePrinting, shared_layout
+from .tiles import TILE_STATEMENTS, TilePrinting, lower_tile_constructs, shared_layout
 from .vectorize import LanePlan, plan_lanes
 from .wide import wide_literal, wrapping64
 
@@ -62,9 +61,7 @@ def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, v
     if folded is not None and spelled is not None and spelled.text.isdigit() and int(spelled.text) != folded:
         raise CompileError(f"{kernel.name} was compiled for SIMD width {folded} (simd_size() folded to it); "
                            f"backend {dialect.name} runs {spelled.text} lanes", kernel.loc)
-    if has_warpgroup(kernel):  # wgmma where the dialect has it and the kernel qualifies, else fragment ops
-        layouts = plan_wgmma(kernel) if getattr(dialect.matrix, "wgmma", False) else None
-        kernel = swizzle_shared(kernel, layouts) if layouts else expand_warpgroup_mma(kernel)
+    kernel, dialect = lower_tile_constructs(kernel, dialect)  # wgmma / copy engine, else fragment ops / loops
     if dialect.matrix is None and dialect.simd_width:
         kernel = lower_fragments(kernel, dialect.simd_width)
     return _Printer(kernel, dialect, line_comments).run(vectorize)
@@ -98,6 +95,7 @@ class _Printer(TilePrinting, DialectCalls):
         self.runtime_offset = ""
         # SIMD ops that every live lane reaches together get the entry ballot as their lane mask
         self.convergent = convergent_simd_ops(kernel) if dialect.simd_masks is not None else set()
+        self._tma_init()
 
     # -- the whole kernel -----------------------------------------------------------------------------------------
 
@@ -106,6 +104,7 @@ class _Printer(TilePrinting, DialectCalls):
         params = self._params()
         body: list[str] = []
         self._guard(body)
+        self._tma_prologue(body, INDENT)
         self._block(self.k.body, body, 1)
         for p in params:  # a parameter's type may need a snippet (the 16-bit structs)
             self._ctype(p.dtype)
@@ -125,7 +124,7 @@ class _Printer(TilePrinting, DialectCalls):
                             tuple(sorted(self.features.snippets)), vector, self.dynamic_shared,
                             tuple((name, size) for _, name, size in self.features.shared_params),
                             tuple(self.d.attribute_params(self.features)),
-                            runtime_shared=tuple(self.runtime_shared))
+                            runtime_shared=tuple(self.runtime_shared), tensor_maps=tuple(self.tmaps))
 
     def _vectorised(self, entry: str, params: list[CParam], lanes: LanePlan) -> tuple[VectorEntry | None, str]:
         """The element function and the vector entry (``vectorize.py``), or (None, "") if the dialect has none."""
@@ -182,6 +181,9 @@ class _Printer(TilePrinting, DialectCalls):
                 params.append(CParam(name, "scalar", self._ctype(p.type), p.type, False, p.name))
         for axis, name in enumerate(self.d.grid_params):
             params.append(CParam(name, "grid", self._ctype(t.i32), t.i32, False, "", axis))
+        for spec in self.tmaps:  # the copy engine's descriptors, in global memory (cuda_tma.py)
+            self.names.claim(spec.param)
+            params.append(CParam(spec.param, "tmap", "const void*", t.u64, True, spec.buffer))
         return params
 
     def _guard(self, out: list[str]) -> None:

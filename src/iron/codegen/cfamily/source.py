@@ -50,6 +50,8 @@ class KernelSource:
     #: order they follow the compile-time arrays in the dynamic buffer (each 16-byte aligned) or, on Metal, in the
     #: threadgroup parameters (``threadgroup`` lists them with 0 bytes)
     runtime_shared: tuple[tuple[str, str, int], ...] = ()
+    #: the copy engine's descriptors the launcher makes (``cuda_tma.TensorMapSpec``), one per "tmap" parameter
+    tensor_maps: tuple = ()
 
     def threadgroup_bytes(self, scalars) -> list[int]:
         """Each threadgroup parameter's bytes (Metal) for a launch with these scalar values (by parameter name)."""

@@ -8,10 +8,40 @@ from __future__ import annotations
 from ...errors import CompileError
 from ...ir.core import Kernel, Op
 from ...ir.rewrite import const_value
+from ..tile_copy import expand_tile_copies
+from ..warpgroup import expand_warpgroup_mma, has_warpgroup, plan_wgmma, swizzle_shared
 from .expr import Expr
 
 #: statements of the tile-level constructs (``_tile_stmt``)
-TILE_STATEMENTS = frozenset({"vcopy", "async_copy", "async_commit", "async_wait", "frag_store", "wg_wait"})
+TILE_STATEMENTS = frozenset({"vcopy", "async_copy", "async_commit", "async_wait", "frag_store", "wg_wait",
+                             "tile_load", "tile_commit", "tile_wait"})
+#: ops that write an operand array through the generic proxy (then wgmma needs the proxy fence before barriers)
+_GENERIC_WRITES = frozenset({"store", "vcopy", "async_copy", "atomic_add", "atomic_max"})
+
+
+def lower_tile_constructs(kernel: Kernel, dialect):
+    """(kernel, dialect) for printing: warpgroup_mma as wgmma where the dialect has it and the kernel qualifies
+    (operand arrays swizzled), else as fragment ops; tile copies on the copy engine where the dialect has one
+    (``cuda_tma``), else expanded (``codegen/tile_copy.py``). A wgmma kernel whose operand arrays only the copy
+    engine writes gets the dialect without the proxy fence before barriers (``without_fence``)."""
+    if not has_warpgroup(kernel):
+        return expand_tile_copies(kernel), dialect
+    layouts = plan_wgmma(kernel) if getattr(dialect.matrix, "wgmma", False) else None
+    if not layouts:
+        return expand_warpgroup_mma(expand_tile_copies(kernel)), dialect
+    keep = frozenset()
+    if getattr(dialect, "tma", False):
+        from .cuda_tma import tma_loads
+
+        keep = tma_loads(kernel, layouts)
+    kernel = expand_tile_copies(kernel, keep)
+    layouts = plan_wgmma(kernel)
+    kernel = swizzle_shared(kernel, layouts)
+    final = plan_wgmma(kernel) or {}
+    generic = any(op.opcode in _GENERIC_WRITES and op.operands[0].uid in final for op in kernel.walk())
+    if keep and not generic and hasattr(dialect, "without_fence"):
+        dialect = dialect.without_fence()
+    return kernel, dialect
 
 
 def shared_layout(kernel: Kernel, dialect) -> tuple[dict[int, int], int]:
@@ -68,6 +98,9 @@ class TilePrinting:
                                         f"{self.buffers[src.uid]}[{self.expr(si)}]", nbytes)
         elif code == "wg_wait":
             spelled = self._matrix(op).wg_wait(op.attrs["pending"])
+        elif code in ("tile_load", "tile_commit", "tile_wait"):
+            out.extend(pad + line for line in self._tma_stmt(op).split("\n"))
+            return
         elif code in ("async_commit", "async_wait"):
             spelled = self.d.async_sync(code, op.attrs.get("pending"))
             if spelled is None:
@@ -77,6 +110,45 @@ class TilePrinting:
             return
         self._need(spelled[1])
         out.append(pad + spelled[0])
+
+    def _tma_init(self) -> None:
+        """The kernel's descriptors and each tile_load's (``cuda_tma``), where the dialect runs them on the copy
+        engine: every tile_load still in the kernel then qualifies (``lower_tile_constructs`` expanded the rest)."""
+        self.tmaps, self.tmap_of = [], {}
+        if getattr(self.d, "tma", False) and any(op.opcode == "tile_load" for op in self.k.walk()):
+            from .cuda_tma import tensor_maps
+
+            names = {p.value.uid: p.name for p in self.k.params}
+            self.tmaps, self.tmap_of = tensor_maps(self.k, lambda v: names[v.uid])
+            self.tile_layouts = plan_wgmma(self.k)
+
+    def _tma_prologue(self, out: list[str], pad: str) -> None:
+        if not self.tmaps:
+            return
+        self._need(("tma",))
+        out.append(pad + "// tile copies: one mbarrier per stage, the first thread issues the copies (cuda_tma.py)")
+        out.append(pad + "__shared__ __align__(8) unsigned long long iron_tma_bar[8];")
+        out.append(pad + "const bool iron_tma_leader = (threadIdx.x | threadIdx.y | threadIdx.z) == 0u;")
+        out.append(pad + "unsigned iron_tma_phase = 0u;")
+        out.append(pad + "if (iron_tma_leader) {")
+        out.extend(pad + f"    iron_tma_acquire({spec.param});" for spec in self.tmaps)
+        out.append(pad + "}")
+        out.append(pad + "iron_tma_init(iron_tma_bar, iron_tma_leader);")
+
+    def _tma_stmt(self, op: Op) -> str:
+        if not self.tmaps:
+            raise CompileError(f"{op.opcode} has no spelling on {self.d.name} here (tile copies are expanded before "
+                               "printing)", op.loc or self.k.loc)
+        from .cuda_tma import load_statement
+
+        if op.opcode == "tile_commit":
+            return f"if (iron_tma_leader) iron_tma_arrive(&iron_tma_bar[{self.expr(op.operands[0])}]);"
+        if op.opcode == "tile_wait":
+            return f"iron_tma_wait(iron_tma_bar, iron_tma_phase, {self.expr(op.operands[0])});"
+        dst, j, _, _, _, _, bstride, batch, row, col, stage = op.operands
+        return load_statement(op, self.tmap_of[id(op)], self.buffers[dst.uid], str(self.expr(j)),
+                              [str(self.expr(x)) for x in (batch, row, col, stage, bstride)],
+                              self.tile_layouts[dst.uid])
 
     def _vcopy(self, op: Op) -> str:
         """n elements in one access: the bytes move as one vector type (uint4 for 16), both sides naturally aligned

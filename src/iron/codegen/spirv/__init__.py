@@ -18,6 +18,7 @@ from pathlib import Path
 from ...ir.core import Kernel
 from ..cfamily.vectorize import plan_lanes
 from ..lower_fragments import lower_fragments
+from ..tile_copy import expand_tile_copies
 from ..warpgroup import expand_warpgroup_mma
 from .builder import SpirvModuleBuilder
 from .coopmat import uses_cooperative_matrices
@@ -67,7 +68,8 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     so that each invocation has ``width`` independent loads in flight (one 4-byte load per invocation cannot fill a
     big GPU's memory pipeline). Raises ``CompileError`` for ops the backend lacks.
     """
-    kernel = expand_warpgroup_mma(kernel)  # warpgroup_mma as fragment ops (codegen/warpgroup.py)
+    kernel = expand_warpgroup_mma(expand_tile_copies(kernel))  # fragment ops and copy loops (codegen/warpgroup.py,
+    # codegen/tile_copy.py)
     cooperative = lanes is None and uses_cooperative_matrices(kernel, coopmat)
     lowered = kernel if cooperative else lower_fragments(kernel, simd_width)
     spk = SpirvEmitter(lowered, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes,

@@ -267,7 +267,7 @@ class SourceGen:
                 return _Expr(f"math.fabs({a})")
             if fn == "copysign":
                 y = self.expr("f32", d).src
-                return _Expr(f"copysign({a}, where({y} == 0.0, 1.0, {y}))")
+                return _Expr(f"copysign({a}, where(isnan({y}) or {y} == 0.0, 1.0, {y}))")
             if fn in ("min", "max"):
                 return _Expr(f"{fn}({a}, {self.expr('f32', d, True).src})")
             return _Expr(f"{fn}({a})")

@@ -8,6 +8,15 @@ standalone kernel and run on every backend against a float64 / Python-int oracle
   0.0 / 0.0, and -0.0 + 0.0 gave -0.0. The zero was a literal (``f * (2.0 - 2.0)`` once folded) or one only the
   driver's folding reveals (``simd_shuffle(0, lane)``). The SPIR-V emitter now spells such operations without the
   zero (``codegen/spirv/values.py``: ``with_plus_zero``, for the zeros ``driver_constant`` finds).
+- Fuzz seed 704531832 (a source kernel): ``atan2(y, y)`` with y = 1e-40 (a subnormal) gave 1e-10 on Vulkan for
+  pi/4. The emitter's atan2 (``codegen/spirv/mathops.py``: ``atan2_finite``) divided min(|x|, |y|) by
+  max(max(|x|, |y|), 1e-30), a guard meant for (0, 0) that wrongly scaled every pair below 1e-30 (atan2(1e-35, 1e-35)
+  gave 1e-5); both are now scaled by a power of two into the normal range before the division.
+- Fuzz seed 704531848 (a source kernel): not an Iron bug. ``copysign(iron.bf16(su), floor(v1))`` stored to f16 gave
+  -inf on Vulkan and +inf on the interpreter: v1 = xf[k] + (-2.0 - floor(xf[gid])) was a NaN (both xf NaN), and the
+  sign of a computed NaN is not specified (IEEE 754; docs/dsl.md now says so). lavapipe even gives one SPIR-V value
+  two signs: +NaN when stored before a ``barrier()``, -NaN when read after it. The source generator's copysign guards
+  its second argument against zeros only; it needs ``where(isnan(y) or y == 0.0, 1.0, y)``, as its bitcasts have.
 - Fuzz seed 704530750: ``iron.bf16(v)`` of an i32/u32 rounded twice on Vulkan (to f32, then to bf16): 0x40400001
   gave 2^30 where rounding once gives 0x40800000. Iron's casts round once (``iron.interp.semantics``; CUDA, MSL and
   the interpreter do); the emitter now converts to f32 rounding to odd first.
@@ -19,7 +28,7 @@ import ml_dtypes
 import numpy as np
 
 import iron
-from iron import Tensor, local_id, program_id, simd_shuffle, where
+from iron import Tensor, barrier, copysign, isnan, local_id, program_id, simd_shuffle, where
 
 _X = np.array([1.5, np.inf, -np.inf, np.nan, -2.0, 0.0, -0.0, 3.0], np.float32)
 
@@ -145,3 +154,46 @@ def test_gelu_of_a_uniform_value(backend):
         gelu_of_a_scalar[8](o, s, backend=backend)
         want = 0.5 * s * math.erfc(-s / math.sqrt(2.0)) + np.arange(8)
         np.testing.assert_allclose(o, want, rtol=2e-6, atol=1e-7)
+
+
+@iron.kernel
+def atan2_of(y: Tensor[iron.f32], x: Tensor[iron.f32], o: Tensor[iron.f32]):
+    i = program_id(0)
+    o[i] = iron.atan2(y[i], x[i])
+
+
+def test_atan2_of_tiny_and_huge_operands(backend):
+    """Fuzz seed 704531832: atan2(1e-40, 1e-40) is pi/4 (C atan2f; docs/dsl.md). Vulkan gave 1e-10: every
+    max(|x|, |y|) below 1e-30 was taken as 1e-30. Subnormal, tiny normal and huge pairs, within the 8 ulp
+    tests/frontend/test_math_ops.py allows atan2."""
+    y = np.array([1e-40, 1e-35, 1e-31, -3e-39, 1e-40, 2e-45, -1e-40, 1e-30, 1e-20, 3e38, 1e38, -5e37, 1e-40, 1.0],
+                 np.float32)
+    x = np.array([1e-40, 1e-35, 2e-31, 1e-39, -2e-40, -1e-45, 3e-39, -4e-31, 1e-19, -3e38, 3e38, 2e30, 1e20, 1e-40],
+                 np.float32)
+    o = np.full(len(y), np.nan, np.float32)
+    atan2_of[len(y)](y, x, o, backend=backend)
+    want = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+    np.testing.assert_array_less(np.abs(o - want), 8 * np.abs(np.spacing(want.astype(np.float32))))
+
+
+@iron.kernel
+def sign_of_a_nan_sum(x: Tensor[iron.f32], o: Tensor[iron.f32]):
+    i = program_id(0)
+    v: iron.f32 = x[i] + (-2.0 - x[i + 4])  # a NaN for i < 4 (x[i] or x[i + 4] NaN), of an unspecified sign
+    barrier()
+    v += 1.0
+    o[i * 3 + 0] = copysign(3.0, v)
+    o[i * 3 + 1] = copysign(3.0, where(isnan(v), 1.0, v))  # the guard docs/dsl.md advises
+    o[i * 3 + 2] = copysign(3.0, x[i])  # a loaded NaN keeps its sign
+
+
+def test_sign_of_a_computed_nan(backend):
+    """Fuzz seed 704531848: copysign of a NaN that arithmetic produced may take either sign (docs/dsl.md), and does
+    on lavapipe; copysign of a loaded NaN, or of a computed value guarded with isnan, agrees everywhere."""
+    x = np.array([np.nan, -np.nan, 1.0, -np.nan, np.nan, 2.0, np.nan, -np.nan], np.float32)
+    o = np.full(12, 7.0, np.float32)
+    sign_of_a_nan_sum[4, 4](x, o, backend=backend)
+    o = o.reshape(4, 3)
+    np.testing.assert_array_equal(np.abs(o[:, 0]), 3.0)
+    np.testing.assert_array_equal(o[:, 1], 3.0)
+    np.testing.assert_array_equal(o[:, 2], np.copysign(3.0, x[:4]))

@@ -9,10 +9,11 @@
 - ``copysign`` on the bits; ``isnan``/``isinf`` with ``OpIsNan``/``OpIsInf`` (which float controls require to be
   exact); ``rint`` is ``RoundEven`` (exact for f32).
 - ``atan2``: GLSL ``Atan2`` is only promised 4096 ulp (lavapipe's was 300 ulp off at small angles) and is undefined at
-  (0, 0), so it is computed here: a = min(|x|, |y|) / max(|x|, |y|) in [0, 1], reduced to |t| <= tan(pi/8) by
-  t = (a - 1) / (a + 1) above tan(pi/8), atan(t) = t + t^3 P(t^2) with P fitted once at import (Chebyshev, degree
-  6; 2.8 ulp in f32 with exact division over 2M random points), then the octant: pi/4 +, pi/2 -, pi -, and the sign
-  of y. C99 Annex F's zeros and infinities are selected around it.
+  (0, 0), so it is computed here: a = min(|x|, |y|) / max(|x|, |y|) in [0, 1] (both scaled by 2^64 or 2^-64 first
+  where the max is outside [2^-64, 2^64], subnormals included: exact, and OpFDiv's precision holds), reduced to
+  |t| <= tan(pi/8) by t = (a - 1) / (a + 1) above tan(pi/8), atan(t) = t + t^3 P(t^2) with P fitted once at import
+  (Chebyshev, degree 6; 2.8 ulp in f32 with exact division over 2M random points), then the octant: pi/4 +, pi/2 -,
+  pi -, and the sign of y. C99 Annex F's zeros and infinities are selected around it.
 """
 
 from __future__ import annotations
@@ -128,8 +129,16 @@ class MathOps:
         ay, ax = self.glsl("FAbs", f32, y), self.glsl("FAbs", f32, x)
         steep = op("OpFOrdGreaterThan", boolean, ay, ax)
         hi, lo = op("OpSelect", f32, steep, ay, ax), op("OpSelect", f32, steep, ax, ay)
-        # hi = 0 or inf only on the special paths, whose result is selected away; keep the division defined there
-        a = op("OpFDiv", f32, lo, self.glsl("NMax", f32, hi, self.f32c(1e-30)))
+        # a = lo / hi, both scaled by a power of two (exact) so that hi is in OpFDiv's 2.5-ulp range [2^-126, 2^126]:
+        # times 2^64 where hi < 2^-64 (subnormals included), times 2^-64 where hi > 2^64 (a lo made subnormal by
+        # that means a < 2^-126, off by less than a subnormal ulp). Clamping hi to 1e-30 instead gave
+        # atan2(1e-40, 1e-40) = 1e-10 (fuzz seed 704531832). hi = 0 (both zero) or inf is a special case, selected
+        # away; NMax keeps the division by a normal number there.
+        scale = op("OpSelect", f32, op("OpFOrdLessThan", boolean, hi, self.f32c(2.0 ** -64)), self.f32c(2.0 ** 64),
+                   op("OpSelect", f32, op("OpFOrdGreaterThan", boolean, hi, self.f32c(2.0 ** 64)),
+                      self.f32c(2.0 ** -64), self.f32c(1.0)))
+        hi = self.glsl("NMax", f32, op("OpFMul", f32, hi, scale), self.f32c(2.0 ** -126))
+        a = op("OpFDiv", f32, op("OpFMul", f32, lo, scale), hi)
         big = op("OpFOrdGreaterThan", boolean, a, self.f32c(_TAN_PI_8))
         one = self.f32c(1.0)
         t = op("OpSelect", f32, big, op("OpFDiv", f32, op("OpFSub", f32, a, one), op("OpFAdd", f32, a, one)), a)

@@ -63,8 +63,10 @@ def _encode(spec, address: int, rows: int, cols: int, ld: int, bstride: int, bat
     dims = [max(cols, 1), max(rows, 1)] + ([batches] if spec.rank == 3 else [])
     strides = [ld * itemsize] + ([max(bstride, rows * ld) * itemsize] if spec.rank == 3 else [])
     box = [spec.box[0], spec.box[1]] + ([1] if spec.rank == 3 else [])
+    u64, u32 = d.cuuint64_t, d.cuuint32_t
     err, tmap = d.cuTensorMapEncodeTiled(
-        types[spec.elem], spec.rank, address, dims, strides, box, [1] * spec.rank,
+        types[spec.elem], spec.rank, address, [u64(x) for x in dims], [u64(x) for x in strides],
+        [u32(x) for x in box], [u32(1)] * spec.rank,
         d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)

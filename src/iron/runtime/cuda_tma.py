@@ -17,14 +17,20 @@ from typing import Any
 
 from ..errors import LaunchError
 
-#: descriptors per process before the cache is cleared (a device allocation of 128 bytes each)
+#: descriptor slots (128 bytes each) before the arena starts over
 _LIMIT = 4096
 
 
 class TensorMaps:
+    """Descriptors by contents, in slots of one device arena written from one pinned host arena: a new descriptor
+    is encoded into the next pinned slot and copied to its device slot on the launch's stream (no wait: the slot is
+    never rewritten while work may read it -- a full arena waits for the device once, then starts over)."""
+
     def __init__(self, device):
         self.device = device
-        self._cache: dict[tuple, Any] = {}  # key -> device buffer holding the descriptor
+        self._cache: dict[tuple, int] = {}  # key -> device address of the descriptor
+        self._host = self._dev = None
+        self._pinned = None
 
     def pointers(self, specs, buffers: dict[str, tuple[int, int]], scalars: dict[str, Any], stream,
                  kernel: str) -> list[int]:
@@ -33,6 +39,10 @@ class TensorMaps:
 
     def _pointer(self, spec, address: int, length: int, scalars: dict[str, Any], stream, kernel: str) -> int:
         rows, cols, ld, bstride = (int(scalars[v]) if kind == "param" else int(v) for kind, v in spec.view)
+        key = (spec.elem, address, length, rows, cols, ld, bstride, spec.box, spec.rank)
+        ptr = self._cache.get(key)
+        if ptr is not None:
+            return ptr
         itemsize = 4 if spec.elem in ("f32", "i32", "u32") else 2
         where = f"{kernel}: tile_load from '{spec.buffer}'"
         if (ld * itemsize) % 16 or (bstride * itemsize) % 16:
@@ -40,18 +50,36 @@ class TensorMaps:
                               "must be multiples of 16 bytes")
         if address % 16:
             raise LaunchError(f"{where}: the buffer's address is not 16-byte aligned (the copy engine needs it)")
-        batches = max(1, -(-length // bstride)) if bstride else 1
         if rows and cols and (rows - 1) * ld + cols > length:
             raise LaunchError(f"{where}: the view ({rows} x {cols}, ld {ld}) is larger than the buffer "
                               f"({length} elements)")
-        key = (spec.elem, address, rows, cols, ld, bstride if spec.rank == 3 else 0, batches, spec.box, spec.rank)
-        buf = self._cache.get(key)
-        if buf is None:
-            if len(self._cache) >= _LIMIT:
-                self._cache.clear()
-            buf = self._cache[key] = _upload(_encode(spec, address, rows, cols, ld, bstride, batches, itemsize),
-                                             self.device, stream)
-        return int(buf.handle)
+        batches = max(1, -(-length // bstride)) if bstride else 1
+        data = _encode(spec, address, rows, cols, ld, bstride, batches, itemsize)
+        ptr = self._cache[key] = self._store(data, stream)
+        return ptr
+
+    def _store(self, data: bytes, stream) -> int:
+        import numpy as np
+        from cuda.core import LegacyPinnedMemoryResource
+
+        if self._host is None:
+            self._pinned = LegacyPinnedMemoryResource().allocate(_LIMIT * 128)
+            self._host = np.ctypeslib.as_array((ctypes.c_uint8 * (_LIMIT * 128)).from_address(
+                int(self._pinned.handle)))
+            self._dev = self.device.memory_resource.allocate(_LIMIT * 128, stream=stream)
+        slot = len(self._cache)  # slots are handed out in order; the caller adds this key after
+        if slot >= _LIMIT:
+            stream.sync()  # every earlier launch has read its descriptors: start over
+            self._cache.clear()
+            slot = 0
+        self._host[slot * 128:(slot + 1) * 128] = np.frombuffer(data, dtype=np.uint8)
+        from cuda.bindings import driver as d
+
+        dst = int(self._dev.handle) + slot * 128
+        (err,) = d.cuMemcpyHtoDAsync(dst, int(self._pinned.handle) + slot * 128, 128, int(stream.handle))
+        if err != d.CUresult.CUDA_SUCCESS:
+            raise LaunchError(f"copying a tensor-map descriptor to the device failed ({err.name})")
+        return dst
 
 
 def _encode(spec, address: int, rows: int, cols: int, ld: int, bstride: int, batches: int, itemsize: int) -> bytes:
@@ -74,17 +102,3 @@ def _encode(spec, address: int, rows: int, cols: int, ld: int, bstride: int, bat
         raise LaunchError(f"cuTensorMapEncodeTiled failed ({err.name}) for a view of {rows} x {cols} (ld {ld}, "
                           f"batch stride {bstride}) with box {spec.box}")
     return ctypes.string_at(tmap.getPtr(), 128)
-
-
-def _upload(data: bytes, device, stream):
-    """A device buffer holding ``data``, written before any later work on ``stream`` reads it."""
-    import numpy as np
-    from cuda.core import LegacyPinnedMemoryResource
-
-    buf = device.memory_resource.allocate(len(data), stream=stream)
-    pinned = LegacyPinnedMemoryResource().allocate(len(data))
-    host = np.ctypeslib.as_array((ctypes.c_uint8 * len(data)).from_address(int(pinned.handle)))
-    host[:] = np.frombuffer(data, dtype=np.uint8)
-    buf.copy_from(pinned, stream=stream)
-    stream.sync()  # the pinned staging buffer is freed on return
-    return buf

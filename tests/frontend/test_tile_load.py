@@ -147,8 +147,8 @@ def test_front_end_refusals_are_located(case, tmp_path):
     from .sources import module_from_source
 
     line, message = _BAD[case]
-    body = (f"import iron\nfrom iron.lang import *\n\n\n@iron.kernel\ndef k(X: Tensor[f32], R: int):\n    s = shared(f32, 256)\n    {line}\n"
-            "    tile_commit(0)\n    tile_wait(0)\n")
+    body = ("import iron\nfrom iron.lang import *\n\n\n@iron.kernel\ndef k(X: Tensor[f32], R: int):\n"
+            f"    s = shared(f32, 256)\n    {line}\n    tile_commit(0)\n    tile_wait(0)\n")
     mod = module_from_source(tmp_path, f"tile_{case}", body)
     with pytest.raises(iron.CompileError, match=message) as e:
         mod.k[(32,), (32,)](np.ones(64, np.float32), 8, backend="cpu")

@@ -309,6 +309,12 @@ class VulkanBackend(Backend):
 
         return make_fast_launch(self, kfn, variant, args, grid, group, min_sizes)
 
+    def direct_launcher(self, fast, fallback):
+        """The compiled launcher's stand-in for ``k[grid]`` (``vulkan_launch.c``'s ``direct``); None for the Python
+        launcher, which has none."""
+        direct = getattr(fast, "direct", None)
+        return None if direct is None else direct(fallback)
+
     def _run_mixed(self, spk, host, dev, push, grid, group, repeat, lengths=()) -> float | None:
         """A launch on NumPy arrays and device arrays: after the queued work, device arrays bound in place (a
         misaligned view goes through a host copy), NumPy ones copied; waits."""

@@ -6,23 +6,72 @@ group counts and push-constant layout are fixed, and each call only checks that 
 first (arrays of the same dtype on the same queue, large enough; scalars of the right kind; constexprs equal; no
 written buffer overlapping another; a parameter sizing a shared array equal to the first call's: the pipeline holds
 that length), packs the push constants and records the dispatch. Anything else returns False and takes the full
-path, which refuses or serves it. The launcher is generated Python (as CUDA's, ``cuda_fast``):
-every check unrolled per argument, one precompiled ``struct.Struct`` for the push constants, the descriptor-set key
-built inline (lavapipe on this 2-core machine, bench/experiments/array_launch.py: 17-24 µs per launch of a
-1,024-element kernel before, 13-14.5 after, both under load).
+path, which refuses or serves it; so does a change of ``IRON_BACKEND`` since the launcher was made.
+
+Two implementations of the same checks, as CUDA has (``cuda_fast``). Compiled C (``vulkan_launch.c``, built at first
+use with the system C compiler against this Python's headers, cached on disk; ``c_extension``) that records the
+push constants, descriptor set, dispatch and barrier through the device's own entry points (vkGetDeviceProcAddr) with
+the queue's lock held, and hands the uncommon cases (a view the device cannot bind in place, a descriptor set not
+made yet, an open ``iron.graph()``) to the other: generated Python, every check unrolled per argument, one
+precompiled ``struct.Struct`` for the push constants, the descriptor-set key built inline, the loader called
+through cffi. ``IRON_VULKAN_LAUNCHER``: auto (default: the compiled one where it builds; ``EXT_REASON`` says why
+not), c (it or an error), python. The compiled one also stands in for ``k[grid]`` itself (``direct``, as CUDA's),
+so a repeat call runs no Python frame of Iron's. Host time per repeat launch of a 1,024-element kernel on lavapipe,
+this 2-core machine (bench/experiments/vk_launch_profile.py, 2026-12-02): 5.0-5.4 µs before (generated Python, the
+batch begun and submitted through the `vulkan` package's wrappers), 1.55-1.65 µs compiled, 4.5-6.4 µs generated
+Python now.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import LaunchError
 from .arrays import is_iron_array
+from .c_extension import BACKEND_ENV_KEY, BUILD_ERRORS, ENV_DATA
 from .vulkan_shared import launch_lengths, length_params
 
 _CODES = {"i32": "<i", "u32": "<I", "f32": "<f"}
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1)}
+
+_EXT: Any = None
+#: why the compiled launcher is not in use (None while it is, or before the first attempt)
+EXT_REASON: str | None = None
+
+
+def launcher_mode() -> str:
+    """``IRON_VULKAN_LAUNCHER``: "auto" (default: the compiled launcher when it builds, else Python), "c" (the
+    compiled one or an error), or "python" (the generated-Python launcher)."""
+    mode = os.environ.get("IRON_VULKAN_LAUNCHER", "auto")
+    if mode not in ("auto", "c", "python"):
+        raise LaunchError(f"IRON_VULKAN_LAUNCHER must be auto, c or python, got {mode!r}")
+    return mode
+
+
+def compiled_module():
+    """The compiled launcher extension (``vulkan_launch.c``), built at first use and cached on disk; None (reason in
+    ``EXT_REASON``) when it cannot be built."""
+    global _EXT, EXT_REASON
+    if _EXT is not None:
+        return _EXT or None
+    try:
+        _EXT = _build_extension()
+        EXT_REASON = None
+    except BUILD_ERRORS as e:
+        _EXT, EXT_REASON = False, str(e)
+    return _EXT or None
+
+
+def _build_extension():
+    from pathlib import Path
+
+    from .c_extension import build_extension
+
+    here = Path(__file__).parent
+    return build_extension("iron_vulkan_launch", here / "vulkan_launch.c", "vulkan-launch", (here / "launch_direct.h",))
 
 
 def make_fast_launch(backend, kfn, variant, args: tuple, grid, group,
@@ -60,8 +109,14 @@ def make_fast_launch(backend, kfn, variant, args: tuple, grid, group,
     written = {b.param for b in spk.buffers if not b.readonly}
     bufs = [entry for entry in plan if entry[0] == 0]
     n = len(params)
-
-    return _generate(backend, queue, spk, prog, pipe, groups, plan, push_fields, written, bufs, n)
+    mode = launcher_mode()
+    fast = _generate(backend, queue, spk, prog, pipe, groups, plan, push_fields, written, bufs, n)
+    module = compiled_module() if mode != "python" else None
+    if module is None:
+        if mode == "c":
+            raise LaunchError(f"IRON_VULKAN_LAUNCHER=c but the compiled launcher is unavailable: {EXT_REASON}")
+        return fast
+    return _compiled(module, backend, queue, spk, prog, pipe, groups, plan, push_fields, written, bufs, fast)
 
 
 def _generate(backend, queue, spk, prog, pipe, groups, plan, push_fields, written, bufs, n) -> Callable[[tuple], bool]:
@@ -70,9 +125,12 @@ def _generate(backend, queue, spk, prog, pipe, groups, plan, push_fields, writte
     takes ``record`` (which copies it through an aligned scratch buffer)."""
     names = [f"a{i}" for i in range(n)]
     ns: dict[str, Any] = {"TIMER": backend._timer, "Q": queue, "LOCK": queue.lock, "ALIGN": queue.align,
-                          "SPK": spk, "PROG": prog, "PIPE": pipe, "GROUPS": groups, "PROGID": id(prog)}
+                          "SPK": spk, "PROG": prog, "PIPE": pipe, "GROUPS": groups, "PROGID": id(prog),
+                          "ENVIRON": ENV_DATA, "ENV_KEY": BACKEND_ENV_KEY, "ENV0": ENV_DATA.get(BACKEND_ENV_KEY)}
     code = ["def fast(call_args):",
             f"    if len(call_args) != {n} or TIMER.samples is not None:  # timed launches take the full path",
+            "        return False",
+            "    if ENVIRON.get(ENV_KEY) != ENV0:  # IRON_BACKEND changed since: the full path decides",
             "        return False",
             f"    {', '.join(names)}{',' if n == 1 else ''} = call_args"]
     for kind, i, _name, want, extra in plan:
@@ -141,3 +199,49 @@ def _push_fields(spk, grid) -> list[tuple[int, str, Any]] | None:
         axis = getattr(p, "axis", None)
         fields.append((p.offset, code, (int(grid[axis]),) if axis is not None else p.name))
     return fields
+
+
+#: parameter kinds of vulkan_launch.c (``Param.kind``) and its push-constant codes
+_C_BUFFER, _C_CONSTEXPR, _C_FIXED = 0, 4, 5
+_C_CODES = {"i32": 1, "u32": 2, "f32": 3}
+_C_PUSH = {_CODES[name]: code for name, code in _C_CODES.items()}
+
+
+def _compiled(module, backend, queue, spk, prog, pipe, groups, plan, push_fields, written, bufs,
+              python: Callable[[tuple], bool]) -> Callable[[tuple], bool]:
+    """The compiled launcher for ``plan`` (see ``vulkan_launch.c`` for the argument layout), handing what it does not
+    record itself to ``python``, the generated launcher of the same plan; ``python`` where it cannot be made."""
+    from . import vulkan_queue
+    from .device_array import Array
+
+    vk, ffi = queue.ctx.vk, queue.ctx.ffi
+    params = []
+    for kind, _i, _name, want, extra in plan:
+        if kind == 0:
+            params.append((_C_BUFFER, want, None, int(extra), 0))
+        elif kind == 1 and extra is not None and want != "f32":  # as the generated check: an f32 takes any number
+            params.append((_C_FIXED, None, None, int(extra), _C_CODES[want]))
+        elif kind == 1:
+            params.append((_C_CODES[want], None, None, 0, 0))
+        else:
+            params.append((_C_CONSTEXPR, want, extra, 0, 0))
+    index = {name: i for _k, i, name, _w, _e in plan}
+    push = [(offset, _C_PUSH[code], index[source], 0) if isinstance(source, str)
+            else (offset, _C_PUSH[code], -1, source[0]) for offset, code, source in sorted(push_fields)]
+    bindings = [(b.binding, index[b.param]) for b in spk.buffers]
+    alias = [(bufs[a][1], bufs[b][1]) for a in range(len(bufs)) for b in range(a + 1, len(bufs))
+             if bufs[a][2] in written or bufs[b][2] in written]
+    barrier = queue.memory_barrier
+    handle = lambda h: int(ffi.cast("uintptr_t", h))  # noqa: E731
+    try:
+        fast = module.FastLaunch(
+            queue.procs(), pipe, handle(pipe), handle(prog.pipeline_layout), tuple(groups), spk.push_size,
+            vk.VK_SHADER_STAGE_COMPUTE_BIT, vk.VK_PIPELINE_BIND_POINT_COMPUTE,
+            (barrier.sType, barrier.srcAccessMask, barrier.dstAccessMask, queue.stages, queue.stages), queue.align,
+            queue, queue.lock, backend._timer, vars(vulkan_queue), python, Array, vulkan_queue.VulkanStore, id(prog),
+            params, push, bindings, alias)
+    except ValueError:  # more than it takes (parameters, push-constant bytes), or an entry point missing
+        if launcher_mode() == "c":
+            raise
+        return python
+    return fast

@@ -18,6 +18,12 @@ Threads: every entry point (record, synchronize, transfers, the pools) holds ``l
 launches from several Python threads serialise on it. An array's finalizer may run in any thread, at any bytecode,
 even inside a locked section: it only appends its buffer to ``released`` (no lock), and the next entry point drains
 that list under the lock.
+
+The compiled fast launcher (``vulkan_launch.c``) records its dispatches itself, holding ``lock``, and reads and writes
+this state as the Python code does: ``cmd_handle`` (the batch command buffer as an int, 0 before ``_begin``),
+``bound``, ``count``, ``sets`` (key -> (``VkDescriptorSet[1]``, handle)) with ``sets_epoch`` (bumped when the pool is
+reset), ``released``, ``recording`` and ``closed``; it calls ``_drain``, ``_begin`` and ``_submit``. A change to
+those belongs in both.
 """
 
 from __future__ import annotations
@@ -34,6 +40,13 @@ from ..errors import LaunchError
 #: dispatches recorded before a batch is submitted without waiting
 BATCH = 64
 _SETS = 512  # descriptor sets in the arrays' pool (the pool is reset, after a wait, when it runs out)
+
+
+def _check(vk, result: int) -> None:
+    """Raise what the `vulkan` package's wrapper raises for a failed call's VkResult."""
+    if result != vk.VK_SUCCESS:
+        error = vk.exception_codes.get(result)
+        raise error() if error is not None else LaunchError(f"a Vulkan call failed (VkResult {result})")
 
 
 class VulkanStore:
@@ -81,11 +94,14 @@ class VulkanQueue:
         self.released: list[tuple[str, Any]] = []  # buffers of freed arrays, drained under the lock
         self.align = max(1, int(ctx.limits.minStorageBufferOffsetAlignment))
         self.cmd: Any = None  # the batch being recorded, with its fence
+        self.cmd_handle = 0  # its VkCommandBuffer as an int (the compiled launcher's, vulkan_launch.c), 0 when none
+        self.closed = False  # destroyed with its context: launches on its arrays are refused
         self.count = 0
         self.inflight: list[tuple[Any, Any, list]] = []
         self.idle: list[tuple[Any, Any]] = []
         self.deferred: list[tuple[str, Any]] = []  # buffers to pool once the recorded batch has finished
-        self.sets: dict[Any, Any] = {}
+        self.sets: dict[Any, tuple[Any, int]] = {}  # key -> (VkDescriptorSet[1], its handle as an int)
+        self.sets_epoch = 0  # counts the resets of their pool (vulkan_launch.c remembers a set until the next)
         self.recording: Any = None  # a VulkanRecording while iron.graph() records (vulkan_record.py)
         self.retired: list[Any] = []  # recordings no graph holds any more, destroyed once nothing runs
         self.spare_fences: list[Any] = []  # fences of finished replays
@@ -93,6 +109,7 @@ class VulkanQueue:
         from vulkan._vulkan import lib  # the loader's functions through cffi (see ``record``)
 
         self.lib = lib
+        self._procs: tuple[int, ...] | None = None
         self.bound: tuple[Any, Any] = (None, None)  # pipeline and descriptor set bound in the recording batch
         self.stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         self.memory_barrier = ctx.ffi.new("VkMemoryBarrier*", {
@@ -100,6 +117,14 @@ class VulkanQueue:
             "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
             "dstAccessMask": vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
             | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT})
+        # a batch's begin and submit through cffi with these prebuilt (the `vulkan` package's struct wrappers cost
+        # 6-9 us each, lavapipe: a third of a launch's host time amortised over a batch)
+        self.begin_info = ctx.ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
+        self.submit_cmd = ctx.ffi.new("VkCommandBuffer[1]")
+        self.submit_info = ctx.ffi.new("VkSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": self.submit_cmd})
         self.set_pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
             maxSets=_SETS, pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                                descriptorCount=_SETS * 8)]), None)
@@ -150,12 +175,12 @@ class VulkanQueue:
             lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
             self.bound = (pipe, None)
         if self.bound[1] is not dset:
-            lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, dset,
+            lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, dset[0],
                                         0, ctx.ffi.NULL)
             self.bound = (pipe, dset)
         if spk.push_size:
-            lib.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size,
-                                   ctx.ffi.from_buffer(push))
+            # bytes go to a void* parameter as they are (ffi.from_buffer would cost ~0.2 us more)
+            lib.vkCmdPushConstants(cmd, prog.pipeline_layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, spk.push_size, push)
         lib.vkCmdDispatch(cmd, *groups)
         self._barrier(cmd)
         if moved:
@@ -189,8 +214,9 @@ class VulkanQueue:
             self._barrier(self._begin())
         return moved
 
-    def _set(self, spk, prog, binds: dict[str, tuple]):
-        """The (cached) descriptor set binding each buffer parameter to its array's range."""
+    def _set(self, spk, prog, binds: dict[str, tuple]) -> tuple[Any, int]:
+        """The (cached) descriptor set binding each buffer parameter to its array's range: (the ``VkDescriptorSet[1]``
+        vkCmdBindDescriptorSets takes, its handle as an int)."""
         if self.recording is not None:
             return self.recording.descriptor_set(spk, prog, binds)
         key = (id(prog), tuple((b.binding, id(binds[b.param][0]), binds[b.param][1], binds[b.param][2])
@@ -212,10 +238,26 @@ class VulkanQueue:
             self._reset_sets()
             handle = vk.vkAllocateDescriptorSets(dev, info)[0]
         self.descriptors += need
-        dset = self.ctx.ffi.new("VkDescriptorSet[1]", [handle])  # what vkCmdBindDescriptorSets takes
+        dset = self.set_entry(handle)
         self.write_set(handle, spk, binds)
         self.sets[key] = dset
         return dset
+
+    def set_entry(self, handle) -> tuple[Any, int]:
+        """(``VkDescriptorSet[1]`` holding ``handle``, the handle as an int): how ``sets`` and ``bound`` hold a set."""
+        ffi = self.ctx.ffi
+        return ffi.new("VkDescriptorSet[1]", [handle]), int(ffi.cast("uintptr_t", handle))
+
+    def procs(self) -> tuple[int, ...]:
+        """The addresses of vkCmdBindPipeline, vkCmdBindDescriptorSets, vkCmdPushConstants, vkCmdDispatch and
+        vkCmdPipelineBarrier for this device (vkGetDeviceProcAddr: no loader trampoline), for vulkan_launch.c."""
+        if self._procs is None:
+            ffi, dev = self.ctx.ffi, self.ctx.device
+            names = ("vkCmdBindPipeline", "vkCmdBindDescriptorSets", "vkCmdPushConstants", "vkCmdDispatch",
+                     "vkCmdPipelineBarrier")
+            self._procs = tuple(int(ffi.cast("uintptr_t", self.lib.vkGetDeviceProcAddr(dev, name.encode())))
+                                for name in names)
+        return self._procs
 
     def write_set(self, handle, spk, binds: dict[str, tuple]) -> None:
         """Point the descriptor set ``handle``'s bindings at the buffer ranges of ``binds``."""
@@ -233,6 +275,7 @@ class VulkanQueue:
         self.synchronize()
         self.ctx.vk.vkResetDescriptorPool(self.ctx.device, self.set_pool, 0)
         self.sets.clear()
+        self.sets_epoch += 1
         self.descriptors = 0
 
     # -- batches --------------------------------------------------------------------------------------------------
@@ -246,6 +289,9 @@ class VulkanQueue:
             vk, dev = self.ctx.vk, self.ctx.device
             if self.ctx.lost:
                 raise LaunchError(self.ctx.lost)
+            if self.closed:
+                raise LaunchError("an array of this launch was made on a Vulkan context that has been closed",
+                                  hint="make the array again after closing the backend")
             if self.idle:
                 cmd, fence = self.idle.pop()
             else:
@@ -253,9 +299,9 @@ class VulkanQueue:
                     commandPool=self.ctx.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                     commandBufferCount=1))[0]
                 fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
-            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
-                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            _check(vk, self.lib.vkBeginCommandBuffer(cmd, self.begin_info))
             self.cmd = (cmd, fence)
+            self.cmd_handle = int(self.ctx.ffi.cast("uintptr_t", cmd))
             self.bound = (None, None)
             self._barrier(cmd)  # see the writes of batches submitted earlier
         return self.cmd[0]
@@ -268,11 +314,12 @@ class VulkanQueue:
     def _submit(self) -> None:
         if self.cmd is None:
             return
-        vk = self.ctx.vk
+        vk, lib = self.ctx.vk, self.lib
         cmd, fence = self.cmd
-        self.cmd, self.count = None, 0
-        vk.vkEndCommandBuffer(cmd)
-        vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])], fence)
+        self.cmd, self.cmd_handle, self.count = None, 0, 0
+        _check(vk, lib.vkEndCommandBuffer(cmd))
+        self.submit_cmd[0] = cmd
+        _check(vk, lib.vkQueueSubmit(self.ctx.queue, 1, self.submit_info, fence))
         self.inflight.append((cmd, fence, self.deferred))
         self.deferred = []
 
@@ -446,5 +493,6 @@ class VulkanQueue:
             vk.vkDestroyFence(dev, fence, None)
         while self.retired:
             self.retired.pop().destroy()
-        self.inflight, self.idle, self.cmd, self.spare_fences = [], [], None, []
+        self.inflight, self.idle, self.cmd, self.cmd_handle, self.spare_fences = [], [], None, 0, []
+        self.closed = True
         vk.vkDestroyDescriptorPool(dev, self.set_pool, None)

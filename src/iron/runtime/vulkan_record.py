@@ -43,8 +43,9 @@ class VulkanRecording:
         self.held: list[tuple[str, Any]] = []  # pool buffers (scratch, freed arrays') released with the recording
         self.dispatches = 0
 
-    def descriptor_set(self, spk, prog, binds: dict[str, tuple]):
-        """A new descriptor set binding each buffer parameter of ``spk`` to its range (``binds``)."""
+    def descriptor_set(self, spk, prog, binds: dict[str, tuple]) -> tuple[Any, int]:
+        """A new descriptor set binding each buffer parameter of ``spk`` to its range (``binds``), as the queue holds
+        one (``VulkanQueue.set_entry``)."""
         ctx = self.queue.ctx
         vk, dev = ctx.vk, ctx.device
         if self.left == 0:
@@ -56,7 +57,7 @@ class VulkanRecording:
             descriptorPool=self.pools[-1], descriptorSetCount=1, pSetLayouts=[prog.set_layout]))[0]
         self.left -= 1
         self.queue.write_set(handle, spk, binds)
-        return ctx.ffi.new("VkDescriptorSet[1]", [handle])
+        return self.queue.set_entry(handle)
 
     def destroy(self) -> None:
         """Free the command buffer and pools and give the buffers back (after every replay has finished)."""

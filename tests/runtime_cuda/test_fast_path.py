@@ -176,3 +176,57 @@ def test_fast_path_takes_iron_arrays_on_irons_stream(recorder):
     mixed = cf.make_fast_launch(_ArrayBackend(), iron_exp, variant, (FakeTensor(1000, 0x1000), out), {},
                                 (1000, 1, 1), (256, 1, 1), {"a": 1000, "out": 1000})
     assert mixed is None  # torch beside Arrays: which stream is the full path's call
+
+
+class _Maps:
+    """Stands in for cuda_tma.TensorMaps: records each lookup, answers an address made from its arguments."""
+
+    def __init__(self, refuse=False):
+        self.calls, self.refuse = [], refuse
+
+    def pointer(self, spec, address, length, scalars, stream, kernel):
+        from iron.errors import LaunchError
+
+        if self.refuse:
+            raise LaunchError("misaligned")
+        self.calls.append((spec.buffer, address, length, dict(scalars), stream, kernel))
+        return 0x100000 + 0x1000 * len(self.calls)
+
+
+class _TmaBackend(_Backend):
+    def __init__(self, maps):
+        self.maps = maps
+
+    def emitted(self, variant):
+        return emit_cuda(variant.kernel, arch="sm_90")
+
+    def tensor_map_cache(self):
+        return self.maps
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_fast_path_looks_up_copy_engine_descriptors_per_launch(recorder, refuse):
+    """gemm_tma's descriptors (KernelSource.tensor_maps) follow the buffers and the view's scalars: the generated
+    launcher asks for them at each call, after writing the buffer slots, and passes them after the grid sizes; a
+    view the engine cannot describe sends the call back to the full path (which refuses it, located)."""
+    from iron.std.gemm_tma import gemm_tma
+
+    maps = _Maps(refuse)
+    variant = gemm_tma.variant(iron.f16, (128, 256, 4, False))
+    a, b = FakeTensor(512 * 256, 0x1000000, F16), FakeTensor(256 * 512, 0x2000000, F16)
+    c = FakeTensor(512 * 512, 0x3000000, F16)
+    args = (a, b, c, 512, 512, 256, 0, 0, 0, 128, 256, 4, False)
+    fast = cf.make_fast_launch(_TmaBackend(maps), gemm_tma, variant, args, {}, (2 * 256, 4, 1), (256, 1, 1), {})
+    assert fast is not None
+    if refuse:
+        assert fast(args) is False and not recorder.calls
+        return
+    assert fast(args) is True
+    call = recorder.calls[-1]
+    assert [m[:4] for m in maps.calls] == [("A", 0x1000000, 512 * 256, {"M": 512, "K": 256, "SA": 0}),
+                                           ("B", 0x2000000, 256 * 512, {"K": 256, "N": 512, "SB": 0})]
+    assert maps.calls[0][4] == 1234 and maps.calls[0][5] == "gemm_tma"
+    n = len(variant.kernel.params)  # the kernel's own parameters, then 3 grid sizes, then the descriptors
+    assert _pointer_arg(call, n + 3) == 0x101000 and _pointer_arg(call, n + 4) == 0x102000
+    a2 = FakeTensor(512 * 256, 0x4000000, F16)
+    assert fast((a2, *args[1:])) is True and maps.calls[-2][1] == 0x4000000

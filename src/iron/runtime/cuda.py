@@ -386,20 +386,23 @@ class CudaBackend(Backend):
         """The copy engine's descriptors of this launch (``cuda_tma``), in parameter order."""
         if not src.tensor_maps:
             return []
+        buffers = {name: (int(staged[name][0].handle) if name in staged else a.ptr, a.size)
+                   for name, a in arrays.items() if a is not None}
+        return self.tensor_map_cache().pointers(src.tensor_maps, buffers, scalars, int(stream.handle), kernel)
+
+    def tensor_map_cache(self):
+        """The copy engine's descriptors of this backend (``cuda_tma.TensorMaps``), made at first use."""
         if self._tmaps is None:
             from .cuda_tma import TensorMaps
 
             self._tmaps = TensorMaps(self.device())
-        buffers = {name: (int(staged[name][0].handle) if name in staged else a.ptr, a.size)
-                   for name, a in arrays.items() if a is not None}
-        return self._tmaps.pointers(src.tensor_maps, buffers, scalars, stream, kernel)
+        return self._tmaps
 
     def fast_launcher(self, kfn, variant, args, bound, grid, group, min_sizes):
         """A fast launcher for repeat calls shaped like this one (see ``cuda_fast``), or None."""
         if self.capture is not None or os.environ.get("IRON_CUDA_FAST", "1") == "0":
             return None
-        src = self.emitted(variant)
-        if src.runtime_shared or src.tensor_maps:  # shared sizes or descriptors follow the scalars: the full path
+        if self.emitted(variant).runtime_shared:  # the shared size follows the scalars: the full path sizes it
             return None
         try:
             return make_fast_launch(self, kfn, variant, args, bound, grid, group, min_sizes)

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import LaunchError
 from ..ir.variant import constexpr_key as _constexpr_key
 from .arrays import is_iron_array
+from .c_extension import BUILD_ERRORS
 
 _LIB: Any = None
 
@@ -84,45 +83,17 @@ def compiled_module():
     try:
         _EXT = _build_extension()
         EXT_REASON = None
-    except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as e:
+    except BUILD_ERRORS as e:
         _EXT, EXT_REASON = False, str(e)
     return _EXT or None
 
 
 def _build_extension():
-    import importlib.util
-    import shutil
-    import sysconfig
-    import tempfile
     from pathlib import Path
 
-    from .cache import cache_dir, cache_key
+    from .c_extension import build_extension
 
-    source = Path(__file__).with_name("cuda_launch.c")
-    include = sysconfig.get_paths()["include"]
-    if not os.path.exists(os.path.join(include, "Python.h")):
-        raise RuntimeError(f"no Python.h in {include} (install the Python development headers, e.g. python3-dev)")
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise RuntimeError("no C compiler (cc) to build the compiled launcher")
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = cache_key("cuda-launch", source.read_bytes(), sys.version, suffix, cc)
-    folder = cache_dir() / "cuda-launch"
-    path = folder / f"iron_cuda_launch_{key[:24]}{suffix}"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=suffix)
-        os.close(fd)
-        cmd = [cc, "-O2", "-shared", "-fPIC", "-I", include, "-o", tmp, str(source)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            os.unlink(tmp)
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr.strip()}")
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location("iron_cuda_launch", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return build_extension("iron_cuda_launch", Path(__file__).with_name("cuda_launch.c"), "cuda-launch")
 
 
 def _single_cuda_device() -> bool:
@@ -187,9 +158,30 @@ def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], 
     module = compiled_module() if mode != "python" else None
     if mode == "c" and module is None:
         raise LaunchError(f"IRON_CUDA_LAUNCHER=c but the compiled launcher is unavailable: {EXT_REASON}")
-    if module is not None and "array" not in kinds:  # the compiled launcher knows torch tensors only
+    if module is not None and "array" not in kinds and not src.tensor_maps:  # the compiled launcher knows torch
+        # tensors only, and makes no copy-engine descriptors
         return _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, grid, written)
     return _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written)
+
+
+def _tmap_lines(backend, variant, plan, names, src, slots, index_of, ns) -> list[str]:
+    """The generated lines that write each copy-engine descriptor's address (``cuda_tma``: a cache lookup by the
+    buffer's address and the view's values) into its slot, after the buffers' and scalars' slots are written."""
+    if not src.tensor_maps:
+        return []
+    lines = ["    try:"]  # a view the engine cannot describe: the full path refuses it, located
+    entry_of = {entry[1]: (i, entry) for i, entry in enumerate(plan)}
+    for j, spec in enumerate(src.tensor_maps):
+        i, entry = entry_of[spec.buffer]
+        v = names[i]
+        size = f"{v}.numel()" if entry[0] == "buffer" else f"{v}.size"
+        params = dict.fromkeys(value for kind, value in spec.view if kind == "param")
+        scalars = ", ".join(f"{value!r}: {names[entry_of[value][0]]}" for value in params)
+        ns[f"TM{j}"], ns[f"TS{j}"] = slots[index_of[spec.param]], spec
+        ns["tmap_pointer"], ns["buffer_slot"] = backend.tensor_map_cache().pointer, slots
+        lines.append(f"        TM{j}.value = tmap_pointer(TS{j}, buffer_slot[{index_of[spec.buffer]}].value, {size}, "
+                     f"{{{scalars}}}, s, NAME)")
+    return lines + ["    except LaunchError:", "        return False"]
 
 
 def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written) -> Callable[[tuple], bool]:
@@ -204,6 +196,9 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
         elif cp.kind == "scalar":
             slot = _SCALAR_CTYPES[cp.dtype.name]()
             index_of[cp.source] = len(slots)
+        elif cp.kind == "tmap":  # a copy-engine descriptor's address, looked up per call (_tmap_lines)
+            slot = ctypes.c_void_p(0)
+            index_of[cp.name] = len(slots)
         else:
             slot = ctypes.c_int32(grid[cp.axis])
         slots.append(slot)
@@ -262,6 +257,7 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
     code += _alias_checks(plan, names, written)
     code += ["    s = stream_of(DEV)"]  # (may be Python code on an older torch: before the writes)
     code += writes
+    code += _tmap_lines(backend, variant, plan, names, src, slots, index_of, ns)
     code += ["    if s != stream.value:",
              "        stream.value = s",
              "    err = launch(*fixed, stream, argv, None)",

@@ -32,12 +32,14 @@ class TensorMaps:
         self._host = self._dev = None
         self._pinned = None
 
-    def pointers(self, specs, buffers: dict[str, tuple[int, int]], scalars: dict[str, Any], stream,
+    def pointers(self, specs, buffers: dict[str, tuple[int, int]], scalars: dict[str, Any], stream: int,
                  kernel: str) -> list[int]:
-        """The device address of each spec's descriptor. ``buffers``: parameter name -> (address, elements)."""
-        return [self._pointer(spec, *buffers[spec.buffer], scalars, stream, kernel) for spec in specs]
+        """The device address of each spec's descriptor. ``buffers``: parameter name -> (address, elements);
+        ``stream``: the handle of the stream the launch goes to."""
+        return [self.pointer(spec, *buffers[spec.buffer], scalars, stream, kernel) for spec in specs]
 
-    def _pointer(self, spec, address: int, length: int, scalars: dict[str, Any], stream, kernel: str) -> int:
+    def pointer(self, spec, address: int, length: int, scalars: dict[str, Any], stream: int, kernel: str) -> int:
+        """One descriptor's device address (the fast launcher calls this per launch: a lookup when cached)."""
         rows, cols, ld, bstride = (int(scalars[v]) if kind == "param" else int(v) for kind, v in spec.view)
         key = (spec.elem, address, length, rows, cols, ld, bstride, spec.box, spec.rank)
         ptr = self._cache.get(key)
@@ -58,7 +60,7 @@ class TensorMaps:
         ptr = self._cache[key] = self._store(data, stream)
         return ptr
 
-    def _store(self, data: bytes, stream) -> int:
+    def _store(self, data: bytes, stream: int) -> int:
         import numpy as np
         from cuda.core import LegacyPinnedMemoryResource
 
@@ -66,17 +68,19 @@ class TensorMaps:
             self._pinned = LegacyPinnedMemoryResource().allocate(_LIMIT * 128)
             self._host = np.ctypeslib.as_array((ctypes.c_uint8 * (_LIMIT * 128)).from_address(
                 int(self._pinned.handle)))
-            self._dev = self.device.memory_resource.allocate(_LIMIT * 128, stream=stream)
+            self._dev = self.device.memory_resource.allocate(_LIMIT * 128)
         slot = len(self._cache)  # slots are handed out in order; the caller adds this key after
         if slot >= _LIMIT:
-            stream.sync()  # every earlier launch has read its descriptors: start over
+            from cuda.bindings import driver
+
+            driver.cuStreamSynchronize(stream)  # every earlier launch has read its descriptors: start over
             self._cache.clear()
             slot = 0
         self._host[slot * 128:(slot + 1) * 128] = np.frombuffer(data, dtype=np.uint8)
         from cuda.bindings import driver as d
 
         dst = int(self._dev.handle) + slot * 128
-        (err,) = d.cuMemcpyHtoDAsync(dst, int(self._pinned.handle) + slot * 128, 128, int(stream.handle))
+        (err,) = d.cuMemcpyHtoDAsync(dst, int(self._pinned.handle) + slot * 128, 128, stream)
         if err != d.CUresult.CUDA_SUCCESS:
             raise LaunchError(f"copying a tensor-map descriptor to the device failed ({err.name})")
         return dst

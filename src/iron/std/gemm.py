@@ -257,7 +257,7 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     # 512-token prefill (M = 512) took 12.6 ms with gemm_tma everywhere vs 9.2 with gemm_wg on the fast launcher, its
     # 2048-token prefill 13.3 vs 16.2 (bench/results/2026-12-02-h200-s5-model.json); IRON_TMA=0: never
     tma = wg and os.environ.get("IRON_TMA", "1") != "0" and tma_ok(m, n, k, strides) and \
-        2 * batch * m * n * k >= TMA_MIN_FLOPS
+        2 * batch * m * n * k >= int(os.environ.get("IRON_TMA_MIN_FLOPS", TMA_MIN_FLOPS))
 
     def run(cfg: dict) -> None:
         if staged:

@@ -200,3 +200,24 @@ def test_nvrtc_compiles_gemm_tma_without_serialising(cfg, dtype):
     src = emit_cuda(gemm_tma.variant(dtype, cfg).kernel, arch="sm_90")
     _, log = compile_cuda_log(src, "sm_90a", [*default_options(), PTXAS_VERBOSE])
     assert "C751" not in log and "serialized" not in log, log
+
+
+def test_gemm_tma_repeat_launches_on_torch_tensors(rng):
+    """Repeat launches on CUDA tensors take the fast launcher, which looks the copy engine's descriptors up per call:
+    new buffers and new sizes must give new descriptors (a stale one would read the old matrices)."""
+    from iron.runtime import unavailable_reason
+
+    if unavailable_reason("cuda"):
+        pytest.skip(f"cuda unavailable: {unavailable_reason('cuda')}")
+    torch = pytest.importorskip("torch")
+    if getattr(get_backend("cuda"), "arch", "") != "sm_90":
+        pytest.skip("the copy engine path is sm_90's")
+    for m, n, k in [(256, 256, 128), (256, 256, 128), (192, 320, 256), (256, 256, 128)]:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        grid = (-(-n // 256) * 256, -(-m // 128), 1)
+        gemm_tma[grid, (256, 1, 1)](a.view(-1), b.view(-1), c.view(-1), m, n, k, 0, 0, 0, 128, 256, 4, False,
+                                    backend="cuda")
+        want = a.double() @ b.double()
+        assert torch.allclose(c.double(), want, rtol=2e-2, atol=2e-1 * k ** 0.5 / 8), (m, n, k)

@@ -217,7 +217,7 @@ def test_gemm_tma_repeat_launches_on_torch_tensors(rng):
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         grid = (-(-n // 256) * 256, -(-m // 128), 1)
-        gemm_tma[grid, (256, 1, 1)](a.view(-1), b.view(-1), c.view(-1), m, n, k, 0, 0, 0, 128, 256, 4, False,
-                                    backend="cuda")
+        # no backend=: the tensors' device picks CUDA, and a repeat call takes the fast launcher
+        gemm_tma[grid, (256, 1, 1)](a.view(-1), b.view(-1), c.view(-1), m, n, k, 0, 0, 0, 128, 256, 4, False)
         want = a.double() @ b.double()
         assert torch.allclose(c.double(), want, rtol=2e-2, atol=2e-1 * k ** 0.5 / 8), (m, n, k)

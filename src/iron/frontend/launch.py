@@ -270,6 +270,8 @@ def bind_arguments(kfn, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 def array_dtype(value: Any) -> t.ScalarType | None:
     dt = getattr(value, "dtype", None)
+    if dt is None and hasattr(value, "__cuda_array_interface__"):  # a bare producer: its typestr
+        dt = value.__cuda_array_interface__["typestr"]
     if dt is None or isinstance(dt, t.ScalarType):  # an iron Array's dtype is Iron's own
         return dt
     try:
@@ -288,7 +290,8 @@ def resolve_T(kfn, bound: dict[str, Any]) -> t.ScalarType | None:
         if value is None:
             check_none(kfn, p)
             continue  # an absent optional buffer says nothing about T
-        if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+        if (not hasattr(value, "dtype") or not hasattr(value, "shape")) and \
+                not hasattr(value, "__cuda_array_interface__"):
             raise LaunchError(f"argument '{p.name}' must be an array (NumPy, or the backend's device array), got "
                               f"{type(value).__name__}", caller_loc())
         dt = array_dtype(value)

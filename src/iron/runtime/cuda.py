@@ -395,7 +395,7 @@ class CudaBackend(Backend):
         if self._tmaps is None:
             from .cuda_tma import TensorMaps
 
-            self._tmaps = TensorMaps(self.device())
+            self._tmaps = TensorMaps(self.device(), self.stream)
         return self._tmaps
 
     def fast_launcher(self, kfn, variant, args, bound, grid, group, min_sizes):

@@ -26,8 +26,9 @@ class TensorMaps:
     is encoded into the next pinned slot and copied to its device slot on the launch's stream (no wait: the slot is
     never rewritten while work may read it -- a full arena waits for the device once, then starts over)."""
 
-    def __init__(self, device):
+    def __init__(self, device, stream):
         self.device = device
+        self.stream = stream  # Iron's own stream (cuda.core): the arena is allocated on it
         self._cache: dict[tuple, int] = {}  # key -> device address of the descriptor
         self._host = self._dev = None
         self._pinned = None
@@ -65,10 +66,11 @@ class TensorMaps:
         from cuda.core import LegacyPinnedMemoryResource
 
         if self._host is None:
-            self._pinned = LegacyPinnedMemoryResource().allocate(_LIMIT * 128)
-            self._host = np.ctypeslib.as_array((ctypes.c_uint8 * (_LIMIT * 128)).from_address(
-                int(self._pinned.handle)))
-            self._dev = self.device.memory_resource.allocate(_LIMIT * 128)
+            dev = self.device.memory_resource.allocate(_LIMIT * 128, stream=self.stream)
+            self.stream.sync()  # allocated in Iron's stream order; the copies may go to another stream
+            pinned = LegacyPinnedMemoryResource().allocate(_LIMIT * 128)
+            self._dev, self._pinned = dev, pinned
+            self._host = np.ctypeslib.as_array((ctypes.c_uint8 * (_LIMIT * 128)).from_address(int(pinned.handle)))
         slot = len(self._cache)  # slots are handed out in order; the caller adds this key after
         if slot >= _LIMIT:
             from cuda.bindings import driver

@@ -207,9 +207,11 @@ DEEP = 0  # gemm_wg's schedule (below)
 #: bench/results/2026-12-02-h200-s3-wg-sweep.json), so not tuned over
 HOPPER = [(128, 256, 4, 0, 0), (128, 128, 4, 0, 0), (128, 256, 3, 0, 0), (64, 128, 4, 0, 0)]
 _WG_FIELDS = ("BM", "BN", "STAGES", "DEEP")
-#: the smallest product (2 M N K per batch, summed) that runs gemm_tma: ~46 us of the H200's tensor cores, more than
-#: the full launch path's host time
-TMA_MIN_FLOPS = 2**35
+#: the smallest product that runs gemm_tma: every one, since its launches take the fast launcher (descriptors looked
+#: up per call). Measured on the 1B model's 2048-token prefill (bench/results/2026-12-02-h200-s5-model-*.json): the
+#: GEMMs' GPU time 6.8 ms with gemm_tma for all 112 vs 7.2 with it for the 48 of 2^35 flops or more and gemm_wg for
+#: the rest; prefill wall times vary more between runs than between the two (11.9-14.2 ms at 512 tokens)
+TMA_MIN_FLOPS = 0
 _HOPPER_FIELDS = (*_WG_FIELDS, "PERSIST")
 
 
@@ -252,10 +254,8 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     width = get_backend(name).simd_width()
     wg = uses_wgmma(name)
     staged = name == "vulkan"  # no asynchronous copies: tiles staged through registers (gemm_staged.py)
-    # the copy engine stages gemm_wg's tiles where its descriptors can exist (gemm_tma.py) and the product is large
-    # enough that its launch -- the full path, which makes the descriptors -- is not what limits it: the 1B model's
-    # 512-token prefill (M = 512) took 12.6 ms with gemm_tma everywhere vs 9.2 with gemm_wg on the fast launcher, its
-    # 2048-token prefill 13.3 vs 16.2 (bench/results/2026-12-02-h200-s5-model.json); IRON_TMA=0: never
+    # the copy engine stages gemm_wg's tiles where its descriptors can exist (gemm_tma.py); IRON_TMA=0: never;
+    # IRON_TMA_MIN_FLOPS: only for products at least that large (2 M N K per batch, summed)
     tma = wg and os.environ.get("IRON_TMA", "1") != "0" and tma_ok(m, n, k, strides) and \
         2 * batch * m * n * k >= int(os.environ.get("IRON_TMA_MIN_FLOPS", TMA_MIN_FLOPS))
 

@@ -12,10 +12,7 @@ from iron.codegen import emit_cuda
 from iron.codegen.nvrtc import PTXAS_VERBOSE, compile_cuda_log, default_options, unavailable_reason
 from iron.lang import (
     Tensor,
-    constexpr,
     f32,
-    group_id,
-    group_size,
     local_id,
     shared,
     tile_commit,
@@ -26,23 +23,7 @@ from iron.runtime import get_backend
 from iron.std.gemm_tma import gemm_tma, tma_ok
 
 from .test_kernels import as_dtype, assert_close, f64
-
-
-@iron.kernel
-def boxes(X: Tensor[f32], Y: Tensor[f32], R: int, C: int, LD: int, BS: int, r0: int, c0: int,
-          ROWS: constexpr, COLS: constexpr, DLD: constexpr):
-    """Group g copies two boxes of batch g -- at (r0 + g, c0) into stage 0 and (r0, c0 + COLS) into stage 1 --
-    waits for stage 1 first, and writes the whole shared array out."""
-    s = shared(f32, 2 * ROWS * DLD)
-    g = group_id(0)
-    tile_load(s, 0, DLD, X, (R, C, LD, BS), (g, r0 + g, c0), ROWS, COLS, 0)
-    tile_load(s, ROWS * DLD, DLD, X, (R, C, LD, BS), (g, r0, c0 + COLS), ROWS, COLS, 1)
-    tile_commit(0)
-    tile_commit(1)
-    tile_wait(1)
-    tile_wait(0)
-    for v in range(local_id(0), 2 * ROWS * DLD, group_size(0)):
-        Y[g * 2 * ROWS * DLD + v] = s[v]
+from .tile_kernels import boxes
 
 
 def _expected(x, groups, R, C, LD, BS, r0, c0, rows, cols, dld, fill):

@@ -33,6 +33,10 @@ from .gemm_tiles import H, tile_origin
 
 __all__ = ["gemm_tma", "tma_ok"]
 
+#: the constexprs `iron build` compiles by default: 64 x 64 tiles, two stages (32 KiB: within Metal's limit)
+BM, BN, STAGES = 64, 64, 2
+TRANS_B = False
+
 
 @kernel
 def gemm_tma(A: Tensor[H], B: Tensor[H], C: Tensor[H], M: int, N: int, K: int, SA: int, SB: int, SC: int,

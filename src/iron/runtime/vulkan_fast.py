@@ -71,7 +71,8 @@ def _build_extension():
     from .c_extension import build_extension
 
     here = Path(__file__).parent
-    return build_extension("iron_vulkan_launch", here / "vulkan_launch.c", "vulkan-launch", (here / "launch_direct.h",))
+    return build_extension("iron_vulkan_launch", here / "vulkan_launch.c", "vulkan-launch",
+                           (here / "launch_direct.h", here / "vulkan_launch_record.h"))
 
 
 def make_fast_launch(backend, kfn, variant, args: tuple, grid, group,

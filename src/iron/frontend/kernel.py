@@ -57,9 +57,10 @@ def parse_dtype(dtype: Any) -> t.ScalarType | None:
 class KernelFunction(KernelMarker):
     """What ``@iron.kernel`` returns. Launch with ``k[grid](*args)`` or ``k[grid, group](*args)``."""
 
-    def __init__(self, fn, native_half: bool = False):
+    def __init__(self, fn, native_half: bool = False, launch_bounds: tuple[int, int] | None = None):
         self.fn = fn
         self.native_half = native_half
+        self.launch_bounds = launch_bounds  # (most threads per group, groups per multiprocessor wanted) or None
         functools.update_wrapper(self, fn)
         self._src = function_source(fn)
         self.params: list[ParamSpec] = read_signature(fn, self._src)
@@ -154,6 +155,8 @@ class KernelFunction(KernelMarker):
         kernel = cg.build(params)
         self.reads.update(cg.reads)
         kernel.attrs["constexprs"] = {**cvals, **dict.fromkeys(absent)}  # shown as `bias=None` in IR and sources
+        if self.launch_bounds is not None:
+            kernel.attrs["launch_bounds"] = self.launch_bounds
         width = simd_width if cg.simd_width_used else None
         if width is not None:
             kernel.attrs["simd_width"] = width  # emitters and runtimes refuse to run it at another width
@@ -278,15 +281,30 @@ def backend_simd_width(be: Any, target: str | None = None) -> int | None:
         return None
 
 
-def kernel(fn=None, *, native_half: bool = False):
+def kernel(fn=None, *, native_half: bool = False, launch_bounds: int | tuple[int, ...] | None = None):
     """Compile a Python function into a GPU kernel. ``native_half=True`` keeps f16/bf16 arithmetic in half
-    precision instead of f32. Usable as ``@kernel`` or ``@kernel(native_half=True)``."""
+    precision instead of f32. ``launch_bounds=(T, G)`` (or ``T``): groups have at most T threads (a launch with more
+    is a LaunchError on every backend), and the compiler may plan registers for G groups per multiprocessor (CUDA/HIP
+    ``__launch_bounds__``, Metal ``max_total_threads_per_threadgroup``; a hint Vulkan has no spelling for). Usable as
+    ``@kernel`` or ``@kernel(native_half=True)``."""
+    bounds = _launch_bounds(launch_bounds)
 
     def wrap(f):
         try:
             require_function(f, "@iron.kernel")
-            return KernelFunction(f, native_half=native_half)
+            return KernelFunction(f, native_half=native_half, launch_bounds=bounds)
         except CompileError as e:
             raise e.with_traceback(None) from None
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _launch_bounds(value) -> tuple[int, int] | None:
+    """``launch_bounds`` as (T, G), checked: T threads per group (1..1024), G groups per multiprocessor (>= 1)."""
+    if value is None:
+        return None
+    parts = (value,) if type(value) is int else tuple(value) if isinstance(value, (tuple, list)) else None
+    if not parts or len(parts) > 2 or any(type(v) is not int or v < 1 for v in parts) or parts[0] > 1024:
+        raise CompileError(f"launch_bounds must be T or (T, G): T threads per group from 1 to 1024, G groups per "
+                           f"multiprocessor >= 1; got {value!r}")
+    return (parts[0], parts[1] if len(parts) == 2 else 1)

@@ -147,6 +147,11 @@ class Launcher:
         check_addressable(grid, grid3, group3, name)
         if math.prod(grid3) == 0:
             return
+        bounds = getattr(kfn, "launch_bounds", None)
+        if bounds is not None and group3[0] * group3[1] * group3[2] > bounds[0]:
+            raise LaunchError(f"{kfn.__name__} declares launch_bounds of {bounds[0]} threads per group; this launch's "
+                              f"group {group} has {group3[0] * group3[1] * group3[2]}", caller_loc(),
+                              "launch smaller groups, or raise the kernel's launch_bounds")
         if variant.collectives and any(n % g for n, g in zip(grid3, group3)):
             raise LaunchError(
                 f"{kfn.__name__} uses barrier()/simd_* collectives, so its grid {grid} must be a multiple of its "

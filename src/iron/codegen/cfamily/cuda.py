@@ -331,6 +331,9 @@ class CudaDialect(CDialect):
     def signature(self, entry, params, features) -> str:
         return super().signature(entry, params, features, prefix='extern "C" __global__ void')
 
+    def bounded(self, signature: str, threads: int, groups: int) -> str:
+        return signature.replace("__global__ void ", f"__global__ void __launch_bounds__({threads}, {groups}) ", 1)
+
     def async_copy(self, dst: str, src: str, nbytes: int) -> tuple[str, tuple[str, ...]] | None:
         return f"iron_cp_async<{nbytes}>(&{dst}, &{src});", ("cp_async",)
 

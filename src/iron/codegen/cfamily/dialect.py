@@ -237,6 +237,11 @@ class CDialect:
             return f"{'const ' if p.readonly else ''}{p.ctype}* {p.name}"
         return f"{p.ctype} {p.name}"
 
+    def bounded(self, signature: str, threads: int, groups: int) -> str:
+        """``signature`` with the launch bounds of ``@kernel(launch_bounds=...)`` (unchanged where the dialect has
+        no spelling for them)."""
+        return signature
+
     def signature(self, entry: str, params: list[CParam], features: Features, prefix: str = "void") -> str:
         """``prefix entry(params)``, on one line when it fits in 120 columns, else one parameter per line."""
         decls = [self.param_decl(p, i) for i, p in enumerate(params)]

@@ -179,6 +179,10 @@ class HipDialect(CudaDialect):
     CUDA does. Fragments: MFMA at wavefront 64, the scalar fallback at 32 (see the module docstring).
     """
 
+    def bounded(self, signature: str, threads: int, groups: int) -> str:
+        # HIP's second argument counts waves per execution unit, not groups per multiprocessor: threads only
+        return signature.replace("__global__ void ", f"__global__ void __launch_bounds__({threads}) ", 1)
+
     #: matrix fragments: set per instance (MFMA on wave64, mma.sync on NVIDIA); None: the scalar fallback
     matrix: ClassVar[object | None] = None
 

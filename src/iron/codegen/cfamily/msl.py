@@ -386,6 +386,9 @@ class MslDialect(CDialect):
         return [("uint3" if code in _AXIS_OPS and self.dims > 1 else "uint", name, attribute)
                 for code, (name, attribute) in THREAD_PARAMS.items() if code in used]
 
+    def bounded(self, signature: str, threads: int, groups: int) -> str:
+        return f"[[max_total_threads_per_threadgroup({threads})]] " + signature
+
     def signature(self, entry: str, params: list[CParam], features: Features, prefix: str = "kernel void") -> str:
         decls = [self.param_decl(p, i) for i, p in enumerate(params)]
         if features is not None:

@@ -109,6 +109,8 @@ class _Printer(TilePrinting, DialectCalls):
         for p in params:  # a parameter's type may need a snippet (the 16-bit structs)
             self._ctype(p.dtype)
         signature = self.d.signature(entry, params, self.features)
+        if self.k.attrs.get("launch_bounds"):  # @kernel(launch_bounds=(T, G)): the dialect's spelling, if any
+            signature = self.d.bounded(signature, *self.k.attrs["launch_bounds"])
         kernel_text = signature + " {\n" + "\n".join(body) + "\n}\n"
         lanes = plan_lanes(self.k) if vectorize else None
         vector, vector_text = self._vectorised(entry, params, lanes) if lanes is not None else (None, "")

@@ -93,7 +93,8 @@ def _build_extension():
 
     from .c_extension import build_extension
 
-    return build_extension("iron_cuda_launch", Path(__file__).with_name("cuda_launch.c"), "cuda-launch")
+    here = Path(__file__).parent
+    return build_extension("iron_cuda_launch", here / "cuda_launch.c", "cuda-launch", (here / "launch_direct.h",))
 
 
 def _single_cuda_device() -> bool:

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DIRECT_MODULE "iron_cuda_launch"
+#include "launch_direct.h"
+
 typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                          unsigned shmem, void *stream, void **params, void **extra);
 
@@ -414,97 +417,13 @@ static PyTypeObject FastLaunchType = {
     .tp_methods = FastLaunch_methods,
 };
 
-/* Direct: what ``k[grid]`` returns once a compiled fast launcher exists for it. Calling it runs the fast launcher's
- * checks on the positional arguments as they arrive (no tuple, no Python frame); a call with keywords, or one the
- * fast launcher does not match, goes to the Python launcher (``fallback``) with the same arguments. Attributes it
- * does not have (grid, group, ...) are the fallback's. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    FastLaunch *fast;
-    PyObject *fallback;
-} Direct;
-
-static PyObject *Direct_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Direct *self = (Direct *)callable;
-    if (self->fallback == NULL) {  /* cleared by the garbage collector */
-        PyErr_SetString(PyExc_RuntimeError, "this launcher was cleared");
-        return NULL;
-    }
-    if ((kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) && self->fast != NULL) {
-        int r = fast_try(self->fast, args, PyVectorcall_NARGS(nargsf));
-        if (r < 0) return NULL;
-        if (r > 0) Py_RETURN_NONE;
-    }
-    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+/* k[grid] served from C: launch_direct.h's Direct, whose try is this launcher's. */
+static int direct_try(PyObject *fast, PyObject *const *args, Py_ssize_t nargs) {
+    return fast_try((FastLaunch *)fast, args, nargs);
 }
-
-/* Direct takes part in garbage collection: k[grid] -> Direct -> Launcher -> kernel -> k's launcher cache -> Direct
- * is a cycle, which must stay collectable for kernels made at run time. */
-static int Direct_traverse(Direct *self, visitproc visit, void *arg) {
-    Py_VISIT(self->fast);
-    Py_VISIT(self->fallback);
-    return 0;
-}
-
-static int Direct_clear(Direct *self) {
-    Py_CLEAR(self->fast);
-    Py_CLEAR(self->fallback);
-    return 0;
-}
-
-static void Direct_dealloc(Direct *self) {
-    PyObject_GC_UnTrack(self);
-    Direct_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *Direct_call(PyObject *self, PyObject *args, PyObject *kwargs) {
-    return PyVectorcall_Call(self, args, kwargs);
-}
-
-static PyObject *Direct_getattro(PyObject *self, PyObject *name) {
-    PyObject *r = PyObject_GenericGetAttr(self, name);
-    if (r != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || ((Direct *)self)->fallback == NULL) return r;
-    PyErr_Clear();
-    return PyObject_GetAttr(((Direct *)self)->fallback, name);
-}
-
-static PyObject *Direct_repr(Direct *self) {
-    if (self->fallback == NULL) return PyUnicode_FromString("<iron_cuda_launch.Direct (cleared)>");
-    return PyUnicode_FromFormat("<compiled CUDA launcher of %R>", self->fallback);
-}
-
-static PyMemberDef Direct_members[] = {
-    {"fast", T_OBJECT, offsetof(Direct, fast), READONLY, "the compiled fast launcher"},
-    {"fallback", T_OBJECT, offsetof(Direct, fallback), READONLY, "the Python launcher for every other call"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyTypeObject DirectType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "iron_cuda_launch.Direct",
-    .tp_basicsize = sizeof(Direct),
-    .tp_dealloc = (destructor)Direct_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "k[grid] with a compiled fast launcher: call it with the kernel's arguments",
-    .tp_traverse = (traverseproc)Direct_traverse,
-    .tp_clear = (inquiry)Direct_clear,
-    .tp_call = Direct_call,
-    .tp_vectorcall_offset = offsetof(Direct, vectorcall),
-    .tp_getattro = Direct_getattro,
-    .tp_repr = (reprfunc)Direct_repr,
-    .tp_members = Direct_members,
-};
 
 static PyObject *FastLaunch_direct(FastLaunch *self, PyObject *fallback) {
-    Direct *d = PyObject_GC_New(Direct, &DirectType);
-    if (d == NULL) return NULL;
-    d->vectorcall = Direct_vectorcall;
-    Py_INCREF(self); d->fast = self;
-    Py_INCREF(fallback); d->fallback = fallback;
-    PyObject_GC_Track((PyObject *)d);
-    return (PyObject *)d;
+    return direct_new((PyObject *)self, fallback, direct_try);
 }
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "iron_cuda_launch", NULL, -1, NULL};
@@ -518,7 +437,7 @@ PyMODINIT_FUNC PyInit_iron_cuda_launch(void) {
     s_is_cuda = PyUnicode_InternFromString("is_cuda");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     if (!s_capture || !s_dtype || !s_get_device || !s_is_contiguous || !s_nbytes || !s_data_ptr || !s_is_cuda) return NULL;
-    if (PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&DirectType) < 0) return NULL;
+    if (PyType_Ready(&FastLaunchType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&FastLaunchType);
@@ -527,9 +446,7 @@ PyMODINIT_FUNC PyInit_iron_cuda_launch(void) {
         Py_DECREF(m);
         return NULL;
     }
-    Py_INCREF(&DirectType);
-    if (PyModule_AddObject(m, "Direct", (PyObject *)&DirectType) < 0) {
-        Py_DECREF(&DirectType);
+    if (direct_ready(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

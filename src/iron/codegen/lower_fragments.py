@@ -20,6 +20,16 @@ from ..ir.rewrite import clone_kernel
 from .warpgroup import expand_warpgroup_mma
 
 
+def needs_fallback(kernel: Kernel, matrix: object | None) -> bool:
+    """Whether a dialect with fragment spelling ``matrix`` (None: none) must take the scalar fallback for
+    ``kernel``: it has no spelling, or the kernel uses element-wise fragment ops and the spelling has no lane layout
+    for them (``elementwise``: only NVIDIA's mma.sync / wgmma layouts today)."""
+    if matrix is None:
+        return True
+    return not getattr(matrix, "elementwise", False) and any(op.opcode in O.FRAG_ELEMENTWISE
+                                                            for op in kernel.walk())
+
+
 def lower_fragments(kernel: Kernel, width: int) -> Kernel:
     """``kernel`` itself when it has no fragment ops, else a lowered copy for SIMD groups of ``width`` lanes
     (warpgroup_mma calls are first expanded into fragment ops: ``codegen/warpgroup.py``)."""
@@ -92,6 +102,8 @@ class _Lowering:
             return ty.elem, self._rb(ty.rows) * self.kk
         if ty.role == "b":
             return ty.elem, self._cb(ty.cols) * self.kk
+        if ty.role == "row":
+            return t.f32, self._rb(ty.rows)
         return t.f32, self._rb(ty.rows) * self._cb(ty.cols)
 
     def _new_array(self, ty: t.FragType, name: str | None) -> Value:
@@ -125,6 +137,8 @@ class _Lowering:
             self._load(b, op)
         elif code == "mma":
             self._mma(b, op)
+        elif code in O.FRAG_ELEMENTWISE:
+            self._elementwise(b, op)
         else:
             self._store(b, op)
 
@@ -193,3 +207,57 @@ class _Lowering:
                     v = b.cast(b.load(arr, b.const(i * cb + j, t.i32)), buf.type.elem)
                     b.store(buf, self._address(b, index, ld, row, col, False), v)
 
+
+    # -- element-wise ops: lane (row block R, column block C) holds rows R*rb .. and columns C*cb .. ------------------
+
+    def _element(self, b: Builder, v: Value, i: int, j: int) -> Value:
+        """Element (i, j) of this lane's block of v: an accumulator, a row fragment (row i) or a scalar."""
+        if not isinstance(v.type, t.FragType):
+            return v
+        index = i * self._cb(v.type.cols) + j if v.type.role == "acc" else i
+        return b.load(self.arrays[v], b.const(index, t.i32))
+
+    def _elementwise(self, b: Builder, op: Op) -> None:
+        code, ty = op.opcode, op.result.type
+        out = self._result(op)
+        rb, cb = self._rb(ty.rows), (self._cb(ty.cols) if ty.role == "acc" else 1)
+        if code == "frag_reduce":
+            self._reduce(b, op, out)
+            return
+        r0, c0 = self._origin(b, self.lane_row, rb), self._origin(b, self.lane_col, cb)
+        for i in range(rb):
+            for j in range(cb):
+                xs = [self._element(b, x, i, j) for x in op.operands]
+                if code == "frag_fill":
+                    v = xs[0]
+                elif code == "frag_mask":
+                    v = self._masked(b, op, xs, b.binary("add", r0, b.const(i, t.i32)),
+                                     b.binary("add", c0, b.const(j, t.i32)))
+                elif code == "frag_binary":
+                    v = b.binary(op.attrs["fn"], xs[0], xs[1])
+                else:
+                    v = b.op(op.attrs["fn"], xs, t.f32).result
+                b.store(out, b.const(i * cb + j, t.i32), v)
+
+    @staticmethod
+    def _masked(b: Builder, op: Op, xs: list[Value], row: Value, col: Value) -> Value:
+        value, row0, col0, cols, fill = xs
+        c = b.binary("add", col0, col)
+        out = b.op("ge", [c, cols], t.bool_).result
+        if op.attrs["causal"]:
+            out = b.binary("or", out, b.op("gt", [c, b.binary("add", row0, row)], t.bool_).result)
+        return b.select(out, fill, value)
+
+    def _reduce(self, b: Builder, op: Op, out: Value) -> None:
+        """Each row over this lane's columns, then over the gc lanes sharing the row block (consecutive lanes)."""
+        acc = op.operands[0]
+        fn = op.attrs["fn"]
+        for i in range(self._rb(acc.type.rows)):
+            v = self._element(b, acc, i, 0)
+            for j in range(1, self._cb(acc.type.cols)):
+                v = b.binary(fn, v, self._element(b, acc, i, j))
+            m = 1
+            while m < self.gc:
+                v = b.binary(fn, v, b.op("simd_shuffle_xor", [v, b.const(m, t.i32)], t.f32).result)
+                m *= 2
+            b.store(out, b.const(i, t.i32), v)

@@ -11,6 +11,7 @@ Two lowerings of one definition (``interp/warpgroup.py``):
 
   - an A array (and a B array with trans_b), rows of 64 elements (128 bytes): element i at
     ``i ^ (((i >> 6) & 7) << 3)`` (the 16-byte chunk XOR the row's low 3 bits: wgmma's 128-byte swizzle, K-major);
+    ``frag_store`` may write such an array (attention's P tile): it applies phys per element itself;
   - a B array without trans_b, rows of L = ldb elements (L a multiple of 64): blocks of 64 rows; within a block,
     element (k, n) at panel n // 64 (64 x 64 elements, 8 KiB), row k, chunk ((n % 64) // 8) ^ (k % 8) (MN-major,
     128-byte swizzle; LBO = 8 KiB between panels, SBO = 1 KiB between 8-row groups: checked on the H200,
@@ -22,9 +23,9 @@ Two lowerings of one definition (``interp/warpgroup.py``):
 
 A kernel qualifies for wgmma when every ``wg_mma`` has a compile-time ldb (and ldb % 64 == 0 unless trans_b), each
 operand array has one layout, its size is a whole number of layout blocks, and it is accessed only by loads, stores,
-vector copies, async copies, tile copies (``tile_load``: the copy engine writes the swizzled layout itself,
-``cfamily/cuda_tma.py``, or it is expanded into stores first) and ``wg_mma``; otherwise it is expanded (correct,
-slower).
+vector copies, async copies, fragment stores (A arrays only), tile copies (``tile_load``: the copy engine writes the
+swizzled layout itself, ``cfamily/cuda_tma.py``, or it is expanded into stores first) and ``wg_mma``; otherwise it is
+expanded (correct, slower).
 """
 
 from __future__ import annotations
@@ -133,8 +134,10 @@ def plan_wgmma(kernel: Kernel) -> dict[int, Layout] | None:
             return None
         if op.opcode in ("shared", "wg_mma", "tile_load") or op.opcode in _ACCESS or op.opcode in _COPIES:
             continue
+        if op.opcode == "frag_store" and op.operands[0].uid in layouts and layouts[op.operands[0].uid].ld is None:
+            continue  # into an A array (64-element rows): the store swizzles its addresses (attrs.swizzle)
         if any(isinstance(x.type, t.BufferType) and x.uid in layouts for x in op.operands):
-            return None  # frag_load, frag_store or anything else on a remapped array: keep it simple, expand
+            return None  # frag_load or anything else on a remapped array: keep it simple, expand
     return layouts
 
 
@@ -146,6 +149,8 @@ def swizzle_shared(kernel: Kernel, layouts: dict[int, Layout]) -> Kernel:
     new = [op.result.uid for op in out.walk() if op.opcode == "shared"]
     remap = {n: layouts[o] for o, n in zip(old, new) if o in layouts}
     for op in list(out.walk()):
+        if op.opcode == "frag_store" and op.operands[0].uid in remap:
+            op.attrs["swizzle"] = True  # an A array: cuda_wgmma's store applies phys to each element's index
         for buf_pos, idx_pos in _index_operands(op):
             buf = op.operands[buf_pos]
             if buf.uid in remap:

@@ -11,6 +11,7 @@ from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
 from .constfold import SYMBOL, ConstError, fold_binop
+from .lower_matrix import frag_arith, is_fragment
 from .pymath import is_pure_math, lower_math_call, math_function_name
 from .refs import IronFunc, KernelMarker, Ref
 from .typing_rules import Const, literal_type, promote, promote_with_literal
@@ -99,6 +100,11 @@ class ExprMixin:
         name = BINOPS.get(type(op))
         if name is None:
             raise self.error("unsupported operator `@`", node)
+        if is_fragment(a) or is_fragment(b):
+            if name not in ("add", "sub", "mul", "div"):
+                raise self.error(f"`{SYMBOL.get(name, name)}` is not defined on fragments", node,
+                                 "fragments take +, -, *, /, min, max and one-operand float math")
+            return frag_arith(self, name, [a, b], node)
         self.check_number(a, node)
         self.check_number(b, node)
         if isinstance(a, Const) and isinstance(b, Const):
@@ -191,6 +197,8 @@ class ExprMixin:
         if isinstance(node.op, ast.Not):
             c = self.truth(v, node.operand)
             return Const(not c.value) if isinstance(c, Const) else self.b.unary("not", c)
+        if is_fragment(v) and isinstance(node.op, (ast.UAdd, ast.USub)):
+            return v if isinstance(node.op, ast.UAdd) else frag_arith(self, "neg", [v], node)
         self.check_number(v, node)
         if isinstance(node.op, ast.UAdd):
             return v

@@ -14,7 +14,7 @@ from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Value
 from .lower_bits import BIT_BUILTINS, lower_bits
-from .lower_matrix import MATRIX_BUILTINS, lower_matrix
+from .lower_matrix import MATRIX_BUILTINS, frag_arith, is_fragment, lower_matrix
 from .lower_tile import TILE_BUILTINS, lower_tile
 from .refs import Ref
 from .typing_rules import Const, compute_type, promote
@@ -108,7 +108,7 @@ def lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
     if name in O.FLOAT_MATH:
         return lower_math(cg, name, args, arg_nodes, node)
     if name == "abs":
-        return lower_abs(cg, args[0], node)
+        return frag_arith(cg, "abs", args, node) if is_fragment(args[0]) else lower_abs(cg, args[0], node)
     if name in ("min", "max"):
         return lower_minmax(cg, name, args, node)
     if name == "fma":
@@ -314,9 +314,14 @@ def lower_memory(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
 def lower_math(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node: ast.AST) -> Any:
     """Float math (the op table's ``FLOAT_MATH`` rows): operands promoted to one float compute type (ints to f32);
     constant operands fold through the op's float64 reference, rounded once to f32 as the op is defined."""
+    row = O.OPS[name]
+    if any(is_fragment(a) for a in args):
+        if len(args) != 1 or row.result == "bool":
+            raise cg.error(f"{name}() is not defined on fragments", node,
+                           "fragments take +, -, *, /, min, max and one-operand float math")
+        return frag_arith(cg, name, args, node)
     for a, n in zip(args, arg_nodes):
         cg.check_number(a, n)
-    row = O.OPS[name]
     if all(isinstance(a, Const) for a in args):
         with np.errstate(all="ignore"):
             value = row.ref(*(np.float64(float(a.value)) for a in args))
@@ -355,6 +360,9 @@ def lower_abs(cg, x: Any, node: ast.AST) -> Any:
 def lower_minmax(cg, name: str, args: list[Any], node: ast.AST) -> Any:
     acc = args[0]
     for x in args[1:]:
+        if is_fragment(acc) or is_fragment(x):
+            acc = frag_arith(cg, name, [acc, x], node)
+            continue
         cg.check_number(acc, node)
         cg.check_number(x, node)
         if isinstance(acc, Const) and isinstance(x, Const):

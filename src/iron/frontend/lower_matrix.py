@@ -12,7 +12,7 @@ from .refs import Ref
 from .typing_rules import Const
 
 MATRIX_BUILTINS = frozenset({"mma_shape", "frag_a", "frag_b", "frag_acc", "mma", "frag_store", "warpgroup_mma",
-                             "warpgroup_wait"})
+                             "warpgroup_wait", "frag_rows", "frag_row_max", "frag_row_sum", "frag_mask"})
 _INPUT_DTYPES = ", ".join(t.MMA_SHAPE)
 
 
@@ -30,6 +30,8 @@ def lower_matrix(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Any:
         return cg.b.op("frag_zero", [], t.FragType("acc", m * mt, n * nt, t.f32)).result
     if name == "mma":
         return _mma(cg, [cg.expr(a) for a in arg_nodes], arg_nodes, node)
+    if name in ("frag_rows", "frag_row_max", "frag_row_sum", "frag_mask"):
+        return _rows(cg, name, arg_nodes, node)
     if name == "warpgroup_mma":
         return _warpgroup_mma(cg, arg_nodes, node)
     if name == "warpgroup_wait":
@@ -40,6 +42,79 @@ def lower_matrix(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Any:
         cg.b.op("wg_wait", [], None, {"pending": pending.value})
         return None
     return _store(cg, arg_nodes, node)
+
+
+def is_fragment(v: Any) -> bool:
+    return isinstance(v, Value) and isinstance(v.type, t.FragType)
+
+
+def _elementwise_operand(cg, v: Any, node: ast.AST, what: str) -> Value:
+    """An operand of an element-wise fragment op: an accumulator or row fragment as is, a number as f32."""
+    if is_fragment(v):
+        if v.type.role not in ("acc", "row"):
+            raise cg.error(f"{what} works on accumulator and row fragments, not an {v.type.role.upper()}-fragment "
+                           f"({v.type})", node, "mma(a, b, acc) turns input fragments into an accumulator")
+        return v
+    cg.check_number(v, node)
+    if isinstance(v, Value) and v.type.is_bool:
+        raise cg.error(f"{what} of a fragment with a bool", node)
+    return cg.materialize_as(v, t.f32)
+
+
+def frag_arith(cg, fn: str, args: list[Any], node: ast.AST) -> Value:
+    """``fn`` (a frag_binary fn or a one-operand float math op / neg) of fragments and numbers, element by element."""
+    what = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`"}.get(fn, f"{fn}()")
+    xs = [_elementwise_operand(cg, a, node, what) for a in args]
+    frags = [x for x in xs if is_fragment(x)]
+    accs = [x.type for x in frags if x.type.role == "acc"]
+    if len(set(accs)) > 1:
+        raise cg.error(f"{what} of accumulators of different shapes: {accs[0]} and {accs[1]}", node)
+    if len({x.type.rows for x in frags}) > 1:
+        raise cg.error(f"{what} of fragments with different row counts: "
+                       f"{' and '.join(str(x.type) for x in frags)}", node,
+                       "a row fragment pairs with accumulators of its rows (frag_rows(mt) for frag_acc(mt, nt))")
+    ty = accs[0] if accs else frags[0].type
+    cg.b.loc = cg.frame.src.loc(node)
+    if len(xs) == 1:
+        return cg.b.op("frag_unary", xs, ty, {"fn": fn}).result
+    return cg.b.op("frag_binary", xs, ty, {"fn": fn}).result
+
+
+def _rows(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """frag_rows(mt, value), frag_row_max/sum(acc), frag_mask(acc, row0, col0, cols, causal, fill)."""
+    if name == "frag_rows":
+        mt = _count(cg, arg_nodes[0], "frag_rows's tile count") if arg_nodes else 1
+        value = cg.expr(arg_nodes[1]) if len(arg_nodes) > 1 else Const(0.0)
+        v = _elementwise_operand(cg, value, arg_nodes[1] if len(arg_nodes) > 1 else node, "frag_rows")
+        if is_fragment(v):
+            raise cg.error(f"frag_rows's value must be a number, got {cg.describe(v)}", arg_nodes[1])
+        cg.b.loc = cg.frame.src.loc(node)
+        return cg.b.op("frag_fill", [v], t.FragType("row", 16 * mt, 1, t.f32)).result
+    acc = cg.expr(arg_nodes[0])
+    if not (is_fragment(acc) and acc.type.role == "acc"):
+        raise cg.error(f"{name} needs an accumulator fragment, got {cg.describe(acc)}", arg_nodes[0])
+    if name != "frag_mask":
+        cg.b.loc = cg.frame.src.loc(node)
+        row = t.FragType("row", acc.type.rows, 1, t.f32)
+        return cg.b.op("frag_reduce", [acc], row, {"fn": "max" if name == "frag_row_max" else "add"}).result
+    bounds = [cg.materialize_as(_int(cg, n), t.i32) for n in arg_nodes[1:4]]
+    flag = cg.expr(arg_nodes[4])
+    if not (isinstance(flag, Const) and isinstance(flag.value, bool)):
+        raise cg.error("frag_mask's causal must be a compile-time bool (True/False or a constexpr)", arg_nodes[4])
+    fill = _elementwise_operand(cg, cg.expr(arg_nodes[5]), arg_nodes[5], "frag_mask")
+    if is_fragment(fill):
+        raise cg.error(f"frag_mask's fill must be a number, got {cg.describe(fill)}", arg_nodes[5])
+    cg.b.loc = cg.frame.src.loc(node)
+    return cg.b.op("frag_mask", [acc, *bounds, fill], acc.type, {"causal": flag.value}).result
+
+
+def _int(cg, node: ast.AST) -> Any:
+    v = cg.expr(node)
+    if isinstance(v, Const) and isinstance(v.value, int) and not isinstance(v.value, bool):
+        return v
+    if isinstance(v, Value) and isinstance(v.type, t.ScalarType) and v.type.is_int and v.type.bits <= 32:
+        return v
+    raise cg.error(f"expected an int (i32), got {cg.describe(v)}", node)
 
 
 def _count(cg, node: ast.AST, what: str) -> int:

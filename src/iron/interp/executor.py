@@ -21,6 +21,7 @@ from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Block, Kernel, Op, Value
 from . import matrix, memory, shared_sizes, warpgroup
+from .frag_elementwise import elementwise_step
 from .semantics import const_array, pure_fn
 from .threads import (
     EMPTY,
@@ -575,6 +576,7 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "tile_commit": tile_step,
     "tile_wait": tile_step,
     **{code: _matrix for code in O.MATRIX},
+    **{code: elementwise_step for code in O.FRAG_ELEMENTWISE},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE | O.SIMD_VOTE | O.SIMD_SCAN},
     "barrier": _barrier,
     "var": _var,

@@ -131,6 +131,20 @@ _TABLE: list[OpInfo] = [
     OpInfo("frag_store", "matrix", 6, pure=False, has_result=False, writes=(0,),
            doc="frag_store(buf, index, ld, acc, rows, cols): element (r, c) with r < rows and c < cols to "
                "buf[index + r*ld + c], rounded to buf's dtype"),
+    # -- element-wise fragment ops (accumulators and row vectors: f32; layouts are the target's business) --
+    OpInfo("frag_unary", "matrix", 1, pure=False,
+           doc="frag_unary(x) -> fragment: attrs.fn (a float-math op or neg) of each element of an accumulator or "
+               "row fragment"),
+    OpInfo("frag_binary", "matrix", 2, pure=False,
+           doc="frag_binary(a, b) -> fragment: attrs.fn (add sub mul div min max) element by element; an operand is "
+               "an accumulator, a row fragment (broadcast along the columns) or an f32 scalar uniform in the SIMD "
+               "group"),
+    OpInfo("frag_reduce", "matrix", 1, pure=False,
+           doc="frag_reduce(acc) -> row fragment: attrs.fn (max or add) of each row of an accumulator"),
+    OpInfo("frag_fill", "matrix", 1, pure=False, doc="frag_fill(value) -> a row or accumulator fragment of value"),
+    OpInfo("frag_mask", "matrix", 5, pure=False,
+           doc="frag_mask(acc, row0, col0, cols, fill) -> acc with element (r, c) replaced by fill where col0 + c >= "
+               "cols, or (attrs.causal) col0 + c > row0 + r"),
     OpInfo("wg_mma", "matrix", 6, pure=False, reads=(0, 2),
            doc="wg_mma(a, a_index, b, b_index, ldb, acc) -> acc (attrs trans_b): the 4 SIMD groups of a warpgroup "
                "start acc += A[16w:16w+16, :] @ B, A 64x64 at a[a_index + 64r + k], B 64xN at b[b_index + ldb*k + n] "
@@ -198,7 +212,11 @@ COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 FLOAT_MATH = frozenset(_MATH)
 MATH_PREDICATES = frozenset(n for n, row in _MATH.items() if row[1] == "bool")
 THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups", "num_threads"}
-MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}
+#: element-wise fragment ops (their operands and results are accumulator or row fragments, or f32 scalars)
+FRAG_ELEMENTWISE = frozenset({"frag_unary", "frag_binary", "frag_reduce", "frag_fill", "frag_mask"})
+MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"} | FRAG_ELEMENTWISE
+#: binary functions of frag_binary; unary ones are the one-operand float math ops and neg
+FRAG_BINARY_FNS = ("add", "sub", "mul", "div", "min", "max")
 #: the warpgroup ops (codegen/warpgroup.py expands them into fragment ops where the target has no wgmma)
 WARPGROUP = {"wg_mma", "wg_wait"}
 SIMD_REDUCE = {"simd_sum", "simd_max", "simd_min"}
@@ -363,6 +381,19 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "Write the R x C accumulator: element (r, n) with r < rows and n < cols (the edge of a matrix) to "
        "t[i + r*ld + n], rounded to t's dtype; the whole SIMD group calls it with the same arguments.", (4, 6),
        pure=False),
+    _b("frag_rows", "frag_rows(mt=1, value=0.0) -> row fragment",
+       "A (mt*M) x 1 f32 row fragment (a value per row of an accumulator with mt row tiles), every row value "
+       "(uniform in the SIMD group). Accumulators and row fragments take +, -, *, /, unary -, min, max (a row "
+       "fragment broadcast along the columns, a uniform scalar to every element) and the one-operand float math "
+       "builtins (exp2, exp, log, sqrt, ...) element by element, in f32.", (0, 2), op="frag_fill"),
+    _b("frag_row_max", "frag_row_max(acc) -> row fragment", "The largest element of each row of accumulator acc.",
+       (1, 1), pure=False, op="frag_reduce"),
+    _b("frag_row_sum", "frag_row_sum(acc) -> row fragment", "The sum of each row of accumulator acc (in f32).",
+       (1, 1), pure=False, op="frag_reduce"),
+    _b("frag_mask", "frag_mask(acc, row0, col0, cols, causal, fill) -> fragment",
+       "acc with element (r, c) replaced by fill where col0 + c >= cols, or, when causal (compile-time bool), where "
+       "col0 + c > row0 + r: the edge and causal masks of attention scores (row0, col0: the tile's origin). "
+       "row0, col0, cols and fill uniform in the SIMD group.", (6, 6), pure=False),
     _b("warpgroup_mma", "warpgroup_mma(a, ai, b, bi, ldb, trans_b, acc) -> fragment",
        "The 4 SIMD groups 4j..4j+3 of a group (a warpgroup) together start acc += A[16w:16w+16, :] @ B in SIMD "
        "group 4j+w: A is 64 x 64 at a[ai + 64*r + k], B is 64 x N (N = acc's columns, up to 256) at "

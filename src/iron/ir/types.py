@@ -125,7 +125,8 @@ class BufferType:
 @dataclass(frozen=True)
 class FragType:
     """A matrix fragment owned by a SIMD group: ``role`` "a" (rows x cols = M x K of ``elem``), "b" (K x N of
-    ``elem``) or "acc" (M x N of f32). How its elements spread over the lanes is the target's business."""
+    ``elem``), "acc" (M x N of f32) or "row" (M x 1 of f32: a value per row of an accumulator, spread like its rows).
+    How its elements spread over the lanes is the target's business."""
 
     role: str
     rows: int

@@ -157,7 +157,8 @@ class _Verifier:
 
 #: ops whose operand/result rules are memory and tile-level ones (``_check_memory``)
 _MEMORY_RULES = frozenset({"load", "store", "shared", "local", "async_copy", "async_wait", "tile_load",
-                           "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}) | O.ATOMICS
+                           "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}) | O.ATOMICS \
+    | O.FRAG_ELEMENTWISE
 
 
 def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C901 - one flat table of rules
@@ -227,6 +228,34 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
         need(isinstance(xs[0], t.BufferType) and isinstance(xs[3], t.FragType) and xs[3].role == "acc"
              and all(isinstance(x, t.ScalarType) and x.is_int for x in (xs[1], xs[2], xs[4], xs[5])),
              "frag_store(buf, index, ld, acc, rows, cols)")
+    elif code in O.FRAG_ELEMENTWISE:
+        _check_elementwise(code, xs, r, attrs, need)
+
+
+def _frag_operand(x) -> bool:
+    return x == t.f32 or isinstance(x, t.FragType) and x.role in ("acc", "row")
+
+
+def _check_elementwise(code: str, xs: list, r, attrs: dict, need) -> None:
+    """frag_unary/binary/reduce/fill/mask: f32 accumulators, row fragments ((rows) x 1) and f32 scalars."""
+    need(isinstance(r, t.FragType) and r.role in ("acc", "row") and r.elem == t.f32, f"{code} -> an f32 fragment")
+    frags = [x for x in xs if isinstance(x, t.FragType)]
+    if code in ("frag_unary", "frag_binary"):
+        need(all(_frag_operand(x) for x in xs) and frags, f"{code} on fragments and f32 scalars")
+        need(all(x.rows == r.rows for x in frags), f"{code}: operands with the result's rows")
+        need(r.role == ("acc" if any(x.role == "acc" for x in frags) else "row"), f"{code}: result role")
+        need(all(x.role == "row" or x == r for x in frags), f"{code}: accumulators of one shape")
+        fns = O.FRAG_BINARY_FNS if code == "frag_binary" else tuple(O.FLOAT_MATH) + ("neg", "abs")
+        need(attrs.get("fn") in fns, f"{code}: fn {attrs.get('fn')!r}")
+    elif code == "frag_reduce":
+        need(isinstance(xs[0], t.FragType) and xs[0].role == "acc" and r.role == "row" and r.rows == xs[0].rows
+             and attrs.get("fn") in ("max", "add"), "frag_reduce(acc) -> row, fn max/add")
+    elif code == "frag_fill":
+        need(xs[0] == t.f32, "frag_fill(f32)")
+    else:
+        need(xs[0] == r and r.role == "acc" and xs[4] == t.f32
+             and all(x == t.i32 for x in xs[1:4]) and isinstance(attrs.get("causal"), bool),
+             "frag_mask(acc, row0 i32, col0 i32, cols i32, fill f32) -> acc")
 
 
 def verify(kernel: Kernel) -> None:

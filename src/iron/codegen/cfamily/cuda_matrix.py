@@ -12,6 +12,7 @@ global memory, each element is addressed with a 16-bit access (correct for any i
 from __future__ import annotations
 
 from ...ir import types as t
+from .cuda_frag_elementwise import elementwise_snippets, row_ctype, spell
 from .dialect import Snippet
 from .expr import Expr
 
@@ -184,7 +185,7 @@ template <int N>
 
 
 def matrix_snippets() -> dict[str, Snippet]:
-    out = {"frag_types": _TYPES, "frag_store_f32": _store("f32"), "cp_async": _ASYNC}
+    out = {"frag_types": _TYPES, "frag_store_f32": _store("f32"), "cp_async": _ASYNC, **elementwise_snippets()}
     for elem in ("f16", "bf16"):
         out[f"frag_load_{elem}"] = _load(elem)
         out[f"frag_lds_{elem}"] = _load_shared(elem)
@@ -199,8 +200,12 @@ class CudaMatrix:
     #: warpgroup_mma runs as wgmma (only ``cuda_wgmma.Sm90Matrix``); fragment variables start zeroed
     wgmma = False
     var_init = "{}"
+    #: element-wise fragment ops in the accumulator's lane layout (cuda_frag_elementwise.py)
+    elementwise = True
 
     def ctype(self, ty: t.FragType) -> tuple[str, tuple[str, ...]]:
+        if ty.role == "row":
+            return row_ctype(ty), ("frag_elementwise",)
         if ty.role == "a":
             return f"iron_frag_a<{ty.rows // 16}>", ("frag_types",)
         if ty.role == "b":
@@ -224,3 +229,6 @@ class CudaMatrix:
               ) -> tuple[str, tuple[str, ...]]:
         text = f"iron_frag_store_{elem.name}({buf}, {index}, {ld}, {acc}, {rows}, {cols});"
         return text, (f"frag_store_{elem.name}",)
+
+    def elementwise_op(self, op, operands: list[Expr], math: dict[str, str]) -> tuple[Expr, tuple[str, ...]]:
+        return spell(op, lambda ty: self.ctype(ty)[0], operands, math, self.wgmma)

@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from ...ir import types as t
 from .cuda import CudaDialect
+from .cuda_frag_elementwise import elementwise_wg_snippets
 from .cuda_matrix import CudaMatrix, matrix_snippets
 from .cuda_tma import TMA_SNIPPET
 from .dialect import Snippet
@@ -43,6 +44,8 @@ template <int MT, int NT> {_Q} iron_wg_acc<MT, NT> iron_wg_acc_fresh() {{
     return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
          | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }}
+// an index of a wgmma A array as stored (codegen/warpgroup.py's phys), for fragment stores into it
+template <bool SWZ> {_Q} long long iron_wg_phys(long long i) {{ return SWZ ? i ^ (((i >> 6) & 7) << 3) : i; }}
 template <int MT, int NT> {_Q} void iron_wg_fence_acc(iron_wg_acc<MT, NT>& c) {{
 #pragma unroll
     for (int i = 0; i < 8 * MT * NT; ++i) asm volatile("" : "+f"(c.x[i]) :: "memory");
@@ -96,9 +99,10 @@ def _store(elem: str) -> Snippet:
     ctype = "float" if elem == "f32" else f"iron_{elem}"
     convert = "v" if elem == "f32" else f"iron_f32_to_{elem}(v)"
     if elem == "f32":
-        pair = "*reinterpret_cast<float2*>(p + index + r * ld + n) = make_float2(v[0], v[1]);"
+        pair = "*reinterpret_cast<float2*>(p + iron_wg_phys<SWZ>(index + r * ld + n)) = make_float2(v[0], v[1]);"
     else:
-        pair = (f"*reinterpret_cast<unsigned*>(p + index + r * ld + n) = (unsigned)iron_f32_to_{elem}(v[0]).bits | "
+        pair = (f"*reinterpret_cast<unsigned*>(p + iron_wg_phys<SWZ>(index + r * ld + n)) = "
+                f"(unsigned)iron_f32_to_{elem}(v[0]).bits | "
                 f"((unsigned)iron_f32_to_{elem}(v[1]).bits << 16);")
     wide = "" if elem == "f32" else f"""
     if constexpr (NT % 2 == 0) {{  // 16-byte stores: each row's 4 lanes swap pairs (a 4 x 4 transpose)
@@ -119,7 +123,8 @@ def _store(elem: str) -> Snippet:
                         }}
                         iron_wg_quad_transpose(w, q);
                         const long long r = 16 * t + g + (i >> 1) * 8, n = 8 * (4 * hb + q);
-                        *reinterpret_cast<uint4*>(p + index + r * ld + n) = make_uint4(w[0], w[1], w[2], w[3]);
+                        *reinterpret_cast<uint4*>(p + iron_wg_phys<SWZ>(index + r * ld + n)) =
+                            make_uint4(w[0], w[1], w[2], w[3]);
                     }}
                 }}
             }}
@@ -127,7 +132,7 @@ def _store(elem: str) -> Snippet:
         }}
     }}"""
     return Snippet(f"""\
-template <int MT, int NT>
+template <bool SWZ, int MT, int NT>
 {_Q} void iron_wg_store_{elem}({ctype}* p, long long index, long long ld, iron_wg_acc<MT, NT> c, int rows, int cols) {{
     iron_wg_fence_acc(c);  // the registers are read after the warpgroup_wait that completed them
     const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;{wide}
@@ -154,7 +159,7 @@ template <int MT, int NT>
             for (int i = 0; i < 4; ++i) {{
                 const long long r = 16 * t + g + (i >> 1) * 8, n = 8 * h + 2 * q + (i & 1);
                 const float v = c.live ? c.x[8 * (t * NT) + 4 * h + i] : 0.0f;
-                if (r < rows && n < cols) p[index + r * ld + n] = {convert};
+                if (r < rows && n < cols) p[iron_wg_phys<SWZ>(index + r * ld + n)] = {convert};
             }}
         }}
     }}
@@ -180,7 +185,7 @@ _QUAD_TRANSPOSE = Snippet(f"""\
 
 
 def wgmma_snippets() -> dict[str, Snippet]:
-    out = {"wg_types": _TYPES, "wg_quad_transpose": _QUAD_TRANSPOSE}
+    out = {"wg_types": _TYPES, "wg_quad_transpose": _QUAD_TRANSPOSE, **elementwise_wg_snippets()}
     for elem in ("f16", "bf16"):
         out[f"wg_store_{elem}"] = _store(elem)
         for nt in range(1, 17):
@@ -206,9 +211,11 @@ class Sm90Matrix(CudaMatrix):
     def zero(self, ty: t.FragType) -> tuple[Expr, tuple[str, ...]]:
         return Expr(f"iron_wg_acc_fresh<{ty.rows // 16}, {ty.cols // 16}>()"), ("wg_types",)
 
-    def store(self, elem: t.ScalarType, buf: str, index: Expr, ld: Expr, acc: Expr, rows: Expr, cols: Expr
-              ) -> tuple[str, tuple[str, ...]]:
-        return f"iron_wg_store_{elem.name}({buf}, {index}, {ld}, {acc}, {rows}, {cols});", (f"wg_store_{elem.name}",)
+    def store(self, elem: t.ScalarType, buf: str, index: Expr, ld: Expr, acc: Expr, rows: Expr, cols: Expr,
+              swizzle: bool = False) -> tuple[str, tuple[str, ...]]:
+        swz = "true" if swizzle else "false"
+        return (f"iron_wg_store_{elem.name}<{swz}>({buf}, {index}, {ld}, {acc}, {rows}, {cols});",
+                (f"wg_store_{elem.name}",))
 
     def wg_mma(self, elem: t.ScalarType, a: str, ai: Expr, b: str, bi: Expr, ldb: int, trans: bool, acc: Expr,
                nt: int) -> tuple[Expr, tuple[str, ...]]:

@@ -32,7 +32,7 @@ from ...ir import types as t
 from ...ir.core import Kernel, Op, Value
 from ...ir.rewrite import const_value
 from ..erf import MID_CENTER, MID_HALF_WIDTH, coefficients
-from ..lower_fragments import lower_fragments
+from ..lower_fragments import lower_fragments, needs_fallback
 from . import expr as E
 from .dialect import (
     ACTIVATION_MATH,
@@ -529,7 +529,7 @@ def emit_msl(kernel: Kernel, line_comments: bool = True, version: str | None = N
         raise CompileError(f"{kernel.name} was compiled for SIMD width {folded} (simd_size() folded to it); "
                            f"backend {dialect.name} runs {spelled.text} lanes", kernel.loc)
     kernel, dialect = lower_tile_constructs(kernel, dialect)
-    if dialect.matrix is None and dialect.simd_width:
+    if dialect.simd_width and needs_fallback(kernel, dialect.matrix):
         kernel = lower_fragments(kernel, dialect.simd_width)
     src = _MslPrinter(kernel, dialect, line_comments).run(vectorize=False)
     _check_buffer_slots(kernel, src)

@@ -31,7 +31,7 @@ from ...ir import ops as O
 from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from ...ir.rewrite import const_value
-from ..lower_fragments import lower_fragments
+from ..lower_fragments import lower_fragments, needs_fallback
 from . import expr as E
 from .calls import DialectCalls
 from .convergence import always_exits, convergent_simd_ops
@@ -62,7 +62,7 @@ def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, v
         raise CompileError(f"{kernel.name} was compiled for SIMD width {folded} (simd_size() folded to it); "
                            f"backend {dialect.name} runs {spelled.text} lanes", kernel.loc)
     kernel, dialect = lower_tile_constructs(kernel, dialect)  # wgmma / copy engine, else fragment ops / loops
-    if dialect.matrix is None and dialect.simd_width:
+    if dialect.simd_width and needs_fallback(kernel, dialect.matrix):
         kernel = lower_fragments(kernel, dialect.simd_width)
     return _Printer(kernel, dialect, line_comments).run(vectorize)
 

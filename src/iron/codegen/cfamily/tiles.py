@@ -6,6 +6,7 @@ a mixin of the C-family printer (``printer._Printer``), which provides ``expr``,
 from __future__ import annotations
 
 from ...errors import CompileError
+from ...ir import ops as O
 from ...ir.core import Kernel, Op
 from ...ir.rewrite import const_value
 from ..tile_copy import expand_tile_copies
@@ -16,7 +17,7 @@ from .expr import Expr
 TILE_STATEMENTS = frozenset({"vcopy", "async_copy", "async_commit", "async_wait", "frag_store", "wg_wait",
                              "tile_load", "tile_commit", "tile_wait"})
 #: ops that write an operand array through the generic proxy (then wgmma needs the proxy fence before barriers)
-_GENERIC_WRITES = frozenset({"store", "vcopy", "async_copy", "atomic_add", "atomic_max"})
+_GENERIC_WRITES = frozenset({"store", "vcopy", "async_copy", "atomic_add", "atomic_max", "frag_store"})
 
 
 def lower_tile_constructs(kernel: Kernel, dialect):
@@ -69,7 +70,9 @@ class TilePrinting:
 
     def _matrix_value(self, op: Op) -> Expr:
         m, code, xs = self._matrix(op), op.opcode, op.operands
-        if code == "frag_zero":
+        if code in O.FRAG_ELEMENTWISE:
+            e, needs = m.elementwise_op(op, [self.expr(x) for x in xs], self.d.math)
+        elif code == "frag_zero":
             e, needs = m.zero(op.result.type)
         elif code == "wg_mma":
             a, ai, b, bi, ldb, acc = xs
@@ -89,8 +92,9 @@ class TilePrinting:
         spelled: tuple[str, tuple[str, ...]] | None = None
         if code == "frag_store":
             buf, idx, ld, acc, rows, cols = op.operands
+            swizzle = {"swizzle": True} if op.attrs.get("swizzle") else {}  # a wgmma A array (warpgroup.py)
             spelled = self._matrix(op).store(buf.type.elem, self.buffers[buf.uid], self.expr(idx), self.expr(ld),
-                                             self.expr(acc), self.expr(rows), self.expr(cols))
+                                             self.expr(acc), self.expr(rows), self.expr(cols), **swizzle)
         elif code == "async_copy":
             dst, di, src, si = op.operands
             nbytes = op.attrs["n"] * dst.type.elem.itemsize

@@ -1,0 +1,176 @@
+"""Element-wise fragment ops (issue 14/18: what a FlashAttention-style kernel needs to keep O and S in registers):
+``frag_mask``, ``frag_row_max``/``frag_row_sum``, ``frag_rows``, arithmetic, min/max and math on accumulators, row
+broadcasts, row fragments carried through loops -- on every backend against float64 NumPy oracles, the scalar
+fallback at several SIMD widths through the interpreter, NVIDIA's lane layout compiled by NVRTC, and located
+refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import iron
+from iron.codegen import emit_cuda
+from iron.codegen.lower_fragments import lower_fragments
+from iron.codegen.nvrtc import compile_cuda_log, default_options, unavailable_reason
+from iron.interp.executor import run_kernel
+from iron.runtime import get_backend
+
+from . import frag_ew_kernels as K
+from .sources import HEADER, module_from_source
+from .test_kernels import as_dtype, assert_close, f64
+
+
+def _inputs(rng, dtype, mt, nt):
+    a = as_dtype(rng.standard_normal((16 * mt, 16)), dtype)
+    b = as_dtype(rng.standard_normal((16, 16 * nt)), dtype)
+    return a, b, f64(a) @ f64(b)
+
+
+def _group(backend):
+    w = get_backend(backend).simd_width()
+    return (w, 1), (w, 1)
+
+
+def _softmax_oracle(s, scale, row0, col0, cols, causal):
+    r = np.arange(s.shape[0])[:, None] + row0
+    c = np.arange(s.shape[1])[None, :] + col0
+    x = np.where((c >= cols) | (causal & (c > r)), -np.inf, s * scale)
+    p = np.exp2(x - x.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True), p.sum(axis=1)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("tiles, mask", [((1, 1), (0, 0, 16, False)), ((2, 2), (0, 0, 27, True)),
+                                         ((1, 4), (40, 30, 80, True)), ((2, 1), (5, -3, 9, False))])
+def test_softmax_of_an_accumulator(backend, dtype, tiles, mask, rng):
+    mt, nt = tiles
+    a, b, s = _inputs(rng, dtype, mt, nt)
+    p = np.full(256 * mt * nt, np.nan, np.float32)
+    l = np.full_like(p, np.nan)
+    scale = float(rng.uniform(0.2, 0.6))
+    K.softmax_tile[_group(backend)](a.reshape(-1), b.reshape(-1), p, l, scale, *mask[:3], mt, nt, mask[3],
+                                    backend=backend)
+    want_p, want_l = _softmax_oracle(s, scale, *mask)
+    # exp2 and sums in f32; the max is exact
+    assert_close(p.reshape(s.shape), want_p, "f32", math_fn=True, n_ops=16 * nt + 4, scale=np.abs(want_p) + 1e-30,
+                 what="P")
+    assert_close(l.reshape(s.shape), np.repeat(want_l[:, None], s.shape[1], 1), "f32", math_fn=True,
+                 n_ops=16 * nt + 2, what="row sums")
+
+
+@pytest.mark.parametrize("tiles", [(1, 1), (2, 3)])
+def test_arithmetic_and_math_on_accumulators(backend, tiles, rng):
+    mt, nt = tiles
+    a, b, s = _inputs(rng, "bf16", mt, nt)
+    o1 = np.full(256 * mt * nt, np.nan, np.float32)
+    o2 = np.full_like(o1, np.nan)
+    x = float(rng.uniform(-1, 1))
+    K.arith_tile[_group(backend)](a.reshape(-1), b.reshape(-1), o1, o2, x, mt, nt, backend=backend)
+    want1 = -np.abs(np.maximum(s, x) * 2 - 1.5) + np.minimum(s, s * 0.25) / 3
+    want2 = np.exp(s * 0.1) - x
+    scale = np.abs(s) * 3 + 3
+    assert_close(o1.reshape(s.shape), want1, "f32", n_ops=24, scale=scale, what="arithmetic")
+    assert_close(o2.reshape(s.shape), want2, "f32", math_fn=True, n_ops=24, scale=np.exp(s * 0.1) + 1, what="exp")
+
+
+def test_row_fragments_carried_through_a_loop(backend, rng):
+    mt, nt, steps = 2, 2, 3
+    a, b, s = _inputs(rng, "f16", mt, nt)
+    o = np.full(256 * mt * nt, np.nan, np.float32)
+    K.running_max[_group(backend)](a.reshape(-1), b.reshape(-1), o, steps, mt, nt, backend=backend)
+    m = np.max([(s * (i + 1) - i).max(axis=1) for i in range(steps)], axis=0)
+    l = steps * 0.5 * s.sum(axis=1)
+    want = s - m[:, None] + l[:, None]
+    assert_close(o.reshape(s.shape), want, "f32", n_ops=16 * nt * steps + 8, scale=np.abs(s).sum(1, keepdims=True)
+                 * steps + np.abs(want) + 1, what="loop")
+
+
+@pytest.mark.parametrize("width", [4, 8, 16, 32, 64])
+def test_scalar_fallback_matches_the_interpreter(width, rng):
+    """The layout every target without one of its own uses (lavapipe, Metal, HIP), at each SIMD width."""
+    mt, nt = 2, 2
+    a, b, _ = _inputs(rng, "bf16", mt, nt)
+    variant = K.softmax_tile.variant(iron.bf16, (mt, nt, True))
+    outs = []
+    for kern in (variant.kernel, lower_fragments(variant.kernel, width)):
+        p = np.full(256 * mt * nt, np.nan, np.float32)
+        l = np.full_like(p, np.nan)
+        args = {"A": a.reshape(-1), "B": b.reshape(-1), "P": p, "L": l, "scale": np.float32(0.3),
+                "row0": np.int32(3), "col0": np.int32(1), "cols": np.int32(29)}
+        run_kernel(kern, args, (width, 1, 1), (width, 1, 1), simd_width=width)
+        outs.append((p, l))
+    assert_close(outs[1][0], outs[0][0], "f32", math_fn=True, n_ops=40, scale=np.abs(outs[0][0]) + 1e-30)
+    assert_close(outs[1][1], outs[0][1], "f32", math_fn=True, n_ops=40)
+
+
+def test_a_per_lane_scalar_is_an_execution_error(rng):
+    a = np.zeros(256, np.float16)
+    o = np.zeros(256, np.float32)
+    with pytest.raises(iron.ExecutionError, match="differs across the lanes") as e:
+        K.per_lane_scale[(32, 1), (32, 1)](a, a, o, backend="cpu")
+    assert "frag_ew_kernels.py" in str(e.value)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("s = iron.mma(a, b, iron.frag_acc())\n    iron.frag_store(C, 0, 16, s ** 2)", "not defined on fragments"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    iron.frag_store(C, 0, 16, a * 2.0)",
+     "accumulator and row fragments"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    iron.frag_store(C, 0, 16, s + iron.frag_rows(2))",
+     "different row counts"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    iron.frag_store(C, 0, 16, s + iron.frag_acc(1, 2))",
+     "different shapes"),
+    ("s = iron.frag_row_max(a)", "needs an accumulator fragment"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    t = iron.frag_mask(s, 0, 0, 16, n > 1, 0.0)",
+     "causal must be a compile-time bool"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    t = iron.atan2(s, 1.0)", "atan2\\(\\) is not defined on fragments"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    t = iron.frag_rows(1, s)", "value must be a number"),
+])
+def test_misuse_is_a_located_error(tmp_path, body, message):
+    src = (HEADER + "def bad(A: iron.Tensor[iron.f16], C: iron.Tensor[iron.f32], n: int):\n"
+           "    a = iron.frag_a(A, 0, 16)\n    b = iron.frag_b(A, 0, 16)\n    " + body + "\n")
+    mod = module_from_source(tmp_path, "frag_ew_bad", src)
+    with pytest.raises(iron.CompileError, match=message) as e:
+        mod.bad.variant(None)
+    assert "frag_ew_bad.py:" in str(e.value)
+
+
+def test_nvidia_spells_them_in_the_mma_sync_layout():
+    src = emit_cuda(K.softmax_tile.variant(iron.bf16, (2, 2, True)).kernel)
+    text = src.source
+    assert "mma.sync.aligned.m16n8k16" in text and "iron_freduce<2, 2>" in text and "iron_fmask<2>" in text
+    assert "__shfl_xor_sync" in text and "regs[" not in text  # no scalar-fallback arrays
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
+@pytest.mark.parametrize("kern, cfg", [(K.softmax_tile, (2, 2, True)), (K.arith_tile, (2, 3)),
+                                       (K.running_max, (1, 4))])
+def test_nvrtc_compiles_them(kern, cfg):
+    src = emit_cuda(kern.variant(iron.f16, cfg).kernel)
+    _, log = compile_cuda_log(src, "sm_80", default_options())
+    assert "error" not in log.lower()
+
+
+def test_attention_on_wgmma_uses_them_with_the_copy_engine():
+    from iron.std.attention_wg import attn_prefill_wg
+
+    src = emit_cuda(attn_prefill_wg.variant(iron.bf16, (128, 2, 1, 2, True)).kernel, arch="sm_90")
+    assert src.arch == "sm_90a"
+    text = src.source
+    assert "wgmma.mma_async.sync.aligned.m64n64k16" in text and "wgmma.mma_async.sync.aligned.m64n128k16" in text
+    assert "cp.async.bulk.tensor" in text and "iron_fmask<4>" in text and "iron_wg_store_bf16<true>" in text
+    assert "fence.proxy.async.shared::cta" in text  # P is written by ordinary stores: wgmma needs the fence
+
+
+def test_other_matrix_units_fall_back_for_them():
+    """MFMA, simdgroup_matrix and cooperative matrices hide or differ in their lane layout: kernels using these ops
+    take the scalar fallback there (and keep the matrix units when they do not)."""
+    from iron.codegen.cfamily.hip_matrix import HipMatrix
+    from iron.codegen.lower_fragments import needs_fallback
+
+    plain = K.arith_tile.variant(iron.f16, (1, 1)).kernel
+    assert needs_fallback(plain, HipMatrix()) and not needs_fallback(plain, type(
+        "Nv", (), {"elementwise": True})())
+    assert math.isfinite(0.0)

@@ -36,6 +36,7 @@
 #                                 attention prefill timed (bench/experiments/attn_ncu.py)
 #   scripts/gpu_check.sh vchanged  the recordings (iron.graph, the decode step) on NVIDIA's Vulkan
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
+#   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
 #   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
 #   scripts/gpu_check.sh vgemm   issue 14: the std GEMM on NVIDIA's Vulkan (cooperative matrices) beside CUDA
 #                                 (VGEMM_FILTER: which gemm rows; VGEMM_BACKENDS)
@@ -190,6 +191,12 @@ if [ "$PART" = ncu ]; then
     --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis --section SchedulerStats $PY bench/experiments/attn_ncu.py 2>&1 \
     | tee "$OUT/attn_ncu.txt" | tail -n 80
+fi
+if [ "$PART" = attnwg ]; then
+  # issue 18: attn_prefill_wg's configurations (ATTN_CFGS "NC,WG,STAGES ...") timed beside torch SDPA, checked first
+  timeout ${ATTN_TIMEOUT:-240} $PY bench/experiments/attn_wg_sweep.py "$OUT/attn_wg_sweep.json" 2>&1 \
+    | tee "$OUT/attn_wg_sweep.txt" | tail -n 40
+  pack
 fi
 if [ "$PART" = wgsweep ]; then
   # issue 14: every gemm_wg configuration (and new ones) timed alone at the sizes of WG_SIZES, checked first

@@ -31,6 +31,7 @@ accumulator fragments, i.e. a fragment-scaling builtin.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,7 @@ from ..lang import (
     vstore,
 )
 from ..runtime import get_backend
+from .attention_wg import attn_prefill_wg
 from .gemm import H
 
 #: the default variant (``iron build``): head dim 128, 32-token key blocks, 2 SIMD groups (32 query rows), causal
@@ -255,6 +257,20 @@ def pick_tiles(backend: str, d: int) -> tuple[int, int]:
     return next((t for t in TILES if shared_bytes(d, *t) <= limit), TILES[-1])
 
 
+#: attn_prefill_wg's (NC, WG, STAGES) per head dim on NVIDIA sm_90 (bench/experiments/attn_wg_sweep.py)
+WG_CONFIGS = {64: (2, 2, 2), 128: (2, 1, 2)}
+
+
+def wg_config(backend: str, d: int) -> tuple[int, int, int] | None:
+    """attn_prefill_wg's configuration where it runs: CUDA on an sm_90 device, head dim 64 or 128, unless
+    IRON_ATTN_WG=0; IRON_ATTN_WG_CFG="NC,WG,STAGES" overrides the table."""
+    if backend != "cuda" or d not in WG_CONFIGS or os.environ.get("IRON_ATTN_WG", "1") == "0" or \
+            getattr(get_backend(backend), "arch", "") != "sm_90":
+        return None
+    env = os.environ.get("IRON_ATTN_WG_CFG")
+    return tuple(int(x) for x in env.split(",")) if env else WG_CONFIGS[d]
+
+
 def launch_prefill(q: Any, k: Any, v: Any, out: Any, causal: bool = True, scale: float | None = None,
                    backend: str | None = None, config: tuple[int, int] | None = None) -> None:
     """out = attention(q, k, v) for (tokens, HQ, D) q/out and (tokens, HKV, D) k/v of one sequence."""
@@ -263,11 +279,19 @@ def launch_prefill(q: Any, k: Any, v: Any, out: Any, causal: bool = True, scale:
     if hq % hkv or d % 16 or tuple(k.shape) != (n, hkv, d) or tuple(v.shape) != (n, hkv, d):
         raise ValueError(f"attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit")
     name = backend or get_backend(None).name
+    sc = 1.0 / math.sqrt(d) if scale is None else scale
+    wg = wg_config(name, d) if config is None else None
+    if wg is not None:  # NVIDIA sm_90: the warpgroup kernel (wgmma, the copy engine, softmax in registers)
+        nc, groups, stages = wg
+        g = groups * 128
+        grid = (-(-n // (64 * groups)) * g, hq)
+        attn_prefill_wg[grid, (g, 1)](q, k, v, out, n, hq * d, hkv * d, hq, hkv, sc, d, nc, groups, stages, causal,
+                                      backend=backend)
+        return
     width = get_backend(name).simd_width()
     bn, warps = config or pick_tiles(name, d)
     g = warps * width
     grid = (-(-n // (16 * warps)) * g, hq)
-    sc = 1.0 / math.sqrt(d) if scale is None else scale
     attn_prefill[grid, (g, 1)](q, k, v, out, n, hq, hkv, sc, d, bn, warps, causal, width, backend=backend)
 
 

@@ -45,7 +45,8 @@ def test_one_chunk_one_warpgroup(backend, causal, rng):
 @pytest.mark.parametrize("n, hq, hkv, d, cfg, causal, dtype", [
     (200, 4, 2, 128, (2, 2, 3), True, "bf16"),
     (150, 2, 2, 128, (2, 1, 2), False, "f16"),
-    (130, 2, 1, 64, (2, 2, 1), True, "f16"),
+    (130, 2, 1, 64, (2, 2, 2), True, "f16"),
+    (300, 2, 1, 64, (1, 1, 3), True, "bf16"),
     (64, 1, 1, 64, (1, 2, 2), True, "bf16"),
 ])
 def test_configurations_on_the_interpreter(monkeypatch, n, hq, hkv, d, cfg, causal, dtype, rng):

@@ -65,12 +65,52 @@ def scores(sq, sk, qi, kbase, c, D, BN):
     return s
 
 
+@func
+def softmax_pv(s0, s1, m, l, o, sp, sv, pi, pvi, vbase, row0, k0, n, scale2, D, NC, CAUSAL):
+    """The online softmax of one block's scores (chunks s0, s1) in registers: P to shared memory (rounded to the
+    input type), O rescaled, then O += P V issued. Returns (o, m, l)."""
+    x0 = frag_mask(s0 * scale2, row0, k0, n, CAUSAL, -math.inf)
+    mx = frag_row_max(x0)
+    x1 = x0
+    if NC == 2:
+        x1 = frag_mask(s1 * scale2, row0, k0 + 64, n, CAUSAL, -math.inf)
+        mx = max(mx, frag_row_max(x1))
+    m_new = max(m, mx)
+    alpha = exp2(m - m_new)
+    p0 = exp2(x0 - m_new)
+    tot = frag_row_sum(p0)
+    frag_store(sp, pi, 64, p0, 16, 64)
+    if NC == 2:
+        p1 = exp2(x1 - m_new)
+        tot = tot + frag_row_sum(p1)
+        frag_store(sp, pi + 4096, 64, p1, 16, 64)
+    l_new = l * alpha + tot
+    o_new = o * alpha
+    barrier()  # P of every SIMD group is in shared memory
+    for c in static_range(NC):
+        o_new = warpgroup_mma(sp, pvi + c * 4096, sv, vbase + c * 64 * D, D, False, o_new)
+    return o_new, m_new, l_new
+
+
+@func
+def refill(k, v, sk, sv, j, nblk, n, kld, hk, D, BN, STAGES):
+    """In the step of block j: the stage of block j - 1 is free; start block j - 1 + STAGES into it."""
+    nxt = j - 1 + STAGES
+    if nxt < nblk:
+        load_kv(k, v, sk, sv, nxt, nxt % STAGES, n, kld, hk, D, BN)
+
+
 @kernel
 def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: int, qld: int, kld: int,
                     HQ: int, HKV: int, scale: float, D: constexpr, NC: constexpr, WG: constexpr,
                     STAGES: constexpr, CAUSAL: constexpr):
     """out = softmax(scale * Q K^T [causal]) V per query head (GQA). qld = HQ * D, kld = HKV * D (the row strides
-    of q and k/v). Launch (ceil(n / (64 WG)) * G, HQ) threads in groups of (G, 1), G = WG * 4 * simd_size()."""
+    of q and k/v). Launch (ceil(n / (64 WG)) * G, HQ) threads in groups of (G, 1), G = WG * 4 * simd_size();
+    STAGES >= 2 (block j + 1's keys arrive while block j's values are still read).
+
+    Software-pipelined as FlashAttention-3 within a warpgroup: the scores of block j + 1 are issued before the
+    softmax of block j, so the tensor cores work while the lanes run the softmax. Two sets of score accumulators
+    (a, b) alternate, the loop unrolled by two."""
     BN = 64 * NC
     BM = 64 * WG
     sq = shared(H, BM * D)  # per warpgroup D / 64 slabs of 64 x 64
@@ -96,46 +136,46 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
     for s in static_range(STAGES - 1):
         if s < nblk:
             load_kv(k, v, sk, sv, s, s, n, kld, hk, D, BN)
-    tile_wait(Q_STAGE)
     scale2 = scale * 1.4426950408889634  # exp(x) = exp2(x log2(e))
     qi = wg * (D // 64) * 4096
     pi = wg * NC * 4096 + r16 * 64
+    pvi = wg * NC * 4096
     m = frag_rows(1, -math.inf)
     l = frag_rows(1, 0.0)
     o = frag_acc(1, D // 16)
-    for j in range(nblk):
-        st = j % STAGES
-        barrier()  # every warpgroup is done with block j - 1: its stage and P may be overwritten
-        nxt = j + STAGES - 1
-        if nxt < nblk:
-            load_kv(k, v, sk, sv, nxt, nxt % STAGES, n, kld, hk, D, BN)
-        tile_wait(st)
-        k0 = j * BN
-        s0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
-        if NC == 2:
-            s1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
-        warpgroup_wait(0)
-        s0 = frag_mask(s0 * scale2, row0, k0, n, CAUSAL, -math.inf)
-        mx = frag_row_max(s0)
-        if NC == 2:
-            s1 = frag_mask(s1 * scale2, row0, k0 + 64, n, CAUSAL, -math.inf)
-            mx = max(mx, frag_row_max(s1))
-        m_new = max(m, mx)
-        alpha = exp2(m - m_new)
-        p0 = exp2(s0 - m_new)
-        tot = frag_row_sum(p0)
-        frag_store(sp, pi, 64, p0, 16, 64)
-        if NC == 2:
-            p1 = exp2(s1 - m_new)
-            tot = tot + frag_row_sum(p1)
-            frag_store(sp, pi + 4096, 64, p1, 16, 64)
-        l = l * alpha + tot
-        m = m_new
-        o = o * alpha
-        barrier()  # P of every SIMD group is in shared memory
-        for c in static_range(NC):
-            o = warpgroup_mma(sp, wg * NC * 4096 + c * 4096, sv, st * BN * D + c * 64 * D, D, False, o)
-        warpgroup_wait(0)
+    tile_wait(Q_STAGE)
+    tile_wait(0)
+    a0 = scores(sq, sk, qi, 0, 0, D, BN)
+    a1 = a0
+    if NC == 2:
+        a1 = scores(sq, sk, qi, 0, 1, D, BN)
+    b0 = frag_acc(1, 4)
+    b1 = b0
+    for j in range(0, nblk, 2):
+        warpgroup_wait(0)  # block j's scores and block j - 1's P V are complete
+        barrier()  # in every warpgroup: block j - 1's stage and P are free
+        refill(k, v, sk, sv, j, nblk, n, kld, hk, D, BN, STAGES)
+        if j + 1 < nblk:
+            st = (j + 1) % STAGES
+            tile_wait(st)
+            b0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
+            if NC == 2:
+                b1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
+        o, m, l = softmax_pv(a0, a1, m, l, o, sp, sv, pi, pvi, (j % STAGES) * BN * D, row0, j * BN, n, scale2, D,
+                             NC, CAUSAL)
+        if j + 1 < nblk:
+            warpgroup_wait(0)
+            barrier()
+            refill(k, v, sk, sv, j + 1, nblk, n, kld, hk, D, BN, STAGES)
+            if j + 2 < nblk:
+                st = (j + 2) % STAGES
+                tile_wait(st)
+                a0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
+                if NC == 2:
+                    a1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
+            o, m, l = softmax_pv(b0, b1, m, l, o, sp, sv, pi, pvi, ((j + 1) % STAGES) * BN * D, row0, (j + 1) * BN,
+                                 n, scale2, D, NC, CAUSAL)
+    warpgroup_wait(0)
     if row0 < n:
         frag_store(out, row0 * qld + h * D, qld, o / l, n - row0, D)
 

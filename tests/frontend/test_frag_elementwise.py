@@ -156,7 +156,7 @@ def test_nvrtc_compiles_them(kern, cfg):
 def test_attention_on_wgmma_uses_them_with_the_copy_engine():
     from iron.std.attention_wg import attn_prefill_wg
 
-    src = emit_cuda(attn_prefill_wg.variant(iron.bf16, (128, 2, 1, 2, True)).kernel, arch="sm_90")
+    src = emit_cuda(attn_prefill_wg.variant(iron.bf16, (128, 2, 1, 2, True, 0)).kernel, arch="sm_90")
     assert src.arch == "sm_90a"
     text = src.source
     assert "wgmma.mma_async.sync.aligned.m64n64k16" in text and "wgmma.mma_async.sync.aligned.m64n128k16" in text

@@ -19,14 +19,14 @@ from ..frontend.test_kernels import as_dtype
 
 
 def _run(backend, rng, n, hq, hkv, d, cfg, causal, dtype="bf16"):
-    nc, wg, stages = cfg
+    nc, wg, stages, pipe = cfg
     q, k, v = (as_dtype(rng.standard_normal(s), dtype) for s in ((n, hq, d), (n, hkv, d), (n, hkv, d)))
     out = np.full((n, hq, d), np.nan, q.dtype)
     g = wg * 4 * get_backend(backend).simd_width()
     grid = (-(-n // (64 * wg)) * g, hq)
     try:
         attn_prefill_wg[grid, (g, 1)](q, k, v, out, n, hq * d, hkv * d, hq, hkv, 1 / math.sqrt(d), d, nc, wg, stages,
-                                      causal, backend=backend)
+                                      causal, pipe, backend=backend)
     except (iron.LaunchError, iron.CompileError) as e:
         if "bytes of shared memory" not in str(e):
             raise
@@ -39,15 +39,17 @@ def _run(backend, rng, n, hq, hkv, d, cfg, causal, dtype="bf16"):
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_one_chunk_one_warpgroup(backend, causal, rng):
-    _run(backend, rng, 70, 2, 1, 64, (1, 1, 2), causal)
+    _run(backend, rng, 70, 2, 1, 64, (1, 1, 2, 0), causal)
+    _run(backend, rng, 200, 2, 1, 64, (1, 1, 2, 1), causal)
 
 
 @pytest.mark.parametrize("n, hq, hkv, d, cfg, causal, dtype", [
-    (200, 4, 2, 128, (2, 2, 3), True, "bf16"),
-    (150, 2, 2, 128, (2, 1, 2), False, "f16"),
-    (130, 2, 1, 64, (2, 2, 2), True, "f16"),
-    (300, 2, 1, 64, (1, 1, 3), True, "bf16"),
-    (64, 1, 1, 64, (1, 2, 2), True, "bf16"),
+    (200, 4, 2, 128, (2, 2, 3, 0), True, "bf16"),
+    (150, 2, 2, 128, (2, 1, 2, 1), False, "f16"),
+    (130, 2, 1, 64, (2, 2, 2, 1), True, "f16"),
+    (300, 2, 1, 64, (1, 1, 3, 1), True, "bf16"),
+    (64, 1, 1, 64, (1, 2, 2, 0), True, "bf16"),
+    (190, 2, 1, 128, (2, 1, 2, 0), True, "bf16"),
 ])
 def test_configurations_on_the_interpreter(monkeypatch, n, hq, hkv, d, cfg, causal, dtype, rng):
     """The H200's configurations (up to ~200 KiB of shared memory), with the interpreter's limit raised."""
@@ -59,7 +61,7 @@ def test_launch_prefill_takes_it_only_on_sm_90(monkeypatch):
     assert P.wg_config("cpu", 64) is None and P.wg_config("vulkan", 128) is None
     monkeypatch.setattr(P, "get_backend", lambda name: type("B", (), {"arch": "sm_90"})())
     assert P.wg_config("cuda", 128) == P.WG_CONFIGS[128] and P.wg_config("cuda", 96) is None
-    monkeypatch.setenv("IRON_ATTN_WG_CFG", "1,2,3")
-    assert P.wg_config("cuda", 64) == (1, 2, 3)
+    monkeypatch.setenv("IRON_ATTN_WG_CFG", "1,2,3,1")
+    assert P.wg_config("cuda", 64) == (1, 2, 3, 1)
     monkeypatch.setenv("IRON_ATTN_WG", "0")
     assert P.wg_config("cuda", 64) is None

@@ -257,13 +257,13 @@ def pick_tiles(backend: str, d: int) -> tuple[int, int]:
     return next((t for t in TILES if shared_bytes(d, *t) <= limit), TILES[-1])
 
 
-#: attn_prefill_wg's (NC, WG, STAGES) per head dim on NVIDIA sm_90 (bench/experiments/attn_wg_sweep.py)
-WG_CONFIGS = {64: (2, 2, 2), 128: (2, 1, 2)}
+#: attn_prefill_wg's (NC, WG, STAGES, PIPE) per head dim on NVIDIA sm_90 (bench/experiments/attn_wg_sweep.py)
+WG_CONFIGS = {64: (1, 1, 3, 0), 128: (1, 1, 2, 0)}
 
 
-def wg_config(backend: str, d: int) -> tuple[int, int, int] | None:
+def wg_config(backend: str, d: int) -> tuple[int, int, int, int] | None:
     """attn_prefill_wg's configuration where it runs: CUDA on an sm_90 device, head dim 64 or 128, unless
-    IRON_ATTN_WG=0; IRON_ATTN_WG_CFG="NC,WG,STAGES" overrides the table."""
+    IRON_ATTN_WG=0; IRON_ATTN_WG_CFG="NC,WG,STAGES,PIPE" overrides the table."""
     if backend != "cuda" or d not in WG_CONFIGS or os.environ.get("IRON_ATTN_WG", "1") == "0" or \
             getattr(get_backend(backend), "arch", "") != "sm_90":
         return None
@@ -282,11 +282,11 @@ def launch_prefill(q: Any, k: Any, v: Any, out: Any, causal: bool = True, scale:
     sc = 1.0 / math.sqrt(d) if scale is None else scale
     wg = wg_config(name, d) if config is None else None
     if wg is not None:  # NVIDIA sm_90: the warpgroup kernel (wgmma, the copy engine, softmax in registers)
-        nc, groups, stages = wg
+        nc, groups, stages, pipe = wg
         g = groups * 128
         grid = (-(-n // (64 * groups)) * g, hq)
         attn_prefill_wg[grid, (g, 1)](q, k, v, out, n, hq * d, hkv * d, hq, hkv, sc, d, nc, groups, stages, causal,
-                                      backend=backend)
+                                      pipe, backend=backend)
         return
     width = get_backend(name).simd_width()
     bn, warps = config or pick_tiles(name, d)

@@ -43,7 +43,7 @@ from .gemm import H
 __all__ = ["attn_prefill_wg", "shared_bytes"]
 
 #: the constexprs `iron build` compiles by default: head dim 64, one 64-token chunk, one warpgroup, two stages
-D, NC, WG, STAGES, CAUSAL = 64, 1, 1, 2, True
+D, NC, WG, STAGES, CAUSAL, PIPE = 64, 1, 1, 2, True, 0
 Q_STAGE = 7  # the tile_load stage of the Q tile (K/V blocks use 0 .. STAGES - 1)
 
 
@@ -103,14 +103,14 @@ def refill(k, v, sk, sv, j, nblk, n, kld, hk, D, BN, STAGES):
 @kernel
 def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: int, qld: int, kld: int,
                     HQ: int, HKV: int, scale: float, D: constexpr, NC: constexpr, WG: constexpr,
-                    STAGES: constexpr, CAUSAL: constexpr):
+                    STAGES: constexpr, CAUSAL: constexpr, PIPE: constexpr):
     """out = softmax(scale * Q K^T [causal]) V per query head (GQA). qld = HQ * D, kld = HKV * D (the row strides
     of q and k/v). Launch (ceil(n / (64 WG)) * G, HQ) threads in groups of (G, 1), G = WG * 4 * simd_size();
     STAGES >= 2 (block j + 1's keys arrive while block j's values are still read).
 
-    Software-pipelined as FlashAttention-3 within a warpgroup: the scores of block j + 1 are issued before the
+    PIPE = 1: software-pipelined as FlashAttention-3 within a warpgroup: the scores of block j + 1 are issued before the
     softmax of block j, so the tensor cores work while the lanes run the softmax. Two sets of score accumulators
-    (a, b) alternate, the loop unrolled by two."""
+    (a, b) alternate, the loop unrolled by two. PIPE = 0: one block at a time (fewer registers)."""
     BN = 64 * NC
     BM = 64 * WG
     sq = shared(H, BM * D)  # per warpgroup D / 64 slabs of 64 x 64
@@ -144,6 +144,25 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
     l = frag_rows(1, 0.0)
     o = frag_acc(1, D // 16)
     tile_wait(Q_STAGE)
+    if PIPE == 0:  # one block at a time: issue its scores, wait, softmax, P V
+        for j in range(nblk):
+            st = j % STAGES
+            barrier()  # every warpgroup is done with block j - 1: its stage and P may be overwritten
+            nxt = j + STAGES - 1
+            if nxt < nblk:
+                load_kv(k, v, sk, sv, nxt, nxt % STAGES, n, kld, hk, D, BN)
+            tile_wait(st)
+            c0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
+            c1 = c0
+            if NC == 2:
+                c1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
+            warpgroup_wait(0)
+            o, m, l = softmax_pv(c0, c1, m, l, o, sp, sv, pi, pvi, st * BN * D, row0, j * BN, n, scale2, D, NC,
+                                 CAUSAL)
+            warpgroup_wait(0)
+        if row0 < n:
+            frag_store(out, row0 * qld + h * D, qld, o / l, n - row0, D)
+        return
     tile_wait(0)
     a0 = scores(sq, sk, qi, 0, 0, D, BN)
     a1 = a0

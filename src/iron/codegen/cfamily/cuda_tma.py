@@ -98,7 +98,7 @@ def qualifies(op: Op, layouts: dict[int, Layout]) -> bool:
     rb, cb, dld = op.attrs["rows_box"], op.attrs["cols_box"], op.attrs["dst_ld"]
     if layout.ld is None:
         return cb == 64 and dld == 64
-    return dld == layout.ld and cb % 64 == 0 and 64 % rb == 0
+    return dld == layout.ld and cb % 64 == 0 and (64 % rb == 0 or rb % 64 == 0)  # > 64 rows: 64-row boxes
 
 
 def tma_loads(kernel: Kernel, layouts: dict[int, Layout]) -> frozenset[int]:
@@ -107,9 +107,11 @@ def tma_loads(kernel: Kernel, layouts: dict[int, Layout]) -> frozenset[int]:
     return frozenset(i for i, op in enumerate(loads) if qualifies(op, layouts))
 
 
-def tensor_maps(kernel: Kernel, buffer_name) -> tuple[list[TensorMapSpec], dict[int, TensorMapSpec]]:
+def tensor_maps(kernel: Kernel, buffer_name, layouts: dict[int, Layout] | None = None
+                ) -> tuple[list[TensorMapSpec], dict[int, TensorMapSpec]]:
     """The descriptors a kernel's (kept) tile_loads need, one per distinct (buffer, view, box), and each load's
-    (by op id). ``buffer_name(value)`` is the Iron parameter name of a buffer value."""
+    (by op id). ``buffer_name(value)`` is the Iron parameter name of a buffer value; a load of more than 64 rows into
+    a B array (``layouts``) is copied as 64-row boxes (the array's blocks of 64 rows are apart)."""
     specs: dict[tuple, TensorMapSpec] = {}
     of_op: dict[int, TensorMapSpec] = {}
     for op in kernel.walk():
@@ -117,10 +119,13 @@ def tensor_maps(kernel: Kernel, buffer_name) -> tuple[list[TensorMapSpec], dict[
             continue
         src, view = op.operands[2], op.attrs["view"]
         rank = 2 if view[3] == ("const", 0) else 3
-        key = (buffer_name(src), view, op.attrs["rows_box"], rank)
+        layout = (layouts or {}).get(op.operands[0].uid)
+        rows = 64 if layout is not None and layout.ld is not None and op.attrs["rows_box"] > 64 else \
+            op.attrs["rows_box"]
+        key = (buffer_name(src), view, rows, rank)
         if key not in specs:
             specs[key] = TensorMapSpec(f"iron_tmap{len(specs)}", key[0], src.type.elem.name, view,
-                                       (64, op.attrs["rows_box"]), rank)
+                                       (64, rows), rank)
         of_op[id(op)] = specs[key]
     return list(specs.values()), of_op
 
@@ -133,16 +138,20 @@ def load_statement(op: Op, spec: TensorMapSpec, dst: str, j: str, operands: list
     nbytes = rb * cb * op.operands[0].type.elem.itemsize
     bar = f"&iron_tma_bar[{stage}]"
     lines = ["if (iron_tma_leader) {", f"    iron_tma_expect({bar}, {nbytes}u);"]
-    for p in range(cb // 64):
-        if layout.ld is None:
-            at = f"{dst} + ({j})"
-        else:
-            span = 64 * layout.ld
-            at = f"{dst} + ({j}) / {span} * {span} + {p * 4096} + ({j}) / {layout.ld} % 64 * 64"
-        c = f"({col}) + {64 * p}" if p else col
-        if spec.rank == 2:
-            lines.append(f"    iron_tma_2d({at}, {spec.param}, {c}, {row}, {bar});")
-        else:  # a batch stride of 0 at run time: every batch is matrix 0 (the descriptor has one)
-            lines.append(f"    iron_tma_3d({at}, {spec.param}, {c}, {row}, ({bstride}) == 0 ? 0 : ({batch}), {bar});")
+    blocks = 1 if layout.ld is None else max(1, rb // 64)  # a B array's 64-row blocks are apart
+    for blk in range(blocks):
+        r = f"({row}) + {64 * blk}" if blk else row
+        for p in range(cb // 64):
+            if layout.ld is None:
+                at = f"{dst} + ({j})"
+            else:
+                span = 64 * layout.ld
+                at = f"{dst} + (({j}) / {span} + {blk}) * {span} + {p * 4096} + ({j}) / {layout.ld} % 64 * 64"
+            c = f"({col}) + {64 * p}" if p else col
+            if spec.rank == 2:
+                lines.append(f"    iron_tma_2d({at}, {spec.param}, {c}, {r}, {bar});")
+            else:  # a batch stride of 0 at run time: every batch is matrix 0 (the descriptor has one)
+                lines.append(f"    iron_tma_3d({at}, {spec.param}, {c}, {r}, ({bstride}) == 0 ? 0 : ({batch}), "
+                             f"{bar});")
     lines.append("}")
     return "\n".join(lines)

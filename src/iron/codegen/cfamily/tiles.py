@@ -123,8 +123,8 @@ class TilePrinting:
             from .cuda_tma import tensor_maps
 
             names = {p.value.uid: p.name for p in self.k.params}
-            self.tmaps, self.tmap_of = tensor_maps(self.k, lambda v: names[v.uid])
             self.tile_layouts = plan_wgmma(self.k)
+            self.tmaps, self.tmap_of = tensor_maps(self.k, lambda v: names[v.uid], self.tile_layouts)
 
     def _tma_prologue(self, out: list[str], pad: str) -> None:
         if not self.tmaps:

@@ -160,17 +160,45 @@ def test_attention_on_wgmma_uses_them_with_the_copy_engine():
     assert src.arch == "sm_90a"
     text = src.source
     assert "wgmma.mma_async.sync.aligned.m64n64k16" in text and "wgmma.mma_async.sync.aligned.m64n128k16" in text
-    assert "cp.async.bulk.tensor" in text and "iron_fmask<4>" in text and "iron_wg_store_bf16<true>" in text
-    assert "fence.proxy.async.shared::cta" in text  # P is written by ordinary stores: wgmma needs the fence
+    assert "cp.async.bulk.tensor" in text and "iron_fmask<4>" in text and "iron_wg_mma_rs_bf16_n128_t0" in text
+    assert "fence.proxy.async" not in text  # P stays in registers; only the copy engine writes operand arrays
 
 
-def test_other_matrix_units_fall_back_for_them():
-    """MFMA, simdgroup_matrix and cooperative matrices hide or differ in their lane layout: kernels using these ops
-    take the scalar fallback there (and keep the matrix units when they do not)."""
-    from iron.codegen.cfamily.hip_matrix import HipMatrix
-    from iron.codegen.lower_fragments import needs_fallback
+@pytest.mark.parametrize("body, message", [
+    ("p = iron.frag_acc(1, 2)\n    o = iron.warpgroup_mma(p, 0, s, 0, 64, False, iron.frag_acc(1, 4))",
+     "must be a 16 x 64 accumulator"),
+    ("p = iron.frag_acc(1, 4)\n    o = iron.warpgroup_mma(p, 64, s, 0, 64, False, iron.frag_acc(1, 4))",
+     "A index must be 0"),
+])
+def test_warpgroup_mma_fragment_a_misuse(tmp_path, body, message):
+    src = (HEADER + "def bad(A: iron.Tensor[iron.f16]):\n    s = iron.shared(iron.f16, 4096)\n    " + body + "\n")
+    mod = module_from_source(tmp_path, "wg_frag_bad", src)
+    with pytest.raises(iron.CompileError, match=message) as e:
+        mod.bad.variant(None)
+    assert "wg_frag_bad.py:" in str(e.value)
 
-    plain = K.arith_tile.variant(iron.f16, (1, 1)).kernel
-    assert needs_fallback(plain, HipMatrix()) and not needs_fallback(plain, type(
-        "Nv", (), {"elementwise": True})())
-    assert math.isfinite(0.0)
+
+def test_proxy_fences_only_after_ordinary_operand_writes():
+    """gemm_wg's cp.async refills write operand arrays in its loop: its barrier keeps the fence. In a loop of
+    barrier, ordinary write, barrier, only the second barrier needs it (the write before the first one, of the
+    previous iteration, was fenced by the second)."""
+    from iron.codegen.cfamily.tiles import mark_proxy_fences
+    from iron.ir.builder import Builder
+    from iron.std.gemm import gemm_wg
+
+    text = emit_cuda(gemm_wg.variant(iron.bf16, (128, 256, 4, 0, False)).kernel, arch="sm_90").source
+    assert text.count('fence.proxy.async.shared::cta;" ::: "memory"); __syncthreads();') == \
+        text.count("__syncthreads();") == 1
+    # a loop: barrier (top), write, barrier (after the write); the top one needs no fence, the second does
+    from iron.ir import types as t
+    from iron.ir.core import Block
+
+    b = Builder(Block())
+    arr = b.op("shared", [], t.BufferType(t.f16, "shared", 64), {"elem": t.f16, "size": 64}).result
+    _, body = b.for_(b.const(0, t.i32), b.const(4, t.i32), b.const(1, t.i32))[:2]
+    with b.at(body):
+        top = b.op("barrier", [], None)
+        b.store(arr, b.const(0, t.i32), b.const(1.0, t.f16))
+        after = b.op("barrier", [], None)
+    assert mark_proxy_fences(b.block, frozenset({arr.uid}), False) is False
+    assert top.attrs["proxy_fence"] is False and after.attrs["proxy_fence"] is True

@@ -43,6 +43,12 @@ def test_one_chunk_one_warpgroup(backend, causal, rng):
     _run(backend, rng, 200, 2, 1, 64, (1, 1, 2, 1), causal)
 
 
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_one_stage_fits_32_kib(backend, causal, rng):
+    """24 KiB of shared memory: runs on msl-cpu too (P's A fragment through the scalar fallback's shuffles)."""
+    _run(backend, rng, 150, 2, 2, 64, (1, 1, 1, 0), causal, "f16")
+
+
 @pytest.mark.parametrize("n, hq, hkv, d, cfg, causal, dtype", [
     (200, 4, 2, 128, (2, 2, 3, 0), True, "bf16"),
     (150, 2, 2, 128, (2, 1, 2, 1), False, "f16"),

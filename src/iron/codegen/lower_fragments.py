@@ -26,8 +26,7 @@ def needs_fallback(kernel: Kernel, matrix: object | None) -> bool:
     for them (``elementwise``: only NVIDIA's mma.sync / wgmma layouts today)."""
     if matrix is None:
         return True
-    return not getattr(matrix, "elementwise", False) and any(op.opcode in O.FRAG_ELEMENTWISE
-                                                            for op in kernel.walk())
+    return not getattr(matrix, "elementwise", False) and any(op.opcode in O.FRAG_LAYOUT for op in kernel.walk())
 
 
 def lower_fragments(kernel: Kernel, width: int) -> Kernel:
@@ -139,6 +138,8 @@ class _Lowering:
             self._mma(b, op)
         elif code in O.FRAG_ELEMENTWISE:
             self._elementwise(b, op)
+        elif code == "frag_to_a":
+            self._to_a(b, op)
         else:
             self._store(b, op)
 
@@ -261,3 +262,19 @@ class _Lowering:
                 v = b.binary(fn, v, b.op("simd_shuffle_xor", [v, b.const(m, t.i32)], t.f32).result)
                 m *= 2
             b.store(out, b.const(i, t.i32), v)
+
+    def _to_a(self, b: Builder, op: Op) -> None:
+        """Columns col0 .. col0 + 15 of an accumulator as an A fragment: this lane's rows, all 16 k, each element
+        from the lane that holds it (a shuffle per element)."""
+        acc = op.operands[0]
+        out = self._result(op)
+        src = self.arrays[acc]
+        rb, cb, col0 = self._rb(acc.type.rows), self._cb(acc.type.cols), op.attrs["col0"]
+        base = b.binary("mul", self.lane_row, b.const(self.gc, t.i32))
+        for i in range(rb):
+            for k in range(self.kk):
+                col = col0 + k
+                v = b.load(src, b.const(i * cb + col % cb, t.i32))
+                lane = b.binary("add", base, b.const(col // cb, t.i32))
+                v = b.op("simd_shuffle", [v, lane], t.f32).result
+                b.store(out, b.const(i * self.kk + k, t.i32), b.cast(v, op.result.type.elem))

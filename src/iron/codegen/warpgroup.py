@@ -95,9 +95,12 @@ def _expand_call(b: Builder, op: Op) -> Value:
     w = b.binary("rem", b.thread("simd_group"), b.const(4, t.i32))
     rows = b.binary("mul", b.cast(w, ity), b.const(16 * K, ity))
     for kk in range(K // 16):
-        a_idx = b.binary("add", ai, b.binary("add", rows, b.const(16 * kk, ity)))
-        fa = b.op("frag_load", [a, a_idx, b.const(K, ity)], t.FragType("a", 16, 16, a.type.elem),
-                  {"role": "a", "trans": False}).result
+        if isinstance(a.type, t.FragType):  # A in each SIMD group's own accumulator: its columns 16 kk ..
+            fa = b.op("frag_to_a", [a], t.FragType("a", 16, 16, bb.type.elem), {"col0": 16 * kk}).result
+        else:
+            a_idx = b.binary("add", ai, b.binary("add", rows, b.const(16 * kk, ity)))
+            fa = b.op("frag_load", [a, a_idx, b.const(K, ity)], t.FragType("a", 16, 16, a.type.elem),
+                      {"role": "a", "trans": False}).result
         if trans:
             b_idx, b_ld = b.binary("add", bi, b.const(16 * kk, bi.type)), b.const(K, ldb.type)
         else:
@@ -123,6 +126,8 @@ def plan_wgmma(kernel: Kernel) -> dict[int, Layout] | None:
         if not isinstance(ld, int) or acc.type.cols % 16 or (not trans and (ld % K or ld < acc.type.cols)):
             return None
         for arr, layout in ((a, Layout(None)), (b, Layout(None) if trans else Layout(ld))):
+            if isinstance(arr.type, t.FragType):
+                continue  # A in registers
             if layouts.setdefault(arr.uid, layout) != layout:
                 return None
     if not layouts:

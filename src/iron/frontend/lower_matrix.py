@@ -192,14 +192,23 @@ def _store(cg, arg_nodes: list[ast.AST], node: ast.AST) -> None:
 
 
 def _warpgroup_mma(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
-    """warpgroup_mma(a, ai, b, bi, ldb, trans_b, acc): both tiles in shared arrays of one f16/bf16 dtype."""
+    """warpgroup_mma(a, ai, b, bi, ldb, trans_b, acc): both tiles in shared arrays of one f16/bf16 dtype, or A from
+    each SIMD group's own 16 x 64 accumulator fragment (``ai`` then 0)."""
     a, b = (cg.expr(arg_nodes[i]) for i in (0, 2))
-    for v, n, what in ((a, arg_nodes[0], "A"), (b, arg_nodes[2], "B")):
+    in_regs = is_fragment(a)
+    if in_regs:
+        if not (a.type.role == "acc" and (a.type.rows, a.type.cols) == (16, 64)):
+            raise cg.error(f"warpgroup_mma's A fragment must be a 16 x 64 accumulator (frag_acc(1, 4)), got "
+                           f"{a.type}", arg_nodes[0])
+        ai = cg.expr(arg_nodes[1])
+        if not (isinstance(ai, Const) and ai.value == 0 and not isinstance(ai.value, bool)):
+            raise cg.error("with A in a fragment, warpgroup_mma's A index must be 0", arg_nodes[1])
+    for v, n, what in ((a, arg_nodes[0], "A"), (b, arg_nodes[2], "B"))[int(in_regs):]:
         if not (isinstance(v, Value) and isinstance(v.type, t.BufferType) and v.type.space == "shared"
                 and v.type.elem.name in t.MMA_SHAPE):
             raise cg.error(f"warpgroup_mma reads its {what} tile from a shared array of {_INPUT_DTYPES}, got "
                            f"{cg.describe(v)}", n, "stage the tile with async_copy or vstore into shared(dtype, n)")
-    if a.type.elem != b.type.elem:
+    if not in_regs and a.type.elem != b.type.elem:
         raise cg.error(f"warpgroup_mma of {a.type.elem} A with {b.type.elem} B", node, "use one dtype for both")
     flag = cg.expr(arg_nodes[5])
     if not (isinstance(flag, Const) and isinstance(flag.value, bool)):

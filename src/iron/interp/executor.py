@@ -576,7 +576,7 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "tile_commit": tile_step,
     "tile_wait": tile_step,
     **{code: _matrix for code in O.MATRIX},
-    **{code: elementwise_step for code in O.FRAG_ELEMENTWISE},
+    **{code: elementwise_step for code in O.FRAG_LAYOUT},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE | O.SIMD_VOTE | O.SIMD_SCAN},
     "barrier": _barrier,
     "var": _var,

@@ -44,6 +44,9 @@ def evaluate(op: Op, values: list[np.ndarray], geom: Geometry, mask: Mask) -> np
             if op.attrs["fn"] == "max":
                 return np.fmax.reduce(acc, axis=2, keepdims=True).astype(np.float32)
             return from_f64(acc.astype(np.float64).sum(axis=2, keepdims=True), t.f32)
+        if code == "frag_to_a":
+            col0 = op.attrs["col0"]
+            return from_f64(values[0][..., :, col0:col0 + 16].astype(np.float64), ty.elem)
         if code == "frag_fill":
             return np.broadcast_to(_operand(values[0], False), (geom.n if np.ndim(values[0]) else 1, ty.rows, ty.cols)
                                    ).astype(np.float32)
@@ -63,7 +66,7 @@ def _mask(op: Op, values: list[np.ndarray], geom: Geometry, mask: Mask) -> np.nd
     return np.where(out, _operand(fill, False), acc).astype(np.float32)
 
 
-_NAMES = {"frag_unary": "fragment math", "frag_binary": "fragment arithmetic", "frag_reduce": "frag_row_max/sum",
+_NAMES = {"frag_to_a": "warpgroup_mma's A fragment", "frag_unary": "fragment math", "frag_binary": "fragment arithmetic", "frag_reduce": "frag_row_max/sum",
           "frag_fill": "frag_rows", "frag_mask": "frag_mask"}
 
 

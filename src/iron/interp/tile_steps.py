@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..ir import types as t
 from ..ir.core import Op
 from . import memory, warpgroup
 from .threads import Mask
@@ -20,12 +21,18 @@ def warpgroup_step(ex: Any, op: Op) -> Step:
     if op.opcode == "wg_wait":
         pending = op.attrs["pending"]
         return lambda mask: (state.wait(pending, geom, mask), mask)[1]
-    a, b = (ex.targets[op.operands[i].uid] for i in (0, 2))
+    in_regs = isinstance(op.operands[0].type, t.FragType)  # A from each SIMD group's accumulator fragment
+    a_slot = ex._slot(op.operands[0]) if in_regs else None
+    a = None if in_regs else ex.targets[op.operands[0].uid]
+    b = ex.targets[op.operands[2].uid]
     ai, bi, ldb, acc = (ex._slot(op.operands[i]) for i in (1, 3, 4, 5))
     out, trans_b, line = ex._slot(op.result), op.attrs.get("trans_b", False), str(op.loc or ex.kernel.loc)
 
     def wg_mma(mask: Mask) -> Mask:
-        env[out], call = warpgroup.wg_mma(state, geom, a, env[ai], b, env[bi], env[ldb], env[acc], trans_b, mask,
+        if in_regs:
+            state.check_ready((a_slot,), "warpgroup_mma's A fragment", mask, geom.n)
+        a_arg = env[a_slot] if in_regs else a
+        env[out], call = warpgroup.wg_mma(state, geom, a_arg, env[ai], b, env[bi], env[ldb], env[acc], trans_b, mask,
                                           line)
         state.tag(out, (call,))
         return mask

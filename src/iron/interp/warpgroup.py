@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .matrix import mma, whole_groups
+from .semantics import from_f64, scalar_type_of_dtype
 from .memory import Target
 from .threads import Fault, Geometry, Mask, first_fault
 
@@ -131,13 +132,16 @@ def _tile(target: Target, geom: Geometry, wgs: np.ndarray, flat: np.ndarray, wha
     return flat
 
 
-def wg_mma(state: WarpgroupState, geom: Geometry, a: Target, ai, b: Target, bi, ldb, acc: np.ndarray, trans_b: bool,
-           mask: Mask, line: str) -> tuple[np.ndarray, int]:
-    """Start the call: returns the new accumulator (every thread's 16 x N slice) and the call's number."""
+def wg_mma(state: WarpgroupState, geom: Geometry, a: Target | np.ndarray, ai, b: Target, bi, ldb, acc: np.ndarray,
+           trans_b: bool, mask: Mask, line: str) -> tuple[np.ndarray, int]:
+    """Start the call: returns the new accumulator (every thread's 16 x N slice) and the call's number. ``a`` is
+    the A tile's shared array, or (an array) each SIMD group's own 16 x 64 accumulator fragment: its 16 rows of A,
+    rounded to B's dtype."""
     wgs = _warpgroups(geom, mask)
     ai, bi, ldb = (_uniform(geom, wgs, v, w) for v, w in ((ai, "A index"), (bi, "B index"), (ldb, "ldb")))
     n = acc.shape[-1]
-    _rule(ai % 512 == 0, wgs, geom, "the A index must be a multiple of 512 (8 rows of 64)")
+    in_regs = isinstance(a, np.ndarray)
+    _rule((ai % 512 == 0) | in_regs, wgs, geom, "the A index must be a multiple of 512 (8 rows of 64)")
     r = np.arange(K, dtype=np.int64)[None, :, None]
     cols = np.arange(n, dtype=np.int64)[None, None, :]
     if trans_b:
@@ -150,18 +154,25 @@ def wg_mma(state: WarpgroupState, geom: Geometry, a: Target, ai, b: Target, bi, 
               geom, "B must start a 64-row block at a column that is a multiple of 64: ldb % 64 == 0, bi % 64 == 0, "
               "(bi // ldb) % 64 == 0 and bi % ldb + N <= ldb")
         b_flat = bi.reshape(-1, 1, 1) + ldb.reshape(-1, 1, 1) * r + cols
-    fa = _tile(a, geom, wgs, ai.reshape(-1, 1, 1) + K * r + np.arange(K, dtype=np.int64)[None, None, :], "A")
     fb = _tile(b, geom, wgs, b_flat, "B")
-    va, vb = a.data.take(fa), b.data.take(fb)
+    vb = b.data.take(fb)
+    reads = [(b, wgs, fb, vb)]
+    if in_regs:
+        elem = scalar_type_of_dtype(b.data.dtype)
+        regs = from_f64(np.broadcast_to(a, (geom.n,) + a.shape[-2:]).astype(np.float64), elem)
+    else:
+        fa = _tile(a, geom, wgs, ai.reshape(-1, 1, 1) + K * r + np.arange(K, dtype=np.int64)[None, None, :], "A")
+        va = a.data.take(fa)
+        reads.append((a, wgs, fa, va))
     span = 4 * geom.simd_width
     out = np.array(np.broadcast_to(acc, (geom.n,) + acc.shape[-2:]), dtype=np.float32)
     for j, wg in enumerate(wgs):
         for w in range(4):
             lo = wg * span + w * geom.simd_width
-            rows = va[j, 16 * w:16 * w + 16]
+            rows = regs[lo] if in_regs else va[j, 16 * w:16 * w + 16]
             out[lo:lo + geom.simd_width] = mma(rows, vb[j], out[lo:lo + geom.simd_width])
     live = np.zeros(geom.n, bool)
     for wg in wgs:
         live[wg * span:(wg + 1) * span] = True
-    state.calls.append(_Call(live, [(a, wgs, fa, va), (b, wgs, fb, vb)], line))
+    state.calls.append(_Call(live, reads, line))
     return out, len(state.calls) - 1

@@ -142,11 +142,15 @@ _TABLE: list[OpInfo] = [
     OpInfo("frag_reduce", "matrix", 1, pure=False,
            doc="frag_reduce(acc) -> row fragment: attrs.fn (max or add) of each row of an accumulator"),
     OpInfo("frag_fill", "matrix", 1, pure=False, doc="frag_fill(value) -> a row or accumulator fragment of value"),
+    OpInfo("frag_to_a", "matrix", 1, pure=False,
+           doc="frag_to_a(acc) -> A fragment (attrs col0): columns col0 .. col0 + 15 of a 16-row accumulator as an "
+               "A fragment of the result's dtype (rounded)"),
     OpInfo("frag_mask", "matrix", 5, pure=False,
            doc="frag_mask(acc, row0, col0, cols, fill) -> acc with element (r, c) replaced by fill where col0 + c >= "
                "cols, or (attrs.causal) col0 + c > row0 + r"),
     OpInfo("wg_mma", "matrix", 6, pure=False, reads=(0, 2),
-           doc="wg_mma(a, a_index, b, b_index, ldb, acc) -> acc (attrs trans_b): the 4 SIMD groups of a warpgroup "
+           doc="wg_mma(a, a_index, b, b_index, ldb, acc) -> acc (attrs trans_b; a: a shared array, or each SIMD "
+               "group's 16x64 accumulator fragment with a_index 0): the 4 SIMD groups of a warpgroup "
                "start acc += A[16w:16w+16, :] @ B, A 64x64 at a[a_index + 64r + k], B 64xN at b[b_index + ldb*k + n] "
                "(trans_b: b[b_index + 64n + k]); complete by a later wg_wait"),
     OpInfo("wg_wait", "matrix", 0, pure=False, has_result=False,
@@ -214,7 +218,9 @@ MATH_PREDICATES = frozenset(n for n, row in _MATH.items() if row[1] == "bool")
 THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups", "num_threads"}
 #: element-wise fragment ops (their operands and results are accumulator or row fragments, or f32 scalars)
 FRAG_ELEMENTWISE = frozenset({"frag_unary", "frag_binary", "frag_reduce", "frag_fill", "frag_mask"})
-MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"} | FRAG_ELEMENTWISE
+#: the fragment ops that depend on the accumulator's lane layout (the scalar fallback where a target has none)
+FRAG_LAYOUT = FRAG_ELEMENTWISE | {"frag_to_a"}
+MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"} | FRAG_LAYOUT
 #: binary functions of frag_binary; unary ones are the one-operand float math ops and neg
 FRAG_BINARY_FNS = ("add", "sub", "mul", "div", "min", "max")
 #: the warpgroup ops (codegen/warpgroup.py expands them into fragment ops where the target has no wgmma)
@@ -242,7 +248,8 @@ def info(opcode: str) -> OpInfo:
 
 def buffers_read(op) -> list:
     """The buffer values ``op`` (an ``ir.core.Op``) reads."""
-    return [op.operands[k] for k in OPS[op.opcode].reads]
+    return [op.operands[k] for k in OPS[op.opcode].reads if hasattr(op.operands[k].type, "space")]  # wg_mma: A may
+    # be a fragment
 
 
 def buffers_written(op) -> list:

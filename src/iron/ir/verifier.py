@@ -158,7 +158,7 @@ class _Verifier:
 #: ops whose operand/result rules are memory and tile-level ones (``_check_memory``)
 _MEMORY_RULES = frozenset({"load", "store", "shared", "local", "async_copy", "async_wait", "tile_load",
                            "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}) | O.ATOMICS \
-    | O.FRAG_ELEMENTWISE
+    | O.FRAG_LAYOUT
 
 
 def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C901 - one flat table of rules
@@ -218,6 +218,9 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
              "mma(a MxK, b KxN, acc MxN) -> acc")
     elif code == "wg_mma":
         a, _, b_, _, _, c = xs
+        if isinstance(a, t.FragType):  # A from each SIMD group's 16 x 64 accumulator
+            need(a.role == "acc" and (a.rows, a.cols) == (16, 64), "wg_mma's A fragment is a 16x64 accumulator")
+            a = b_
         need(isinstance(a, t.BufferType) and isinstance(b_, t.BufferType) and a.space == b_.space == "shared"
              and a.elem == b_.elem and a.elem.name in t.MMA_SHAPE and isinstance(c, t.FragType) and c.role == "acc"
              and c.rows == 16 and r == c and all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 3, 4)),
@@ -230,6 +233,11 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
              "frag_store(buf, index, ld, acc, rows, cols)")
     elif code in O.FRAG_ELEMENTWISE:
         _check_elementwise(code, xs, r, attrs, need)
+    elif code == "frag_to_a":
+        need(isinstance(xs[0], t.FragType) and xs[0].role == "acc" and xs[0].rows == 16 and isinstance(r, t.FragType)
+             and r.role == "a" and (r.rows, r.cols) == (16, 16) and r.elem.name in t.MMA_SHAPE
+             and attrs.get("col0", -1) % 16 == 0 and 0 <= attrs["col0"] < xs[0].cols,
+             "frag_to_a(acc 16xN) -> a 16x16, attrs.col0 a multiple of 16 inside")
 
 
 def _frag_operand(x) -> bool:

@@ -4,11 +4,11 @@ FlashAttention-2's loop written with tile-level constructs: ``tile_load`` stages
 (the bulk tensor copy engine on NVIDIA sm_90, zeros past the sequence), ``warpgroup_mma`` computes S = Q K^T and
 O += P V (wgmma on sm_90), and the online softmax runs on the accumulators in registers with the element-wise
 fragment ops (``frag_mask``, ``frag_row_max``, ``frag_row_sum``, ``exp2``, row broadcasts): O never leaves the
-accumulator; P goes to shared memory once (rounded to the input type) as the A operand of P V.
+accumulator, and P is the A operand of P V straight from the registers (warpgroup_mma with a fragment A).
 
 One group is WG warpgroups; warpgroup w owns 64 query rows of one head (SIMD group 4w + i: rows 16i ..), all of
 them sharing the K/V blocks of BN = 64 * NC tokens. S is NC accumulators of 64 columns (one per 64-token chunk:
-warpgroup_mma's A operand is 64 x 64, so P is stored as NC chunks), each the sum of D / 64 calls over the head dim.
+warpgroup_mma's A operand is 64 x 64), each the sum of D / 64 calls over the head dim.
 Shapes as ``attention.attn_prefill``: q/out (tokens, HQ, D), k/v (tokens, HKV, D); D 64 or 128; f16/bf16.
 """
 
@@ -66,9 +66,9 @@ def scores(sq, sk, qi, kbase, c, D, BN):
 
 
 @func
-def softmax_pv(s0, s1, m, l, o, sp, sv, pi, pvi, vbase, row0, k0, n, scale2, D, NC, CAUSAL):
-    """The online softmax of one block's scores (chunks s0, s1) in registers: P to shared memory (rounded to the
-    input type), O rescaled, then O += P V issued. Returns (o, m, l)."""
+def softmax_pv(s0, s1, m, l, o, sv, vbase, row0, k0, n, scale2, D, NC, CAUSAL):
+    """The online softmax of one block's scores (chunks s0, s1) in registers, O rescaled, then O += P V issued with
+    P straight from the registers (warpgroup_mma's fragment A, rounded to the input type). Returns (o, m, l)."""
     x0 = frag_mask(s0 * scale2, row0, k0, n, CAUSAL, -math.inf)
     mx = frag_row_max(x0)
     x1 = x0
@@ -79,17 +79,12 @@ def softmax_pv(s0, s1, m, l, o, sp, sv, pi, pvi, vbase, row0, k0, n, scale2, D, 
     alpha = exp2(m - m_new)
     p0 = exp2(x0 - m_new)
     tot = frag_row_sum(p0)
-    frag_store(sp, pi, 64, p0, 16, 64)
+    o_new = warpgroup_mma(p0, 0, sv, vbase, D, False, o * alpha)
     if NC == 2:
         p1 = exp2(x1 - m_new)
         tot = tot + frag_row_sum(p1)
-        frag_store(sp, pi + 4096, 64, p1, 16, 64)
-    l_new = l * alpha + tot
-    o_new = o * alpha
-    barrier()  # P of every SIMD group is in shared memory
-    for c in static_range(NC):
-        o_new = warpgroup_mma(sp, pvi + c * 4096, sv, vbase + c * 64 * D, D, False, o_new)
-    return o_new, m_new, l_new
+        o_new = warpgroup_mma(p1, 0, sv, vbase + 64 * D, D, False, o_new)
+    return o_new, m_new, l * alpha + tot
 
 
 @func
@@ -116,7 +111,6 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
     sq = shared(H, BM * D)  # per warpgroup D / 64 slabs of 64 x 64
     sk = shared(H, STAGES * BN * D)
     sv = shared(H, STAGES * BN * D)
-    sp = shared(H, BM * BN)  # per warpgroup NC chunks of 64 x 64
     w = simd_group()
     wg = w // 4
     r16 = (w % 4) * 16  # this SIMD group's rows within its warpgroup's 64
@@ -138,8 +132,6 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
             load_kv(k, v, sk, sv, s, s, n, kld, hk, D, BN)
     scale2 = scale * 1.4426950408889634  # exp(x) = exp2(x log2(e))
     qi = wg * (D // 64) * 4096
-    pi = wg * NC * 4096 + r16 * 64
-    pvi = wg * NC * 4096
     m = frag_rows(1, -math.inf)
     l = frag_rows(1, 0.0)
     o = frag_acc(1, D // 16)
@@ -157,8 +149,7 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
             if NC == 2:
                 c1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
             warpgroup_wait(0)
-            o, m, l = softmax_pv(c0, c1, m, l, o, sp, sv, pi, pvi, st * BN * D, row0, j * BN, n, scale2, D, NC,
-                                 CAUSAL)
+            o, m, l = softmax_pv(c0, c1, m, l, o, sv, st * BN * D, row0, j * BN, n, scale2, D, NC, CAUSAL)
             warpgroup_wait(0)
         if row0 < n:
             frag_store(out, row0 * qld + h * D, qld, o / l, n - row0, D)
@@ -180,8 +171,7 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
             b0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
             if NC == 2:
                 b1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
-        o, m, l = softmax_pv(a0, a1, m, l, o, sp, sv, pi, pvi, (j % STAGES) * BN * D, row0, j * BN, n, scale2, D,
-                             NC, CAUSAL)
+        o, m, l = softmax_pv(a0, a1, m, l, o, sv, (j % STAGES) * BN * D, row0, j * BN, n, scale2, D, NC, CAUSAL)
         if j + 1 < nblk:
             warpgroup_wait(0)
             barrier()
@@ -192,14 +182,14 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
                 a0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
                 if NC == 2:
                     a1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
-            o, m, l = softmax_pv(b0, b1, m, l, o, sp, sv, pi, pvi, ((j + 1) % STAGES) * BN * D, row0, (j + 1) * BN,
-                                 n, scale2, D, NC, CAUSAL)
+            o, m, l = softmax_pv(b0, b1, m, l, o, sv, ((j + 1) % STAGES) * BN * D, row0, (j + 1) * BN, n, scale2,
+                                 D, NC, CAUSAL)
     warpgroup_wait(0)
     if row0 < n:
         frag_store(out, row0 * qld + h * D, qld, o / l, n - row0, D)
 
 
 def shared_bytes(d: int, nc: int, wg: int, stages: int) -> int:
-    """attn_prefill_wg's shared arrays (16-bit inputs): Q, the K and V stages, P."""
+    """attn_prefill_wg's shared arrays (16-bit inputs): Q, the K and V stages."""
     bn, bm = 64 * nc, 64 * wg
-    return 2 * (bm * d + 2 * stages * bn * d + bm * bn)
+    return 2 * (bm * d + 2 * stages * bn * d)

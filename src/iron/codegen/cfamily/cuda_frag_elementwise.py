@@ -97,9 +97,26 @@ template <int MT, int NT> {_Q} void iron_flive(iron_wg_acc<MT, NT>& r) {{ r.live
 _BINARY = {"add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y"}
 
 
+def _to_a(elem: str) -> Snippet:
+    """Columns 8 H0 .. 8 H0 + 15 of a 16-row accumulator as an A fragment: the accumulator's layout is the A
+    layout's (rows g / g + 8, columns 2q, 2q + 1 and + 8), so each lane packs its own registers."""
+    return Snippet(f"""\
+template <int H0, int NT, class A> {_Q} iron_frag_a<1> iron_fto_a_{elem}(A a) {{
+    iron_fprep(a);
+    iron_frag_a<1> r;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {{  // register i: row g + 8 (i & 1), columns 2q + 8 (i >> 1)
+        const int e = 4 * (H0 + (i >> 1)) + 2 * (i & 1);
+        r.x[i] = iron_pack2(iron_f32_to_{elem}(iron_fget(a, e, NT)).bits,
+                            iron_f32_to_{elem}(iron_fget(a, e + 1, NT)).bits);
+    }}
+    return r;
+}}""", needs=("frag_elementwise", elem))
+
+
 def elementwise_snippets() -> dict[str, Snippet]:
     """mma.sync's (in ``cuda_matrix.matrix_snippets``); the wgmma one follows ``wg_types`` in the sm_90 table."""
-    return {"frag_elementwise": _CORE}
+    return {"frag_elementwise": _CORE, "frag_to_a_f16": _to_a("f16"), "frag_to_a_bf16": _to_a("bf16")}
 
 
 def elementwise_wg_snippets() -> dict[str, Snippet]:
@@ -134,6 +151,10 @@ def spell(op, ctype, operands: list[Expr], math: dict[str, str], wg: bool) -> tu
         return Expr(f"iron_freduce<{acc.rows // 16}, {acc.cols // 16}>({lam}, {operands[0]})"), needs
     if code == "frag_fill":
         return Expr(f"iron_ffill<{r}>({operands[0]})"), needs
+    if code == "frag_to_a":
+        elem, nt_in = rt.elem.name, op.operands[0].type.cols // 16
+        return (Expr(f"iron_fto_a_{elem}<{op.attrs['col0'] // 8}, {nt_in}>({operands[0]})"),
+                needs + (f"frag_to_a_{elem}",))
     causal = "true" if op.attrs["causal"] else "false"
     acc, row0, col0, cols, fill = operands
     return Expr(f"iron_fmask<{nt}>({acc}, {row0}, {col0}, {cols}, {causal}, {fill})"), needs

@@ -95,6 +95,58 @@ template <int LD>
 }}""", needs=("wg_types", f"wgmma_{elem}_n{16 * nt}_t{trans}"))
 
 
+def _issue_rs(elem: str, nt: int, trans: int) -> Snippet:
+    """The wgmma of one k-step with A in registers (4 x 32 bits per lane: the mma.sync A layout)."""
+    regs = 8 * nt
+    outs = ",".join(f"%{i}" for i in range(regs))
+    cons = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    a_ops = ",".join(f"%{regs + i}" for i in range(4))
+    return Snippet(f"""\
+{_Q} void iron_wgmma_rs_{elem}_n{16 * nt}_t{trans}(float* d, const unsigned* a, unsigned long long db,
+                                                    unsigned scale) {{
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{16 * nt}k16.f32.{elem}.{elem} {{{outs}}}, {{{a_ops}}}, %{regs + 4}, p, "
+                 "1, 1, {1 - trans};\\n}}\\n"
+                 : {cons}
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale));
+}}""")
+
+
+def _call_rs(elem: str, nt: int, trans: int) -> Snippet:
+    """One warpgroup_mma with A from each SIMD group's 16 x 64 accumulator: rounded to the input type and packed
+    in the A layout (the accumulator's columns 16 kk .. are the k-step's A: FlashAttention's P in registers)."""
+    name = f"iron_wgmma_rs_{elem}_n{16 * nt}_t{trans}"
+    if trans:
+        b_start, b_step, lbo = "b + bi", 2, 16
+    else:
+        b_start, b_step, lbo = "b + (bi / (64 * LD)) * (64 * LD) + ((bi % LD) / 64) * 4096", 128, 8192
+    return Snippet(f"""\
+template <int LD>
+{_Q} iron_wg_acc<1, {nt}> iron_wg_mma_rs_{elem}_n{16 * nt}_t{trans}(
+        iron_wg_acc<1, 4> a, const iron_{elem}* b, long long bi, iron_wg_acc<1, {nt}> c) {{
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "warpgroup_mma's wgmma path needs the sm_90a target"
+#endif
+    iron_wg_fence_acc(a);
+    unsigned ar[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {{  // k-step i / 4, register i % 4: rows g / g + 8, columns 2q (+ 8) of the step
+        const int h = 2 * (i >> 2) + ((i & 3) >> 1), e = 2 * (i & 1);
+        const float lo = a.live ? a.x[4 * h + e] : 0.0f, hi = a.live ? a.x[4 * h + e + 1] : 0.0f;
+        ar[i] = iron_pack2(iron_f32_to_{elem}(lo).bits, iron_f32_to_{elem}(hi).bits);
+    }}
+    const unsigned long long db = iron_wg_desc({b_start}, {lbo}, 1024);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {{
+        {name}(c.x, &ar[4 * kk], db + {b_step}ull * kk, kk > 0 ? 1u : c.live);
+    }}
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    c.live = 1u;
+    return c;
+}}""", needs=("wg_types", "frag_types", elem, f"wgmma_rs_{elem}_n{16 * nt}_t{trans}"))
+
+
 def _store(elem: str) -> Snippet:
     ctype = "float" if elem == "f32" else f"iron_{elem}"
     convert = "v" if elem == "f32" else f"iron_f32_to_{elem}(v)"
@@ -192,6 +244,8 @@ def wgmma_snippets() -> dict[str, Snippet]:
             for trans in (0, 1):
                 out[f"wgmma_{elem}_n{16 * nt}_t{trans}"] = _issue(elem, nt, trans)
                 out[f"wg_mma_{elem}_n{16 * nt}_t{trans}"] = _call(elem, nt, trans)
+                out[f"wgmma_rs_{elem}_n{16 * nt}_t{trans}"] = _issue_rs(elem, nt, trans)
+                out[f"wg_mma_rs_{elem}_n{16 * nt}_t{trans}"] = _call_rs(elem, nt, trans)
     out["wg_store_f32"] = _store("f32")
     return out
 
@@ -218,8 +272,11 @@ class Sm90Matrix(CudaMatrix):
                 (f"wg_store_{elem.name}",))
 
     def wg_mma(self, elem: t.ScalarType, a: str, ai: Expr, b: str, bi: Expr, ldb: int, trans: bool, acc: Expr,
-               nt: int) -> tuple[Expr, tuple[str, ...]]:
+               nt: int, in_regs: bool = False) -> tuple[Expr, tuple[str, ...]]:
         key = f"{elem.name}_n{16 * nt}_t{int(trans)}"
+        if in_regs:  # A from the SIMD groups' accumulators (wgmma's register form)
+            return (Expr(f"iron_wg_mma_rs_{key}<{0 if trans else ldb}>({a}, {b}, {bi}, {acc})"),
+                    (f"wg_mma_rs_{key}",))
         return Expr(f"iron_wg_mma_{key}<{0 if trans else ldb}>({a}, {ai}, {b}, {bi}, {acc})"), (f"wg_mma_{key}",)
 
     def wg_wait(self, pending: int) -> tuple[str, tuple[str, ...]]:
@@ -234,7 +291,11 @@ class CudaSm90Dialect(CudaDialect):
     snippets: ClassVar[dict[str, Snippet]] = {**CudaDialect.snippets, **matrix_snippets(), **wgmma_snippets(),
                                               "tma": TMA_SNIPPET}
     barrier: ClassVar[str] = 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); __syncthreads();'
+    plain_barrier: ClassVar[str] = "__syncthreads();"
     shared_align: ClassVar[int] = 1024
+    #: static arrays up to 47 KiB: the copy engine's mbarriers and the 1024-byte alignment must fit in the 48 KiB a
+    #: kernel may declare statically (a 48 KiB static total failed at launch)
+    max_static_shared: ClassVar[int] = 47 * 1024
     #: tile_load into operand arrays runs on the bulk tensor copy engine (cuda_tma.py)
     tma: ClassVar[bool] = True
 

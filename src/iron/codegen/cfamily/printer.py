@@ -257,8 +257,9 @@ class _Printer(TilePrinting, DialectCalls):
             self._while(op, out, depth)
         elif code in O.JUMPS:
             out.append(f"{pad}{code};")
-        elif code == "barrier":
-            out.append(pad + self.d.barrier)
+        elif code == "barrier":  # a wgmma kernel's barrier after no ordinary operand write: no proxy fence (tiles.py)
+            plain = op.attrs.get("proxy_fence", True) is False and getattr(self.d, "plain_barrier", None)
+            out.append(pad + (plain or self.d.barrier))
         elif code == "store":
             buf, idx, val = op.operands
             ref = self.lane_refs.get(buf.uid)

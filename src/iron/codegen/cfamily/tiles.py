@@ -42,7 +42,37 @@ def lower_tile_constructs(kernel: Kernel, dialect):
     generic = any(op.opcode in _GENERIC_WRITES and op.operands[0].uid in final for op in kernel.walk())
     if keep and not generic and hasattr(dialect, "without_fence"):
         dialect = dialect.without_fence()
+    elif generic:
+        mark_proxy_fences(kernel.body, frozenset(final), False)
     return kernel, dialect
+
+
+def mark_proxy_fences(block, operands: frozenset[int], dirty: bool) -> bool:
+    """Mark each barrier with ``attrs["proxy_fence"]``: whether an ordinary write to a wgmma operand array (uids
+    ``operands``) may precede it since the last fenced barrier (the fence makes such writes visible to the tensor
+    cores; elsewhere the barrier goes without it). A dataflow over the structured IR: both arms of an ``if``, a loop
+    body twice (its end flows to its start); a loop with a jump is treated as written throughout. Returns the
+    state at the block's end."""
+    for op in block.ops:
+        if op.opcode == "barrier":
+            op.attrs["proxy_fence"] = op.attrs.get("proxy_fence", False) or dirty
+            dirty = False
+        elif op.opcode in _GENERIC_WRITES and op.operands[0].uid in operands:
+            dirty = True
+        elif op.opcode == "if":
+            dirty = any([mark_proxy_fences(r, operands, dirty) for r in op.regions])
+        elif op.regions:  # for / while: the body may run again after its end, or not at all
+            writes = any(x.opcode in _GENERIC_WRITES and x.operands[0].uid in operands for r in op.regions
+                         for x in r.walk())
+            jumps = any(x.opcode in ("break", "continue", "return") for r in op.regions for x in r.walk())
+            start = dirty or (writes and jumps)
+            for _ in range(2):
+                end = False
+                for r in op.regions:
+                    end = mark_proxy_fences(r, operands, start) or end
+                start = start or end
+            dirty = start
+    return dirty
 
 
 def shared_layout(kernel: Kernel, dialect) -> tuple[dict[int, int], int]:
@@ -76,8 +106,10 @@ class TilePrinting:
             e, needs = m.zero(op.result.type)
         elif code == "wg_mma":
             a, ai, b, bi, ldb, acc = xs
-            e, needs = m.wg_mma(a.type.elem, self.buffers[a.uid], self.expr(ai), self.buffers[b.uid], self.expr(bi),
-                                const_value(ldb), op.attrs.get("trans_b", False), self.expr(acc), acc.type.cols // 16)
+            in_regs = not hasattr(a.type, "space")  # A from the SIMD groups' accumulator fragments
+            e, needs = m.wg_mma(b.type.elem, self.expr(a) if in_regs else self.buffers[a.uid], self.expr(ai),
+                                self.buffers[b.uid], self.expr(bi), const_value(ldb), op.attrs.get("trans_b", False),
+                                self.expr(acc), acc.type.cols // 16, in_regs=in_regs)
         elif code == "frag_load":
             e, needs = m.load(op.result.type, self.buffers[xs[0].uid], xs[0].type.space, self.expr(xs[1]),
                               self.expr(xs[2]), op.attrs.get("trans", False))

@@ -6,8 +6,6 @@ refusals."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 

@@ -66,8 +66,8 @@ def _mask(op: Op, values: list[np.ndarray], geom: Geometry, mask: Mask) -> np.nd
     return np.where(out, _operand(fill, False), acc).astype(np.float32)
 
 
-_NAMES = {"frag_to_a": "warpgroup_mma's A fragment", "frag_unary": "fragment math", "frag_binary": "fragment arithmetic", "frag_reduce": "frag_row_max/sum",
-          "frag_fill": "frag_rows", "frag_mask": "frag_mask"}
+_NAMES = {"frag_to_a": "warpgroup_mma's A fragment", "frag_unary": "fragment math", "frag_binary":
+          "fragment arithmetic", "frag_reduce": "frag_row_max/sum", "frag_fill": "frag_rows", "frag_mask": "frag_mask"}
 
 
 def elementwise_step(ex, op: Op):

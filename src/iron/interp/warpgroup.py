@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .matrix import mma, whole_groups
-from .semantics import from_f64, scalar_type_of_dtype
 from .memory import Target
+from .semantics import from_f64, scalar_type_of_dtype
 from .threads import Fault, Geometry, Mask, first_fault
 
 K = 64  # the K extent of one call: one 128-byte row of f16/bf16

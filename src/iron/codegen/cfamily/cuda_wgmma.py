@@ -105,8 +105,8 @@ def _issue_rs(elem: str, nt: int, trans: int) -> Snippet:
 {_Q} void iron_wgmma_rs_{elem}_n{16 * nt}_t{trans}(float* d, const unsigned* a, unsigned long long db,
                                                     unsigned scale) {{
     asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
-                 "wgmma.mma_async.sync.aligned.m64n{16 * nt}k16.f32.{elem}.{elem} {{{outs}}}, {{{a_ops}}}, %{regs + 4}, p, "
-                 "1, 1, {1 - trans};\\n}}\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{16 * nt}k16.f32.{elem}.{elem} {{{outs}}}, {{{a_ops}}}, "
+                 "%{regs + 4}, p, 1, 1, {1 - trans};\\n}}\\n"
                  : {cons}
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale));
 }}""")

@@ -407,8 +407,9 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "b[bi + ldb*k + n] (trans_b: b[bi + 64*n + k]); a and b are shared arrays of f16/bf16, acc a frag_acc(1, nt); "
        "every argument the same across the warpgroup. Alignment: ai a multiple of 512; trans_b: ldb == 64 and bi a "
        "multiple of 512; else ldb a multiple of 64, bi % 64 == 0, (bi // ldb) % 64 == 0 and bi % ldb + N <= ldb. "
-       "The result and the tiles it reads are in use until a warpgroup_wait completes the call. wgmma on NVIDIA "
-       "sm_90 (Hopper); matrix fragments elsewhere.", (7, 7), pure=False, op="wg_mma"),
+       "The result and the tiles it reads are in use until a warpgroup_wait completes the call. a may instead be "
+       "each SIMD group's 16 x 64 accumulator fragment (its rows of A, rounded to b's dtype) with ai 0. wgmma on "
+       "NVIDIA sm_90 (Hopper); matrix fragments elsewhere.", (7, 7), pure=False, op="wg_mma"),
     _b("warpgroup_wait", "warpgroup_wait(pending)",
        "Wait until at most `pending` (compile-time) of this warpgroup's warpgroup_mma calls are in flight: only then "
        "may their accumulators be read (frag_store, mma) or the shared memory they read be written.", (1, 1),

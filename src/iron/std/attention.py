@@ -1,5 +1,8 @@
 """Attention prefill (issue 18): causal flash attention with an online softmax and grouped-query heads.
 
+``launch_prefill`` runs ``attention_wg.attn_prefill_wg`` on NVIDIA sm_90 (warpgroup_mma + tile_load, S, P and O in
+registers; ``wg_config``) and the portable kernel below everywhere else.
+
 Layout: ``q``/``out`` are (tokens, HQ, D), ``k``/``v`` (tokens, HKV, D), one sequence, row-major; HQ a multiple of
 HKV (query head h reads key/value head h // (HQ // HKV)); D is 64 or 128; scale 1/sqrt(D) unless given. Inputs are
 f16/bf16 (matrix fragments read half types); sums and the softmax run in f32.

@@ -100,7 +100,7 @@ class TilePrinting:
 
     def _matrix_value(self, op: Op) -> Expr:
         m, code, xs = self._matrix(op), op.opcode, op.operands
-        if code in O.FRAG_ELEMENTWISE:
+        if code in O.FRAG_LAYOUT:
             e, needs = m.elementwise_op(op, [self.expr(x) for x in xs], self.d.math)
         elif code == "frag_zero":
             e, needs = m.zero(op.result.type)

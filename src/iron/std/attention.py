@@ -261,7 +261,7 @@ def pick_tiles(backend: str, d: int) -> tuple[int, int]:
 
 
 #: attn_prefill_wg's (NC, WG, STAGES, PIPE) per head dim on NVIDIA sm_90 (bench/experiments/attn_wg_sweep.py)
-WG_CONFIGS = {64: (1, 1, 3, 0), 128: (1, 1, 2, 0)}
+WG_CONFIGS = {64: (2, 1, 2, 0), 128: (2, 2, 2, 0)}
 
 
 def wg_config(backend: str, d: int) -> tuple[int, int, int, int] | None:

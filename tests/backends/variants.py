@@ -48,6 +48,8 @@ CONSTEXPRS: dict[str, list[dict[str, object]]] = {
     # head dim 64 and 16-token blocks: every path of the kernel, at a fraction of D = 128's unrolled size (hipRTC took
     # 352 s for gfx1030 at D = 128; tests/std compiles the launched tiles on the backends present)
     "attn_prefill": [{"D": 64, "BN": 16, "WARPS": 1, "CAUSAL": True, "SW": 32}],
+    # one 64-token chunk, one warpgroup, one stage (24 KiB of shared memory: every target's limit)
+    "attn_prefill_wg": [{"D": 64, "NC": 1, "WG": 1, "STAGES": 1, "CAUSAL": True, "PIPE": 0}],
 }
 
 #: the value given to a constexpr found neither in CONSTEXPRS nor in the kernel's module

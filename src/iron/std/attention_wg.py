@@ -42,8 +42,8 @@ from .gemm import H
 
 __all__ = ["attn_prefill_wg", "shared_bytes"]
 
-#: the constexprs `iron build` compiles by default: head dim 64, one 64-token chunk, one warpgroup, two stages
-D, NC, WG, STAGES, CAUSAL, PIPE = 64, 1, 1, 2, True, 0
+#: the constexprs `iron build` compiles by default: head dim 64, one 64-token chunk, one warpgroup, one stage (24 KiB)
+D, NC, WG, STAGES, CAUSAL, PIPE = 64, 1, 1, 1, True, 0
 Q_STAGE = 7  # the tile_load stage of the Q tile (K/V blocks use 0 .. STAGES - 1)
 
 

@@ -29,6 +29,7 @@ from ..lang import (
     frag_rows,
     frag_store,
     group_id,
+    num_groups,
     shared,
     simd_group,
     static_range,
@@ -116,7 +117,10 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
     r16 = (w % 4) * 16  # this SIMD group's rows within its warpgroup's 64
     h = group_id(1)
     hk = h // (HQ // HKV)
-    q0 = group_id(0) * BM
+    tile = group_id(0)
+    if CAUSAL:  # the last query tiles have the most key blocks: start them first (a shorter tail of the last wave)
+        tile = num_groups(0) - 1 - tile
+    q0 = tile * BM
     row0 = q0 + wg * 64 + r16  # this SIMD group's first query row
     for d in static_range(D // 64):
         for g in static_range(WG):

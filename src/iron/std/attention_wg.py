@@ -149,7 +149,7 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
                 load_kv(k, v, sk, sv, nxt, nxt % STAGES, n, kld, hk, D, BN)
             tile_wait(st)
             c0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
-            c1 = c0
+            c1 = frag_acc(1, 4)  # unused with one chunk (not a copy of c0: its registers are still being written)
             if NC == 2:
                 c1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
             warpgroup_wait(0)
@@ -160,11 +160,11 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
         return
     tile_wait(0)
     a0 = scores(sq, sk, qi, 0, 0, D, BN)
-    a1 = a0
+    a1 = frag_acc(1, 4)
     if NC == 2:
         a1 = scores(sq, sk, qi, 0, 1, D, BN)
     b0 = frag_acc(1, 4)
-    b1 = b0
+    b1 = frag_acc(1, 4)
     for j in range(0, nblk, 2):
         warpgroup_wait(0)  # block j's scores and block j - 1's P V are complete
         barrier()  # in every warpgroup: block j - 1's stage and P are free

@@ -70,7 +70,7 @@ from ..lang import (
     vstore,
 )
 from ..runtime import get_backend
-from .attention_wg import attn_prefill_wg
+from . import attention_wg  # the module, not the kernel: a kernel imported here would be registered twice
 from .gemm import H
 
 #: the default variant (``iron build``): head dim 128, 32-token key blocks, 2 SIMD groups (32 query rows), causal
@@ -288,8 +288,8 @@ def launch_prefill(q: Any, k: Any, v: Any, out: Any, causal: bool = True, scale:
         nc, groups, stages, pipe = wg
         g = groups * 128
         grid = (-(-n // (64 * groups)) * g, hq)
-        attn_prefill_wg[grid, (g, 1)](q, k, v, out, n, hq * d, hkv * d, hq, hkv, sc, d, nc, groups, stages, causal,
-                                      pipe, backend=backend)
+        attention_wg.attn_prefill_wg[grid, (g, 1)](q, k, v, out, n, hq * d, hkv * d, hq, hkv, sc, d, nc, groups,
+                                                   stages, causal, pipe, backend=backend)
         return
     width = get_backend(name).simd_width()
     bn, warps = config or pick_tiles(name, d)

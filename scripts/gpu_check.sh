@@ -187,7 +187,7 @@ fi
 if [ "$PART" = ncu ]; then
   # the attention prefill kernel of a Llama-1B layer under Nsight Compute: throughput, stall reasons, occupancy
   timeout 60 $PY bench/experiments/attn_ncu.py 2>&1 | tee "$OUT/attn_time.txt"
-  timeout ${NCU_TIMEOUT:-150} ncu --kernel-name attn_prefill --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+  timeout ${NCU_TIMEOUT:-150} ncu --kernel-name ${NCU_KERNEL:-attn_prefill} --launch-skip 3 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis --section SchedulerStats $PY bench/experiments/attn_ncu.py 2>&1 \
     | tee "$OUT/attn_ncu.txt" | tail -n 80

@@ -1,8 +1,10 @@
-"""One std/attention prefill launch (bf16, 2048 tokens, 32 query / 8 kv heads, D 64, causal: a Llama-3.2-1B layer),
+"""One std/attention prefill launch (bf16, 2048 tokens, 32 query / 8 kv heads, D 64, causal: a Llama-3.2-1B layer;
+ATTN_SHAPE="tokens,HQ,HKV,D" changes it),
 for ``ncu`` (scripts/gpu_check.sh ncu): warm-up launches first, then the profiled one; prints its time by events."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -10,7 +12,7 @@ import torch
 sys.path.insert(0, "src")
 from iron.std.attention import launch_prefill  # noqa: E402
 
-n, hq, hkv, d = 2048, 32, 8, 64
+n, hq, hkv, d = (int(x) for x in os.environ.get("ATTN_SHAPE", "2048,32,8,64").split(","))
 q = torch.randn(n, hq, d, dtype=torch.bfloat16, device="cuda")
 k = torch.randn(n, hkv, d, dtype=torch.bfloat16, device="cuda")
 v = torch.randn(n, hkv, d, dtype=torch.bfloat16, device="cuda")

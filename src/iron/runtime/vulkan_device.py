@@ -1,5 +1,6 @@
 """The Vulkan compute context behind the ``vulkan`` backend: instance, physical-device choice, one compute queue,
 buffers, descriptor sets, pipelines (with a ``VkPipelineCache``), push constants, dispatch and timestamp queries.
+Shader modules, pipelines and the checks a kernel passes before they are built live in vulkan_programs.py.
 
 Everything is synchronous: a launch records one command buffer, submits it and waits on a fence. That keeps the
 NumPy copy-in/copy-out semantics simple and lets one descriptor pool be reset after every launch.
@@ -11,7 +12,6 @@ device-local buffer plus a host-visible staging buffer, copied with ``vkCmdCopyB
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from dataclasses import dataclass, field
@@ -20,18 +20,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import LaunchError
+from . import vulkan_programs as vprog
 from . import vulkan_props as vp
 from .vulkan_pipeline_cache import read_pipeline_cache, write_pipeline_cache
+from .vulkan_programs import Program
 from .vulkan_props import API_1_2, API_1_3, UCF, UCF_STYPE
-from .vulkan_select import choose_device, create_instance, list_devices, load_vulkan, uses_local_size_id, version_text
-from .vulkan_shared import check_lengths, describe, run_time_bytes, spec_constants
+from .vulkan_select import choose_device, create_instance, list_devices, load_vulkan, version_text
 
-#: SPIR-V emitter feature name -> what the device must report (checked before a pipeline is built)
-FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
-            "atomic_float_add", "subgroup_uniform_control_flow", "float64", "denorm_preserve", "ieee_specials",
-            "rounding_rte", "int16", "spirv_1_6", "vulkan_memory_model", "vulkan_memory_model_device_scope",
-            "cooperative_matrix", "cooperative_matrix_bf16", "int64", "int8", "storage8", "int64_atomics",
-            "int64_shared_atomics")
 _ALIGN = 256
 
 #: VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT (Vulkan 1.3; the `vulkan` package defines it as None)
@@ -46,17 +41,6 @@ class Buffer:
     memory: Any
     size: int
     view: np.ndarray | None
-
-
-@dataclass
-class Program:
-    """A shader module with its layouts; pipelines are built per group size (and lengths of run-time sized shared
-    arrays: the key is the group, then the lengths)."""
-
-    module: Any
-    set_layout: Any
-    pipeline_layout: Any
-    pipelines: dict[tuple[int, ...], Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -283,107 +267,20 @@ class VulkanContext:
         with self.lock:
             self.pool.setdefault((kind, buf.size), []).append(buf)
 
-    # -- programs -------------------------------------------------------------------------------------------------
+    # -- programs (vulkan_programs.py) ---------------------------------------------------------------------------
 
     def check_kernel(self, spk, group: tuple[int, int, int], lengths: tuple[int, ...] = ()) -> None:
         """LaunchError naming the feature and device when the module needs what this device lacks; ``lengths``: the
         launch's lengths of the run-time sized shared arrays (vulkan_shared.py)."""
-        check_lengths(spk, lengths)
-        if uses_local_size_id(spk.words) and not self.has["local_size_id"]:
-            raise LaunchError(f"{spk.entry} sets its group size with LocalSizeId, which Vulkan device "
-                              f"{self.phys.name} does not allow (it needs Vulkan 1.3 / maintenance4)")
-        for feat in sorted(spk.features):
-            if feat not in self.has:
-                raise LaunchError(f"{spk.entry} needs Vulkan feature '{feat}', which this runtime does not know "
-                                  f"(known: {', '.join(FEATURES)})")
-            if not self.has[feat]:
-                raise LaunchError(f"{spk.entry} needs '{feat}', which Vulkan device {self.phys.name} "
-                                  f"({self.driver}) does not support")
-        width = getattr(spk, "simd_width", 0)  # modules built elsewhere (run_spirv's callers) may not say
-        if width and width != self.subgroup_size:
-            raise LaunchError(f"{spk.entry} was emitted for subgroups of {width} lanes (matrix fragments' "
-                              f"fallback); {self.phys.name} runs {self.subgroup_size}")
-        lim = self.limits
-        # plus the scratch tiles of cooperative matrices, one per SIMD group
-        simd_groups = -(-math.prod(group) // self.subgroup_size)
-        shared = spk.shared_bytes + simd_groups * getattr(spk, "scratch_bytes_per_simd_group", 0)
-        shared += run_time_bytes(spk, lengths)
-        if shared > lim.maxComputeSharedMemorySize:
-            given = f" with {describe(spk, lengths)}" if lengths else ""
-            raise LaunchError(f"{spk.entry} needs {shared} bytes of shared memory{given}; {self.phys.name} gives "
-                              f"a group at most {lim.maxComputeSharedMemorySize}",
-                              hint="pass smaller lengths (or split the work over more groups)" if lengths else None)
-        if math.prod(group) > lim.maxComputeWorkGroupInvocations or any(
-                g > lim.maxComputeWorkGroupSize[i] for i, g in enumerate(group)):
-            raise LaunchError(f"group {group} exceeds {self.phys.name}'s limits (at most "
-                              f"{tuple(lim.maxComputeWorkGroupSize[i] for i in range(3))} and "
-                              f"{lim.maxComputeWorkGroupInvocations} threads)")
-        if len(spk.buffers) > lim.maxPerStageDescriptorStorageBuffers:
-            raise LaunchError(f"{spk.entry} has {len(spk.buffers)} buffers; {self.phys.name} binds at most "
-                              f"{lim.maxPerStageDescriptorStorageBuffers}")
-        if spk.push_size > lim.maxPushConstantsSize:
-            raise LaunchError(f"{spk.entry} needs {spk.push_size} bytes of push constants; {self.phys.name} "
-                              f"gives at most {lim.maxPushConstantsSize}")
+        vprog.check_kernel(self, spk, group, lengths)
 
     def program(self, spk) -> Program:
         with self.lock:
-            return self._program(spk)
-
-    def _program(self, spk) -> Program:
-        # keyed by what the module and its layouts depend on, so equal modules share one program
-        key = (bytes(spk.words), spk.entry, tuple(b.binding for b in spk.buffers), spk.push_size)
-        prog = self.programs.get(key)
-        if prog is not None:
-            return prog
-        vk = self.vk
-        words = bytes(spk.words)
-        try:
-            module = vk.vkCreateShaderModule(self.device, vk.VkShaderModuleCreateInfo(codeSize=len(words),
-                                                                                     pCode=words), None)
-        except vk.VkError as e:
-            raise LaunchError(f"Vulkan rejected the SPIR-V module of {spk.entry} ({type(e).__name__})") from None
-        bindings = [vk.VkDescriptorSetLayoutBinding(binding=b.binding, descriptorCount=1,
-                                                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                    stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-                    for b in spk.buffers]
-        set_layout = vk.vkCreateDescriptorSetLayout(self.device, vk.VkDescriptorSetLayoutCreateInfo(
-            bindingCount=len(bindings), pBindings=bindings or None), None)
-        ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=spk.push_size)]
-        layout = vk.vkCreatePipelineLayout(self.device, vk.VkPipelineLayoutCreateInfo(
-            setLayoutCount=1, pSetLayouts=[set_layout], pushConstantRangeCount=1 if spk.push_size else 0,
-            pPushConstantRanges=ranges if spk.push_size else None), None)
-        prog = self.programs[key] = Program(module, set_layout, layout)
-        return prog
+            return vprog.build_program(self, spk)
 
     def pipeline(self, spk, prog: Program, group: tuple[int, int, int], lengths: tuple[int, ...] = ()):
         with self.lock:
-            return self._pipeline(spk, prog, group, lengths)
-
-    def _pipeline(self, spk, prog: Program, group: tuple[int, int, int], lengths: tuple[int, ...] = ()):
-        key = tuple(group) + tuple(lengths)
-        pipe = prog.pipelines.get(key)
-        if pipe is not None:
-            return pipe
-        vk, ffi = self.vk, self.ffi
-        consts = spec_constants(spk, group, lengths)  # the group size, then the run-time lengths
-        entries = [vk.VkSpecializationMapEntry(constantID=sid, offset=4 * i, size=4) for i, (sid, _) in
-                   enumerate(consts)]
-        data = ffi.new(f"uint32_t[{len(consts)}]", [v for _, v in consts])
-        spec = vk.VkSpecializationInfo(mapEntryCount=len(consts), pMapEntries=entries, dataSize=4 * len(consts),
-                                       pData=data)
-        pinned, flags = self._subgroup_pin(group)
-        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=prog.module,
-                                                   pName=spk.entry, pSpecializationInfo=spec, flags=flags,
-                                                   pNext=pinned if pinned is not None else ffi.NULL)
-        info = vk.VkComputePipelineCreateInfo(stage=stage, layout=prog.pipeline_layout)
-        try:
-            pipe = vk.vkCreateComputePipelines(self.device, self.pipeline_cache, 1, [info], None)[0]
-        except vk.VkError as e:
-            given = f" and {describe(spk, lengths)}" if lengths else ""
-            raise LaunchError(f"Vulkan could not build the pipeline of {spk.entry} for group {group}{given} "
-                              f"({type(e).__name__})") from None
-        prog.pipelines[key] = pipe
-        return pipe
+            return vprog.build_pipeline(self, spk, prog, group, lengths)
 
     def _subgroup_pin(self, group: tuple[int, int, int]) -> tuple[Any, int]:
         """(the pNext struct requiring the device's subgroup size, or None; the stage flags): full subgroups too

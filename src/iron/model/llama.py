@@ -65,7 +65,7 @@ PAGE = 16
 
 @dataclass
 class _Rows:
-    """The activations of one forward over T rows (allocated per prefill, once per reset for decode)."""
+    """The activations of one forward over T rows (kept for the next prefill of T rows; once per reset for decode)."""
 
     h: list[Array]  # two residual streams (T, hidden), written in turn
     n: Array  # normed (T, hidden)
@@ -87,6 +87,18 @@ class _Rows:
     qk: Array | None = None  # with T = 1: q and k as one (1, heads + kv heads, D) array
 
 
+@dataclass
+class BatchStep:
+    """Where one decode step over B sequences (model/batch.py) reads each sequence's state: (B,) i32 device
+    views, and the batched caches it appends to and attends over."""
+
+    pos: Array  # each sequence's position (RoPE)
+    flat: Array  # b * max_len + position: its row of the cache seen as (B * max_len, HKV, D)
+    lens: Array  # position + 1: the length attention reads
+    k_cache: list[Array]  # per layer (B, max_len, HKV, D)
+    v_cache: list[Array]
+
+
 class Llama:
     """A Llama-family model on one backend, batch 1: ``reset(max_len)``, ``prefill(ids)``, then ``decode(token)``."""
 
@@ -95,6 +107,9 @@ class Llama:
         self.dtype = weights.dtype
         self.max_len = 0
         self.length = 0  # positions in the KV cache
+        self._prompt_rows: _Rows | None = None  # the last prefill's activations, reused by one of the same length
+        self._own_cache: tuple[int, ...] | None = None  # the shape of the caches reset() allocated (None: bound)
+        self.cos = None
 
     @classmethod
     def load(cls, folder: str | Path, dtype: str | None = None, backend: str | None = None, quantize: Any = None,
@@ -112,8 +127,10 @@ class Llama:
 
     # -- state ------------------------------------------------------------------------------------------------------
 
-    def reset(self, max_len: int) -> None:
-        """An empty KV cache for ``max_len`` positions, with the tables and buffers of the decode step."""
+    def reset(self, max_len: int, caches: bool = True) -> None:
+        """An empty KV cache for ``max_len`` positions, with the tables and buffers of the decode step.
+        ``caches=False``: the tables only; whoever calls it binds caches (model/batch.py binds views of its own).
+        A cache of the same size as the last is reused (its old contents lie past the length: never read)."""
         c = self.config
         if max_len < 1:
             raise ModelError(f"a KV cache needs at least one position, not {max_len}")
@@ -126,13 +143,19 @@ class Llama:
         self.length = 0
         be, dt = self.backend, self.dtype
         shape = (self.max_len, c.num_kv_heads, c.head_dim)
-        self.k_cache = [empty(shape, dt, backend=be) for _ in range(c.num_layers)]
-        self.v_cache = [empty(shape, dt, backend=be) for _ in range(c.num_layers)]
+        if not caches:
+            self.k_cache, self.v_cache, self._own_cache = [], [], None
+        elif self._own_cache != shape:
+            self.k_cache = [empty(shape, dt, backend=be) for _ in range(c.num_layers)]
+            self.v_cache = [empty(shape, dt, backend=be) for _ in range(c.num_layers)]
+            self._own_cache = shape
+        if self.cos is not None and self.cos.shape[0] == self.max_len:
+            return  # the same tables and decode-step buffers serve this length again
         cos, sin = c.rope_tables(self.max_len)
         self.cos, self.sin = asarray(cos, backend=be), asarray(sin, backend=be)
         self.positions = asarray(np.arange(self.max_len, dtype=np.int32), backend=be)
         self.slots = asarray(slot_array(np.arange(self.max_len + 1)), backend=be)
-        self.step_rows = self._rows(1)
+        self.step_rows = self.activations(1)
         self.step_logits = empty((1, c.vocab_size), dt, backend=be)
 
     def slot(self, array: Array, i: int) -> Array:
@@ -152,9 +175,9 @@ class Llama:
         if t < 1:
             raise ModelError("prefill needs at least one token")
         self._check_room(t)
-        rows = self.step_rows if t == 1 else self._rows(t)
-        if t > 1 and not (self.length == 0 and self._flash_prefill_applies()):
-            rows.pages = self._page_table(t)
+        rows = self.step_rows if t == 1 else self._prompt_rows_for(t)
+        if t > 1:
+            rows.pages = None if self.length == 0 and self._flash_prefill_applies() else self._page_table(t)
         self._forward(ids, rows)
         if all_logits:
             logits = empty((t, self.config.vocab_size), self.dtype, backend=self.backend)
@@ -181,22 +204,33 @@ class Llama:
         launch_gemv(self.weights.lm_head, rows.n.reshape(-1), self.step_logits.reshape(-1), self.backend)
         return self.step_logits
 
+    def _prompt_rows_for(self, t: int) -> _Rows:
+        """Activations for a prompt of t tokens: the last prefill's when it had t too (no allocation, and the same
+        addresses: the launchers' and tensor-map descriptors' caches hit), else new ones, kept for the next."""
+        rows = self._prompt_rows
+        if rows is None or rows.n.shape[0] != t:
+            self._prompt_rows = rows = None  # the old ones go first: two prompts' activations are never both held
+            rows = self._prompt_rows = self.activations(t)
+        return rows
+
     def _check_room(self, t: int) -> None:
         if self.length + t > self.max_len:
             raise ModelError(f"the KV cache holds {self.max_len} positions; {self.length} are used and {t} more "
                              "do not fit (reset with a larger max_len)")
 
-    def _forward(self, ids: Array, rows: _Rows, where: tuple[Array, Array] | None = None) -> None:
+    def _forward(self, ids: Array, rows: _Rows, where: tuple[Array, Array] | None = None,
+                 batch: BatchStep | None = None) -> None:
         """The layers over ``ids`` at positions length .. length + T - 1; leaves rms_norm(h) * w_final in rows.n.
-        One token reads its position and the cache length from ``where`` (default: the slots of the host's count)."""
+        One token reads its position and the cache length from ``where`` (default: the slots of the host's count).
+        With ``batch``: one token of each of B sequences, each at its own position (``BatchStep``)."""
         be, w = self.backend, self.weights
-        if ids.shape[0] == 1 and where is None:
+        if ids.shape[0] == 1 and where is None and batch is None:
             where = (self.slot(self.slots, self.length), self.slot(self.slots, self.length + 1))
         launch_embedding(w.embed, ids, rows.h[0], be)
         launch_rms_norm(rows.h[0], w.layers[0].input_norm, rows.n, self.config.rms_norm_eps, be)
         cur = 0
         for i, lw in enumerate(w.layers):
-            self._attention(i, lw, rows, where)
+            self._attention(i, lw, rows, where, batch)
             launch_add_rms_norm(rows.o, rows.h[cur], lw.post_norm, rows.h[1 - cur], rows.n, self.config.rms_norm_eps,
                                 be)
             cur = 1 - cur
@@ -205,13 +239,32 @@ class Llama:
             launch_add_rms_norm(rows.o, rows.h[cur], following, rows.h[1 - cur], rows.n, self.config.rms_norm_eps,
                                 be)
             cur = 1 - cur
-        self.length += ids.shape[0]
+        if batch is None:
+            self.length += ids.shape[0]
 
-    def _attention(self, i: int, lw: LayerWeights, rows: _Rows, where: tuple[Array, Array] | None) -> None:
+    def forward_batch(self, ids: Array, rows: _Rows, batch: BatchStep, logits: Array) -> None:
+        """One decode step of B sequences (model/batch.py): ``ids`` (B,) i32 on the device, one token each, at the
+        positions in ``batch``; ``logits`` (B, vocab). The projections are GEMMs over the B rows (each weight read
+        once for all of them)."""
+        self._forward(ids, rows, batch=batch)
+        self._linear(rows.n, self.weights.lm_head, None, logits, rows)
+
+    def _attention(self, i: int, lw: LayerWeights, rows: _Rows, where: tuple[Array, Array] | None,
+                   batch: BatchStep | None = None) -> None:
         """rows.o = attention of rows.n (projections, RoPE, the cache append, attention, the output projection)."""
+        c = self.config
+        t = rows.n.shape[0]
+        self._project_qkv(lw, rows)
+        if batch is not None:
+            self._attend_batch(i, rows, batch)
+        else:
+            self._attend(i, rows, where)
+        self._linear(rows.attn.reshape(t, c.q_size), lw.o, lw.o_bias, rows.o, rows)
+
+    def _attend(self, i: int, rows: _Rows, where: tuple[Array, Array] | None) -> None:
+        """RoPE, the cache append and attention of one sequence's T new rows (rows.q_pre ... -> rows.attn)."""
         c, be = self.config, self.backend
         t, start = rows.n.shape[0], self.length
-        self._project_qkv(lw, rows)
         # one token: its position from the device (offset 0); a prompt: positions 0 .. t - 1 plus the start
         if t == 1:  # q and k lie side by side (``_rows``): one launch rotates both
             launch_rope(rows.qk_pre, rows.qk, self.cos, self.sin, where[0], 0, False, be)
@@ -229,7 +282,17 @@ class Llama:
             launch_prefill(rows.q, rows.k, rows.v, rows.attn, causal=True, backend=be)
         else:
             self._prefill_through_pages(i, rows)
-        self._linear(rows.attn.reshape(t, c.q_size), lw.o, lw.o_bias, rows.o, rows)
+
+    def _attend_batch(self, i: int, rows: _Rows, batch: BatchStep) -> None:
+        """The same for one new row of each of B sequences, each at its own position, over the batched caches."""
+        c, be = self.config, self.backend
+        b = rows.n.shape[0]
+        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, batch.pos, 0, False, be)
+        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, batch.pos, 0, False, be)
+        rows_of = (b * self.max_len, c.num_kv_heads, c.head_dim)
+        launch_kv_append(rows.k, batch.flat, batch.k_cache[i].reshape(rows_of), be)
+        launch_kv_append(rows.v, batch.flat, batch.v_cache[i].reshape(rows_of), be)
+        launch_decode(rows.q, batch.k_cache[i], batch.v_cache[i], batch.lens, rows.attn, backend=be, chunk=self.chunk)
 
     def _flash_prefill_applies(self) -> bool:
         d, width = self.config.head_dim, get_backend(self.backend).simd_width()
@@ -295,7 +358,8 @@ class Llama:
 
     # -- buffers ----------------------------------------------------------------------------------------------------
 
-    def _rows(self, t: int) -> _Rows:
+    def activations(self, t: int) -> _Rows:
+        """New activation buffers for a forward over t rows (t = 1: the decode step's, with fused views)."""
         c, be, dt = self.config, self.backend, self.dtype
         hd, inter = c.head_dim, c.intermediate_size
 

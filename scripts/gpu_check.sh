@@ -35,6 +35,7 @@
 #   scripts/gpu_check.sh changed the tests of the kernels and runtime pieces changed on 2026-12-02, on CUDA; the
 #                                 attention prefill timed (bench/experiments/attn_ncu.py)
 #   scripts/gpu_check.sh vchanged  the recordings (iron.graph, the decode step) on NVIDIA's Vulkan
+#   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
 #   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
@@ -148,7 +149,7 @@ if [ "$PART" = stdnew ]; then
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
    [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
-   { [ "$PART" = model ] && [ -d .gl ]; }; then
+   { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
     exit 2
@@ -183,6 +184,14 @@ if [ "$PART" = model ]; then
   # transformers: logits, greedy tokens, decode tokens/s, prefill ms, a decode step's kernels (CUPTI)
   timeout ${MODEL_TIMEOUT:-420} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends ${MODEL_BACKENDS:-cuda,vulkan} \
     2>&1 | grep -v "Writing model" | tee "$OUT/model_1b.txt" | tail -n 30
+fi
+if [ "$PART" = modelbench ]; then
+  # issue 19: iron bench's model rows (prefill 512/2048, decode batch 1/8) beside transformers eager and compiled
+  for B in ${MB_BACKENDS:-cuda}; do
+    IRON_PROGRESS=lines timeout ${MB_TIMEOUT:-500} $PY -m iron.cli.main bench --backend $B -v --filter model/ \
+      --json "$OUT/model_bench_$B.json" 2>&1 | tee "$OUT/model_bench_$B.txt" | tail -n 20
+    pack
+  done
 fi
 if [ "$PART" = ncu ]; then
   # the attention prefill kernel of a Llama-1B layer under Nsight Compute: throughput, stall reasons, occupancy

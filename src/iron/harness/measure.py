@@ -295,6 +295,8 @@ def bench_case(entry, backend: str, dname: str, shape: tuple[int, ...], seed: in
     ``ref_s`` is the primary reference's time (torch on CUDA, NumPy on the host); ``refs`` every reference's by
     family, ``ref_errors`` why a declared reference was not timed."""
     try:
+        if entry.row is not None:  # a row that measures itself (a model)
+            return entry.row(backend, dname, shape, seed, options)
         inputs = entry.make(shape, t.SCALAR_TYPES[dname].np_dtype, np.random.default_rng(seed))
         # the oracle reads only the inputs: computed once, for Iron's output and each peer's
         expected = entry.oracle(inputs) if entry.oracle else None

@@ -88,6 +88,9 @@ class Registration:
     bytes_moved: Callable[[tuple[int, ...], int], int] | None = None
     flops: Callable[[tuple[int, ...]], int] | None = None
     benched: bool = False
+    #: a row measured by its own function rather than by setup/launch (model rows, iron/model/bench_rows.py):
+    #: ``row(backend, dtype, shape, seed, options)`` returns what ``measure.bench_case`` returns
+    row: Callable[..., dict] | None = None
 
     def make(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> Arrays:
         if self.setup is None:
@@ -178,7 +181,8 @@ def bench(name: str | None = None, *, setup: Callable[[InputGen], Arrays] | None
           flops: Callable[[tuple[int, ...]], int] | None = None, shapes: list[tuple[int, ...]] | None = None,
           device_shapes: list[tuple[int, ...]] | None = None, dtypes: tuple[str, ...] | None = None,
           domain: str | None = None, oracle: Callable[[Arrays], np.ndarray] | None = None,
-          tolerance: dict[str, tuple[float, float]] | None = None) -> Callable[[Any], Any]:
+          tolerance: dict[str, tuple[float, float]] | None = None, row: Callable[..., dict] | None = None
+          ) -> Callable[[Any], Any]:
     """Register a kernel for ``iron bench`` (the decorated object is returned unchanged).
 
     ``name`` is the filter path (``std/unary/exp``); ``setup(gen)`` returns the arrays; ``launch(arrays, backend)``
@@ -186,7 +190,7 @@ def bench(name: str | None = None, *, setup: Callable[[InputGen], Arrays] | None
     ``("gemm", {"trans_b": True})``, :mod:`iron.harness.peers`) and ``mlx`` to a name; ``bytes_moved(shape,
     itemsize)`` and ``flops(shape)`` feed GB/s, GFLOP/s and the roofline; ``shapes`` are host shapes,
     ``device_shapes`` GPU shapes. The test fields (``oracle``, ``tolerance``, ``domain``) may be given here or with
-    :func:`test_kernel`.
+    :func:`test_kernel`. ``row``: a function that measures the whole row itself (see :class:`Registration`).
     """
 
     if domain is not None:
@@ -194,7 +198,7 @@ def bench(name: str | None = None, *, setup: Callable[[InputGen], Arrays] | None
 
     def register(fn: Any) -> Any:
         entry = _entry_for(fn, name, "bench")
-        _update(entry, setup=setup, launch=launch, output=output, bytes_moved=bytes_moved, flops=flops,
+        _update(entry, setup=setup, launch=launch, output=output, bytes_moved=bytes_moved, flops=flops, row=row,
                 shapes=[tuple(s) for s in shapes] if shapes is not None else None,
                 device_shapes=[tuple(s) for s in device_shapes] if device_shapes is not None else None,
                 dtypes=tuple(dtypes) if dtypes is not None else None,
@@ -259,6 +263,8 @@ def matches(name: str, pattern: str | None) -> bool:
 #: packages each of whose modules registers its kernels when imported: the std library (above this layer: named, not
 #: imported, here). A library of kernels joins ``iron bench``/``iron test``/``iron build`` by being listed.
 KERNEL_LIBRARIES = ["iron.std"]
+#: modules that register bench rows only (no kernel of their own to build or test): imported for ``iron bench``
+BENCH_ROWS = ["iron.model.bench_rows"]
 
 
 def library_modules() -> list[ModuleType]:
@@ -279,5 +285,8 @@ def load_all() -> list[Registration]:
 
 
 def selected(pattern: str | None = None, *, benched: bool = False, tested: bool = False) -> list[Registration]:
+    if benched:
+        for module in BENCH_ROWS:
+            importlib.import_module(module)
     return [e for e in load_all() if matches(e.name, pattern) and (not benched or e.benched)
             and (not tested or e.tested)]

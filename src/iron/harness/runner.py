@@ -31,7 +31,8 @@ COLUMNS = ["Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "R
            "ok"]
 
 #: the columns of each peer beside the primary reference (its time, bandwidth and Iron's speed relative to it)
-PEER_COLUMNS = {"triton": ["Triton(µs)", "Triton(GB/s)", "Iron % Triton"]}
+PEER_COLUMNS = {"triton": ["Triton(µs)", "Triton(GB/s)", "Iron % Triton"],
+                "compile": ["compiled(µs)", "compiled(GB/s)", "Iron % compiled"]}  # torch.compile (model rows)
 
 
 def _git_sha() -> str:

@@ -190,3 +190,31 @@ def test_log_of_subnormals(backend):
     z, n = np.array([0.0, -1.0], np.float32), np.full(2, 7.0, np.float32)
     logs[2](z, n, np.full(2, 7.0, np.float32), backend=backend)
     assert n[0] == -np.inf and np.isnan(n[1])
+
+
+@iron.kernel
+def half_of_shifted_ints(x: Tensor[iron.u32], ou: Tensor[iron.u32], oi: Tensor[iron.i32], of: Tensor[iron.f32]):
+    i = program_id(0)
+    b = x[i] & 7  # three significant bits, shifted by constants: the compiler knows how few bits each value has
+    ou[i] = iron.u32(iron.f16(b << 14))
+    oi[i] = iron.i32(iron.f16(-(iron.i32(b) << 14)))
+    of[i] = iron.f16(iron.f32(b << 20))
+
+
+def test_half_of_a_shifted_int_overflows_to_inf(backend, rng):
+    """An int with few significant bits past half's range (`(x != 0) << 23`) converts to f16 infinity, which a
+    float -> int cast saturates (docs/dsl.md). Fuzz seed 705000177: msl-cpu kept 8388608, as LLVM's instcombine
+    (clang 16) takes int -> half as exact when the int has at most 11 significant bits, whatever its magnitude, and
+    folds (float)(half)(float)i to (float)i; the MSL emitter now sends values past 65504 to infinity itself."""
+    n = 64
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x[:8] = (x[:8] & ~np.uint32(7)) | np.arange(8, dtype=np.uint32)  # every b: 3 << 14 is finite, 4 << 14 is not
+    ou, oi, of = np.zeros(n, np.uint32), np.zeros(n, np.int32), np.zeros(n, np.float32)
+    half_of_shifted_ints[n](x, ou, oi, of, backend=backend)
+    b = (x & 7).astype(np.float64)
+    with np.errstate(over="ignore"):
+        up, down, wide = (b * 2**14).astype(np.float16), (-b * 2**14).astype(np.float16), (b * 2**20).astype(np.float16)
+    np.testing.assert_array_equal(ou, np.where(np.isinf(up), 2**32 - 1, up.astype(np.float64)).astype(np.uint32))
+    np.testing.assert_array_equal(oi, np.where(np.isinf(down), -(2**31), down.astype(np.float64)).astype(np.int32))
+    np.testing.assert_array_equal(of, wide.astype(np.float32))
+    assert np.isinf(wide[1:8]).all() and ou[4] == 2**32 - 1 and ou[3] == 3 << 14

@@ -163,6 +163,16 @@ static inline float iron_i32_to_f32_odd(int x) {
     return x < 0 ? -f : f;
 }""")
 
+_F32_TO_F16 = Snippet("""\
+// float -> half (to nearest even) with the overflow to infinity written out. LLVM's instcombine (clang 16 in the
+// CPU model; Apple's Metal compiler is LLVM too) takes an int -> half conversion as exact when the int has at most
+// 11 significant bits, whatever its magnitude, and folds (float)(half)(float)i to (float)i: `(x != 0) << 23` then
+// stays 8388608 where half overflows to inf (fuzz seed 705000177). Magnitudes that round past half's largest
+// finite value (65504) are sent to infinity before the conversion, so the fold only ever sees values in range.
+static inline half iron_f32_to_f16(float x) {
+    return fabs(x) >= 65520.0f ? static_cast<half>(copysign(INFINITY, x)) : static_cast<half>(x);
+}""")
+
 _ATOMIC_MAX_F32 = """\
 // atomic_max on f32 with fmax semantics (a NaN operand loses) as a compare-and-swap loop: Metal has no float
 // atomic max.
@@ -251,7 +261,7 @@ static inline {ctype} iron_atomic_cas_{space}({space} {ctype}* address, {ctype} 
 
 
 def _snippets(bf16_ctype: str = "bfloat") -> dict[str, Snippet]:
-    table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "int_to_f32_odd": _INT_TO_F32_ODD,
+    table = {"erf": _ERF, "f32_to_int": _F32_TO_INT, "int_to_f32_odd": _INT_TO_F32_ODD, "f32_to_f16": _F32_TO_F16,
              **wrapping_int_helpers("static inline", "uint"),
              **wrapping_int64_helpers("static inline", "long", "ulong", "L"),
              **saturating_casts("static inline", MSL_CTYPES, "L", ("f32",)),
@@ -326,10 +336,12 @@ class MslDialect(CDialect):
         ("f32", "u32"): Template("iron_f32_to_u32({})", needs=("f32_to_int",)),
         **saturating_conversions(("f32",)),
         **{(half, "f32"): Template("static_cast<float>({})") for half in ("f16", "bf16")},
-        ("f32", "f16"): Template("static_cast<half>({})"),
+        ("f32", "f16"): Template("iron_f32_to_f16({})", needs=("f32_to_f16",)),
         ("f32", "bf16"): Template("static_cast<bfloat>({})"),
-        **{(src, half): Template(f"static_cast<{ctype}>(iron_{src}_to_f32_odd({{}}))", needs=("int_to_f32_odd",))
-           for src in ("i32", "u32") for half, ctype in (("f16", "half"), ("bf16", "bfloat"))},
+        **{(src, "f16"): Template(f"iron_f32_to_f16(iron_{src}_to_f32_odd({{}}))",
+                                  needs=("int_to_f32_odd", "f32_to_f16")) for src in ("i32", "u32")},
+        **{(src, "bf16"): Template(f"static_cast<bfloat>(iron_{src}_to_f32_odd({{}}))", needs=("int_to_f32_odd",))
+           for src in ("i32", "u32")},
     }
     atomics: ClassVar[dict[tuple[str, str], Template]] = {
         ("atomic_add", "i32"): _atomic("atomic_fetch_add_explicit", "atomic_int"),

@@ -3,6 +3,15 @@
 #include <metal_stdlib>
 using namespace metal;
 
+// float -> half (to nearest even) with the overflow to infinity written out. LLVM's instcombine (clang 16 in the
+// CPU model; Apple's Metal compiler is LLVM too) takes an int -> half conversion as exact when the int has at most
+// 11 significant bits, whatever its magnitude, and folds (float)(half)(float)i to (float)i: `(x != 0) << 23` then
+// stays 8388608 where half overflows to inf (fuzz seed 705000177). Magnitudes that round past half's largest
+// finite value (65504) are sent to infinity before the conversion, so the fold only ever sees values in range.
+static inline half iron_f32_to_f16(float x) {
+    return fabs(x) >= 65520.0f ? static_cast<half>(copysign(INFINITY, x)) : static_cast<half>(x);
+}
+
 // a % b with the dividend's sign, as C, but INT_MIN % -1 is 0 (undefined in C; x86 traps).
 static inline int iron_rem(int a, int b) {
     return b == -1 ? 0 : a % b;
@@ -93,7 +102,7 @@ kernel void warp_tile(
     // line 81: barrier()
     threadgroup_barrier(mem_flags::mem_threadgroup);
     // line 82: out[program_id(0)] = tile[BLOCK - 1 - tid] + left * pair - first + m
-    out[(int)tid] = static_cast<half>(static_cast<float>(tile[(int)(255u - (uint)tid_)]) + left * pair - first + m);
+    out[(int)tid] = iron_f32_to_f16(static_cast<float>(tile[(int)(255u - (uint)tid_)]) + left * pair - first + m);
     // line 83: if tid == 0:
     if (t0) {
         // line 84: atomic_add(total, 0, count[0])

@@ -8,8 +8,8 @@ One decoder layer, for T tokens at positions start .. start + T - 1 (batch 1):
                                                      (std/gemm for f16/bf16, std/gemm_f32) over its row ranges;
                                                      biases by std/elementwise add with row broadcast
     q,k   = rope(q), rope(k)                         std/rope, rotate-half, f32 cos/sin tables made once at reset
-                                                     (one token: q and k side by side, one launch)
-    cache[start ..] = k, v                           std/gather kv_append
+    cache[start ..] = k, v                           std/gather kv_append (one token, or a batch step: RoPE and both
+                                                     appends are one std/rope_append launch on the fused q/k/v)
     a     = attention(q, cache)                      std/attention_decode (one token); prefill: std/attention's
                                                      flash kernel, or the decode kernel over the cache (below)
     h     = h + a W_o^T;  n = rms_norm(h) * w_post    std/fused_norm add_rms_norm
@@ -51,6 +51,7 @@ from ..std.gather import launch_embedding, launch_kv_append
 from ..std.gemv import launch_gemv
 from ..std.norm import launch_rms_norm
 from ..std.rope import launch_rope
+from ..std.rope_append import launch_rope_append
 from .config import LlamaConfig, ModelError, load_config
 from .quantized import QuantWeight, parse_quantize, quant_linear
 from .weights import LayerWeights, ModelWeights, read_checkpoint, upload_weights
@@ -83,8 +84,6 @@ class _Rows:
     qkv: Array | None  # (1, q + 2 kv): the fused projection of a decode step
     gate_up: Array | None  # (1, 2 * intermediate)
     pages: tuple[Array, Array] | None = None  # the prefill fallback's block table (T, pages) and lengths (T,)
-    qk_pre: Array | None = None  # with T = 1: q_pre and k_pre as one (1, heads + kv heads, D) view (one RoPE launch)
-    qk: Array | None = None  # with T = 1: q and k as one (1, heads + kv heads, D) array
 
 
 @dataclass
@@ -265,20 +264,22 @@ class Llama:
         """RoPE, the cache append and attention of one sequence's T new rows (rows.q_pre ... -> rows.attn)."""
         c, be = self.config, self.backend
         t, start = rows.n.shape[0], self.length
-        # one token: its position from the device (offset 0); a prompt: positions 0 .. t - 1 plus the start
-        if t == 1:  # q and k lie side by side (``_rows``): one launch rotates both
-            launch_rope(rows.qk_pre, rows.qk, self.cos, self.sin, where[0], 0, False, be)
-        else:
-            launch_rope(rows.q_pre, rows.q, self.cos, self.sin, self.positions[0:t], start, False, be)
-            launch_rope(rows.k_pre, rows.k, self.cos, self.sin, self.positions[0:t], start, False, be)
-        pos = where[0] if t == 1 else self.positions[start:start + t]
-        launch_kv_append(rows.k, pos, self.k_cache[i], be)
-        launch_kv_append(rows.v, pos, self.v_cache[i], be)
-        if t == 1:  # the whole cache, its length on the device: every step launches the same shapes
+        if t == 1:  # one launch: q and k rotated at the device's position, k and v into that row of the cache
+            heads = c.num_heads + 2 * c.num_kv_heads
+            launch_rope_append(rows.qkv.reshape(1, heads, c.head_dim), rows.q, self.k_cache[i], self.v_cache[i],
+                               self.cos, self.sin, where[0], where[0], False, be)
+            # the whole cache, its length on the device: every step launches the same shapes
             shape = (1, self.max_len, c.num_kv_heads, c.head_dim)
             launch_decode(rows.q, self.k_cache[i].reshape(shape), self.v_cache[i].reshape(shape),
                           where[1], rows.attn, backend=be, chunk=self.chunk)
-        elif start == 0 and self._flash_prefill_applies():
+            return
+        # a prompt: positions start .. start + t - 1
+        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, self.positions[0:t], start, False, be)
+        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, self.positions[0:t], start, False, be)
+        pos = self.positions[start:start + t]
+        launch_kv_append(rows.k, pos, self.k_cache[i], be)
+        launch_kv_append(rows.v, pos, self.v_cache[i], be)
+        if start == 0 and self._flash_prefill_applies():
             launch_prefill(rows.q, rows.k, rows.v, rows.attn, causal=True, backend=be)
         else:
             self._prefill_through_pages(i, rows)
@@ -287,11 +288,10 @@ class Llama:
         """The same for one new row of each of B sequences, each at its own position, over the batched caches."""
         c, be = self.config, self.backend
         b = rows.n.shape[0]
-        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, batch.pos, 0, False, be)
-        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, batch.pos, 0, False, be)
         rows_of = (b * self.max_len, c.num_kv_heads, c.head_dim)
-        launch_kv_append(rows.k, batch.flat, batch.k_cache[i].reshape(rows_of), be)
-        launch_kv_append(rows.v, batch.flat, batch.v_cache[i].reshape(rows_of), be)
+        launch_rope_append(rows.qkv.reshape(b, c.num_heads + 2 * c.num_kv_heads, c.head_dim), rows.q,
+                           batch.k_cache[i].reshape(rows_of), batch.v_cache[i].reshape(rows_of), self.cos, self.sin,
+                           batch.pos, batch.flat, False, be)
         launch_decode(rows.q, batch.k_cache[i], batch.v_cache[i], batch.lens, rows.attn, backend=be, chunk=self.chunk)
 
     def _flash_prefill_applies(self) -> bool:
@@ -358,8 +358,10 @@ class Llama:
 
     # -- buffers ----------------------------------------------------------------------------------------------------
 
-    def activations(self, t: int) -> _Rows:
-        """New activation buffers for a forward over t rows (t = 1: the decode step's, with fused views)."""
+    def activations(self, t: int, fused_qkv: bool | None = None) -> _Rows:
+        """New activation buffers for a forward over t rows. ``fused_qkv`` (default: t = 1, a decode step): q, k
+        and v projected by one linear into ``qkv`` (what std/rope_append reads); else into separate arrays (what
+        the prefill's RoPE and flash attention read)."""
         c, be, dt = self.config, self.backend, self.dtype
         hd, inter = c.head_dim, c.intermediate_size
 
@@ -377,20 +379,16 @@ class Llama:
             k_pre = flat[c.q_size:c.q_size + c.kv_size].reshape(1, c.num_kv_heads, hd)
             v = flat[c.q_size + c.kv_size:].reshape(1, c.num_kv_heads, hd)
             gate, up = gate_up.reshape(-1)[0:inter].reshape(1, inter), gate_up.reshape(-1)[inter:].reshape(1, inter)
-            heads = c.num_heads + c.num_kv_heads
-            qk_pre = flat[0:c.q_size + c.kv_size].reshape(1, heads, hd)
-            qk = new(1, heads, hd)
-            q = qk.reshape(-1)[0:c.q_size].reshape(1, c.num_heads, hd)
-            k = qk.reshape(-1)[c.q_size:].reshape(1, c.num_kv_heads, hd)
         else:
-            qkv = gate_up = None
+            fused = bool(fused_qkv)
+            qkv = new(t, c.q_size + 2 * c.kv_size) if fused else None
+            gate_up = None
             q_pre, k_pre, v = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd), new(t, c.num_kv_heads, hd)
             gate, up = new(t, inter), new(t, inter)
-            qk_pre = qk = None
-            q, k = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd)
+        q, k = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd)
         return _Rows(h=[new(t, c.hidden_size), new(t, c.hidden_size)], n=new(t, c.hidden_size), q_pre=q_pre,
                      k_pre=k_pre, v=v, q=q, k=k, attn=new(t, c.num_heads, hd), o=new(t, c.hidden_size), gate=gate,
-                     up=up, act=new(t, inter), tmp=tmp, qkv=qkv, gate_up=gate_up, qk_pre=qk_pre, qk=qk)
+                     up=up, act=new(t, inter), tmp=tmp, qkv=qkv, gate_up=gate_up)
 
 
 def slot_array(values: np.ndarray) -> np.ndarray:

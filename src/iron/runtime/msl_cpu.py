@@ -280,10 +280,16 @@ class MslCpuBackend(Backend):
         src = self.emitted(variant)
         by_source = {p.name: p for p in k.params}
         keep: list[Any] = []
+        staged: list[tuple[np.ndarray, np.ndarray]] = []  # (the caller's misaligned array, its aligned copy) if written
         args = (ctypes.c_void_p * max(len(src.params), 1))()
         for i, p in enumerate(src.params):
             if p.kind == "buffer":
                 arr = arrays[p.source]
+                if arr.ctypes.data % BUFFER_ALIGN:  # a view: the model's 16-byte accesses need an aligned start
+                    copy = aligned_copy(arr)
+                    if not by_source[p.source].readonly:
+                        staged.append((arr, copy))
+                    arr = copy
                 args[i] = arr.ctypes.data
                 keep.append(arr)
                 continue
@@ -305,6 +311,22 @@ class MslCpuBackend(Backend):
                         error, len(error))
         if rc != 0:
             raise _launch_failure(k, grid, error.value.decode(errors="replace"), src.source)
+        for arr, copy in staged:
+            arr[...] = copy
+
+
+#: where every buffer starts (docs/dsl.md: "buffers start 16-byte aligned"; the model's vector accesses are aligned
+#: loads): a NumPy or Array view that starts elsewhere runs through an aligned copy, as a misaligned Vulkan view does
+BUFFER_ALIGN = 16
+
+
+def aligned_copy(arr: np.ndarray) -> np.ndarray:
+    """A copy of the flat array ``arr`` starting on a BUFFER_ALIGN-byte boundary."""
+    raw = np.empty(arr.nbytes + BUFFER_ALIGN, np.uint8)
+    start = -raw.ctypes.data % BUFFER_ALIGN
+    out = raw[start:start + arr.nbytes].view(arr.dtype)
+    out[...] = arr
+    return out
 
 
 #: the model's report of an integer division or remainder by zero (``iron_model::divisor`` in metal_driver.h)

@@ -13,7 +13,8 @@ One decoder layer, for T tokens at positions start .. start + T - 1 (batch 1):
     a     = attention(q, cache)                      std/attention_decode (one token); prefill: std/attention's
                                                      flash kernel, or the decode kernel over the cache (below)
     h     = h + a W_o^T;  n = rms_norm(h) * w_post    std/fused_norm add_rms_norm
-    m     = silu(n W_gate^T) * (n W_up^T)            gemv/GEMM, std/elementwise swiglu
+    m     = silu(n W_gate^T) * (n W_up^T)            gemv/GEMM, std/elementwise swiglu (one token: inside the down
+                                                     projection's GEMV, std/gemv's GLU variant)
     h     = h + m W_down^T                           fused with the next layer's (or the final) norm
 
 then logits = rms_norm(h) W_head^T (the last row only, unless all rows are asked for), and the next token by
@@ -337,18 +338,23 @@ class Llama:
             for out, first in ((rows.gate, 0), (rows.up, inter)):
                 bias = None if lw.gate_up_bias is None else lw.gate_up_bias[first:first + inter]
                 self._linear(rows.n, lw.gate_up[first:first + inter], bias, out, rows)
+        if rows.gate_up is not None and not isinstance(lw.down, QuantWeight):  # one token: SwiGLU in the GEMV
+            self._linear(rows.gate_up, lw.down, lw.down_bias, rows.o, rows, glu=True)
+            return
         launch_swiglu(rows.gate, rows.up, rows.act, self.backend)
         self._linear(rows.act, lw.down, lw.down_bias, rows.o, rows)
 
-    def _linear(self, x: Array, w: Array | QuantWeight, bias: Array | None, out: Array, rows: _Rows) -> None:
+    def _linear(self, x: Array, w: Array | QuantWeight, bias: Array | None, out: Array, rows: _Rows,
+                glu: bool = False) -> None:
         """out (T, N) = x (T, K) @ w (N, K)^T (+ bias): a GEMV for one row, else a GEMM (dequantizing ones for a
-        quantized w)."""
+        quantized w). ``glu`` (one row, w not quantized): x is (gate, up), 2 K values, and the GEMV multiplies
+        silu(gate) * up (std/gemv's GLU variant)."""
         be, t = self.backend, x.shape[0]
         y = out if bias is None else rows.tmp[0:out.size].reshape(out.shape)
         if isinstance(w, QuantWeight):
             quant_linear(x, w, y, be)
         elif t == 1:
-            launch_gemv(w, x.reshape(-1), y.reshape(-1), be)
+            launch_gemv(w, x.reshape(-1), y.reshape(-1), be, glu=glu)
         elif self.dtype == "f32":
             gemm_f32.launch(x, w, y, trans_b=True, backend=be)
         else:

@@ -25,6 +25,7 @@ from ..lang import (
     T,
     Tensor,
     barrier,
+    cast,
     constexpr,
     f32,
     group_id,
@@ -39,6 +40,7 @@ from ..lang import (
     vload,
 )
 from ..runtime import get_backend
+from .elementwise import SILU, unary_op
 from .softmax import dtype_label
 
 #: the default variant (``iron build``, the compile tests): valid for every dtype
@@ -46,13 +48,16 @@ BLOCK = 256
 VEC = 4
 ROWS = 4
 UNROLL = 2
+GLU = 0
 
 
 @kernel
 def gemv(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, BLOCK: constexpr, VEC: constexpr,
-         ROWS: constexpr, UNROLL: constexpr):
+         ROWS: constexpr, UNROLL: constexpr, GLU: constexpr):
     """y[r] = sum_c a[r, c] * x[c] for a row-major (nrows, ncols) matrix, ncols a multiple of VEC; launch
-    ceil(nrows / ROWS) * BLOCK threads in groups of BLOCK. Sums in f32."""
+    ceil(nrows / ROWS) * BLOCK threads in groups of BLOCK. Sums in f32. GLU = 1: x holds 2 ncols values (gate, up)
+    and the vector is silu(gate) * up rounded to T, as std/elementwise swiglu would have stored it (SwiGLU fused
+    into the down projection of a decode step: one launch and one round trip less)."""
     tid = local_id(0)
     row0 = group_id(0) * ROWS
     nvec = ncols // VEC
@@ -65,9 +70,15 @@ def gemv(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, BLOCK
         for u in static_range(UNROLL):
             v = v0 + u * BLOCK
             if v < nvec:
-                xv = vload(x, v * VEC, VEC)
-                for j in static_range(VEC):
-                    xs[u * VEC + j] = xv[j]
+                if GLU:
+                    gv = vload(x, v * VEC, VEC)
+                    uv = vload(x, ncols + v * VEC, VEC)
+                    for j in static_range(VEC):
+                        xs[u * VEC + j] = cast(unary_op(cast(gv[j], f32), SILU) * cast(uv[j], f32), T)
+                else:
+                    xv = vload(x, v * VEC, VEC)
+                    for j in static_range(VEC):
+                        xs[u * VEC + j] = xv[j]
                 for r in static_range(ROWS):
                     # rows past the end re-read the last row (in bounds, never stored)
                     ar = vload(a, min(row0 + r, nrows - 1) * ncols + v * VEC, VEC)
@@ -119,8 +130,9 @@ def plan_gemv(nrows: int, ncols: int, itemsize: int) -> tuple[int, int, int, int
 GEMV_TUNING = {"cuda": [(128, 4, 2), (256, 8, 1), (128, 8, 2), (64, 8, 4), (256, 2, 4), (128, 2, 4)]}
 
 
-def launch_gemv(a: Any, x: Any, y: Any, backend: str | None = None) -> tuple[int, int, int, int]:
-    """y = a @ x for a C-contiguous (nrows, ncols) matrix; returns the constexprs it ran."""
+def launch_gemv(a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False) -> tuple[int, int, int, int]:
+    """y = a @ x for a C-contiguous (nrows, ncols) matrix; returns the constexprs it ran. ``glu``: x is (gate, up),
+    2 ncols values, and y = a @ (silu(gate) * up) (the gated vector rounded to a's dtype)."""
     nrows, ncols = a.shape
     block, vec, rows, unroll = plan_gemv(nrows, ncols, a.dtype.itemsize)
     be = backend or get_backend(None).name
@@ -131,9 +143,10 @@ def launch_gemv(a: Any, x: Any, y: Any, backend: str | None = None) -> tuple[int
     def run(cfg: dict) -> None:
         groups = -(-nrows // cfg["ROWS"])
         gemv[groups * cfg["BLOCK"], cfg["BLOCK"]](a, x, y, nrows, ncols, cfg["BLOCK"], vec, cfg["ROWS"],
-                                                  cfg["UNROLL"], backend=backend)
+                                                  cfg["UNROLL"], int(glu), backend=backend)
 
-    cfg = tune("std/gemv", configs, run, backend=be, dtype=dtype_label(a), key=(nrows, ncols))
+    name = "std/gemv_glu" if glu else "std/gemv"
+    cfg = tune(name, configs, run, backend=be, dtype=dtype_label(a), key=(nrows, ncols))
     run(cfg)
     return cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"]
 

@@ -229,11 +229,11 @@ def _fast_add_into(launched):
 
 def _check_fast_aliasing(x, y, served) -> None:
     assert not served(x, y, x)  # the same tensor read as `a` and written as `out`
-    assert not served(x, y, FakeTensor(1000, 0x10000 + 4 * 999))  # out's first element is a's last
+    assert not served(x, y, FakeTensor(1000, 0x10000 + 4 * 996))  # out's first elements are a's last four
     assert not served(FakeTensor(1000, 0x30000 + 4 * 500), y, FakeTensor(1000, 0x30000))
     assert served(x, y, FakeTensor(1000, 0x10000 + 4 * 1000))  # adjacent, not overlapping
     assert served(x, x, FakeTensor(1000, 0x30000))  # read-only sharing
-    assert served(x, FakeTensor(1000, 0x10000 + 8), FakeTensor(1000, 0x30000))
+    assert served(x, FakeTensor(1000, 0x10000 + 16), FakeTensor(1000, 0x30000))
 
 
 def test_python_fast_launcher_declines_overlapping_buffers(recorder):  # noqa: F811 - the imported fixture

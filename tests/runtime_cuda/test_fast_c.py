@@ -230,6 +230,7 @@ def test_compiled_launcher_checks_the_device(driver, monkeypatch, single):
     assert fast((FakeTensor(64, 0x1000, device=-1), out, 1.0, 64, 0)) is False  # a CPU tensor
     assert fast((FakeTensor(64, 0x1000, device=1), out, 1.0, 64, 0)) is single  # another GPU: only seen if several
     assert fast((FakeTensor(63, 0x1000), out, 1.0, 64, 0)) is False  # 252 bytes < 64 f32
+    assert fast((FakeTensor(64, 0x1004), out, 1.0, 64, 0)) is False  # off a 16-byte boundary: the full path aligns
 
 
 def test_a_kernel_made_at_run_time_is_freed_with_its_compiled_launcher(driver, monkeypatch):
@@ -284,13 +285,13 @@ def test_a_call_reentered_during_its_checks_still_launches_its_own_pointers(driv
     rec, seen = _rec(driver), []
 
     def inner():
-        assert d(FakeTensor(64, 0xBBBB), FakeTensor(64, 0xCCCC), 2.0) is None
+        assert d(FakeTensor(64, 0xBBB0), FakeTensor(64, 0xCCC0), 2.0) is None
         seen.append((rec[10], rec[11]))
 
     pending.append(inner)
-    assert d(FakeTensor(64, 0xAAAA), out, 2.0) is None
-    assert seen == [(0xBBBB, 0xCCCC)]
-    assert (rec[10], rec[11]) == (0xAAAA, 0x2000)
+    assert d(FakeTensor(64, 0xAAA0), out, 2.0) is None
+    assert seen == [(0xBBB0, 0xCCC0)]
+    assert (rec[10], rec[11]) == (0xAAA0, 0x2000)
 
 
 @pytest.mark.parametrize("mode", ["c", "python"])

@@ -116,6 +116,7 @@ def test_fast_path_relaunches_with_new_pointers_and_falls_back(recorder):
     assert fast((FakeTensor(999, 0x1000), out)) is False  # too small for the grid
     assert fast((FakeTensor(1000, 0x1000, dtype=F16), out)) is False  # another dtype: another variant
     assert fast((FakeTensor(1000, 0x1000, contiguous=False), out)) is False
+    assert fast((FakeTensor(1000, 0x1008), out)) is False  # off a 16-byte boundary: the full path aligns it
     assert fast((a,)) is False
     assert len(recorder.calls) == launched
 

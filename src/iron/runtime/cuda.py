@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import IronError, LaunchError
 from ..interp import shared_sizes
+from . import cuda_align
 from .arrays import check_array_backend, is_iron_array
 from .artifacts import Emitted, write_cuda
 from .backend import Backend
@@ -334,8 +335,11 @@ class CudaBackend(Backend):
         stream = self._stream_for(any(isinstance(a, DeviceArg) and a.torch for a in arrays.values()))
         if host and self.capture is not None:
             raise LaunchError("NumPy arrays cannot be used inside iron.cuda.graph(): pass device arrays (torch/CuPy)")
-        staged = {}
+        staged, aligned = {}, {}
         try:
+            # device views off a 16-byte boundary run through aligned copies (cuda_align)
+            aligned = cuda_align.stage(cuda_align.misaligned(arrays, DeviceArg), arrays, self.device(), stream,
+                                       self.capture is not None)
             for name, a in host:
                 nbytes = a.array.nbytes
                 dev_buf = self.pool.get("device", nbytes, stream)
@@ -344,11 +348,13 @@ class CudaBackend(Backend):
                 dev_buf.copy_from(pin, stream=stream)
                 staged[name] = (dev_buf, pin, nbytes)
             args = []
-            tmaps = iter(self._tensor_maps(src, arrays, staged, scalars, stream, variant.kernel.name))
+            moved = {name: int(buf.handle) for name, buf in aligned.items()}
+            moved.update({name: int(entry[0].handle) for name, entry in staged.items()})
+            tmaps = iter(self._tensor_maps(src, arrays, moved, scalars, stream, variant.kernel.name))
             for p in src.params:
                 if p.kind == "buffer":
                     a = arrays[p.source]
-                    args.append(np.uint64(int(staged[p.source][0].handle) if p.source in staged else a.ptr))
+                    args.append(np.uint64(moved[p.source] if p.source in moved else a.ptr))
                 elif p.kind == "scalar":
                     args.append(scalars[p.source])
                 elif p.kind == "tmap":
@@ -363,8 +369,9 @@ class CudaBackend(Backend):
                 shmem = src.launch_shared_bytes(scalars)
             config = LaunchConfig(grid=blocks, block=block, shmem_size=shmem)
             launch(stream, config, kern, *args)
+            written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
+            cuda_align.unstage(aligned, arrays, written, stream)
             if staged:
-                written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
                 for name, (dev_buf, pin, _) in staged.items():
                     if name in written:
                         pin.copy_from(dev_buf, stream=stream)
@@ -382,11 +389,12 @@ class CudaBackend(Backend):
                 self.pool.put("device", dev_buf)
                 self.pool.put("pinned", pin)
 
-    def _tensor_maps(self, src, arrays, staged, scalars, stream, kernel: str) -> list[int]:
-        """The copy engine's descriptors of this launch (``cuda_tma``), in parameter order."""
+    def _tensor_maps(self, src, arrays, moved, scalars, stream, kernel: str) -> list[int]:
+        """The copy engine's descriptors of this launch (``cuda_tma``), in parameter order (``moved``: the address
+        of each argument that runs through a copy)."""
         if not src.tensor_maps:
             return []
-        buffers = {name: (int(staged[name][0].handle) if name in staged else a.ptr, a.size)
+        buffers = {name: (moved[name] if name in moved else a.ptr, a.size)
                    for name, a in arrays.items() if a is not None}
         return self.tensor_map_cache().pointers(src.tensor_maps, buffers, scalars, int(stream.handle), kernel)
 

@@ -235,13 +235,13 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
         if kind == "buffer":
             ns[f"T{i}"], ns[f"D{i}"], ns[f"S{i}"] = a, b, slots[index_of[name]]
             code += [f"    if (type({v}) is not T{i} or {v}.dtype is not D{i} or {v}.get_device() != DEV"
-                     f" or not {v}.is_contiguous() or {v}.numel() < {int(d)}):",
-                     "        return False"]
+                     f" or not {v}.is_contiguous() or {v}.numel() < {int(d)} or {v}.data_ptr() % 16):",
+                     "        return False"]  # off a 16-byte boundary: the full path aligns it (cuda_align)
             writes.append(f"    S{i}.value = {v}_lo" if written else f"    S{i}.value = {v}.data_ptr()")
         elif kind == "array":
             ns[f"T{i}"], ns[f"D{i}"], ns[f"S{i}"] = a, b, slots[index_of[name]]
             code += [f"    if type({v}) is not T{i} or {v}.dtype is not D{i} or {v}.backend != BK"
-                     f" or {v}.size < {int(d)}:",
+                     f" or {v}.size < {int(d)} or ({v}._store.ptr + {v}._offset) % 16:",
                      "        return False"]
             writes.append(f"    S{i}.value = {v}_lo" if written else f"    S{i}.value = {v}._store.ptr + {v}._offset")
         elif kind == "scalar":

@@ -138,6 +138,7 @@ static int check_buffer(FastLaunch *self, const Param *p, PyObject *v, Slot *slo
     void *ptr = PyLong_AsVoidPtr(r);
     Py_DECREF(r);
     if (ptr == NULL && PyErr_Occurred()) return -1;
+    if ((uintptr_t)ptr % 16) return 0; /* off a 16-byte boundary: the full path aligns it (cuda_align.py) */
     slots[p->slot].ptr = ptr;
     return 1;
 }

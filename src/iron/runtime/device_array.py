@@ -39,6 +39,14 @@ class Array:
         self.size = math.prod(shape)
         self.nbytes = self.size * dtype.itemsize
 
+    def _view(self, offset: int, shape: tuple[int, ...], size: int) -> Array:
+        """A view of this array's store, its facts given (launch helpers make several per launch: no re-checks)."""
+        view = _NEW(Array)
+        view._store, view._offset, view.shape, view.dtype, view.backend = self._store, offset, shape, self.dtype, \
+            self.backend
+        view.size, view.nbytes = size, size * self.dtype.itemsize
+        return view
+
     # -- facts ---------------------------------------------------------------------------------------------------
 
     @property
@@ -94,19 +102,20 @@ class Array:
         """``x[a:b]`` (step 1) or ``x[i]`` on the first axis: a view of the same memory."""
         if not self.shape:
             raise IndexError("a 0-d iron array cannot be indexed")
-        n, row = self.shape[0], math.prod(self.shape[1:]) * self.itemsize
+        n = self.shape[0]
+        per = self.size // n if n else math.prod(self.shape[1:])  # elements of one row
+        row = per * self.dtype.itemsize
         if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             i = int(key) + (n if key < 0 else 0)
             if not 0 <= i < n:
                 raise IndexError(f"index {int(key)} is out of bounds for axis 0 of size {n}")
-            return Array(self._store, self._offset + i * row, self.shape[1:], self.dtype, self.backend)
+            return self._view(self._offset + i * row, self.shape[1:], per)
         if isinstance(key, slice):
             start, stop, step = key.indices(n)
             if step != 1:
                 raise IndexError("iron arrays take slices with step 1 only (a view must stay contiguous)")
             stop = max(start, stop)
-            return Array(self._store, self._offset + start * row, (stop - start, *self.shape[1:]), self.dtype,
-                         self.backend)
+            return self._view(self._offset + start * row, (stop - start, *self.shape[1:]), (stop - start) * per)
         raise IndexError(f"iron arrays take an int or a slice on the first axis, got {type(key).__name__}; "
                          "copy with .numpy() for other indexing")
 
@@ -114,6 +123,8 @@ class Array:
         """The same memory seen with another shape (one -1 allowed)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        if len(shape) == 1 and shape[0] == -1:  # flattening, the common case in launch helpers
+            return self._view(self._offset, (self.size,), self.size)
         dims = [int(d) for d in shape]
         if dims.count(-1) > 1:
             raise ValueError("reshape takes at most one -1")
@@ -122,7 +133,7 @@ class Array:
             dims[dims.index(-1)] = self.size // rest if rest else 0
         if math.prod(dims) != self.size or any(d < 0 for d in dims):
             raise ValueError(f"cannot reshape an array of {self.size} elements to {tuple(shape)}")
-        return Array(self._store, self._offset, tuple(dims), self.dtype, self.backend)
+        return self._view(self._offset, tuple(dims), self.size)
 
     # -- interchange ---------------------------------------------------------------------------------------------
 
@@ -154,6 +165,8 @@ class Array:
 
 
 # -- construction ------------------------------------------------------------------------------------------------
+
+_NEW = object.__new__
 
 def _dtype(dtype: Any) -> t.ScalarType:
     if isinstance(dtype, t.ScalarType):

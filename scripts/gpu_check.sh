@@ -35,6 +35,7 @@
 #   scripts/gpu_check.sh changed the tests of the kernels and runtime pieces changed on 2026-12-02, on CUDA; the
 #                                 attention prefill timed (bench/experiments/attn_ncu.py)
 #   scripts/gpu_check.sh vchanged  the recordings (iron.graph, the decode step) on NVIDIA's Vulkan
+#   scripts/gpu_check.sh session7 the tests of the 2026-12-03 session's changes on CUDA and hip-on-cuda; f32 GEMM rows
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -184,6 +185,19 @@ if [ "$PART" = model ]; then
   # transformers: logits, greedy tokens, decode tokens/s, prefill ms, a decode step's kernels (CUPTI)
   timeout ${MODEL_TIMEOUT:-420} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends ${MODEL_BACKENDS:-cuda,vulkan} \
     2>&1 | grep -v "Writing model" | tee "$OUT/model_1b.txt" | tail -n 30
+fi
+if [ "$PART" = session7 ]; then
+  # the tests of the 2026-12-03 session's changes on CUDA and hip-on-cuda (batched decode, model bench rows,
+  # rope_append, the gated GEMV, misaligned views through aligned copies, the fast launchers' alignment check, the
+  # f32 GEMM's new configurations), then the f32 GEMM and GEMV rows beside torch
+  IRON_TEST_BACKENDS=cuda,hip-on-cuda timeout ${S7_TIMEOUT:-300} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/models/test_batch_decode.py tests/models/test_bench_rows.py tests/std/test_rope_append.py \
+    tests/std/test_gemv_glu.py tests/hostile/test_misaligned_views.py tests/runtime_cuda tests/std/test_gemm_f32.py \
+    tests/models/test_decode_graph.py --maxfail=30 2>&1 | tee "$OUT/pytest_session7.txt" | tail -n 30
+  pack
+  IRON_PROGRESS=lines timeout 200 $PY -m iron.cli.main bench --backend cuda -v --dtype f32 --filter "std/gemm/gemm_f32*" \
+    --json "$OUT/gemm_f32.json" 2>&1 | tee "$OUT/gemm_f32.txt" | tail -n 12
+  pack
 fi
 if [ "$PART" = modelbench ]; then
   # issue 19: iron bench's model rows (prefill 512/2048, decode batch 1/8) beside transformers eager and compiled

@@ -74,7 +74,7 @@ class BatchDecoder:
                                     v_cache=v)
         self.ids = empty((n,), i32, backend=be)  # the tokens of the step about to run
         self.history = asarray(np.full(max_new_tokens * n, -1, np.int32), backend=be)
-        self.rows = model.activations(n, fused_qkv=True)
+        self.rows = model.activations(n)
         self.logits = empty((n, c.vocab_size), dt, backend=be)
         self.capture = capture and graphs_apply(model)
         self.recording = None

@@ -4,17 +4,17 @@ of the loop is a launch of a std kernel (no NumPy or torch math between them).
 One decoder layer, for T tokens at positions start .. start + T - 1 (batch 1):
 
     n     = rms_norm(h) * w_in                       std/norm (fused with the previous residual add: std/fused_norm)
-    q,k,v = n W_qkv^T (+ b)                          T = 1: one std/gemv over the fused matrix; else three GEMMs
-                                                     (std/gemm for f16/bf16, std/gemm_f32) over its row ranges;
-                                                     biases by std/elementwise add with row broadcast
-    q,k   = rope(q), rope(k)                         std/rope, rotate-half, f32 cos/sin tables made once at reset
-    cache[start ..] = k, v                           std/gather kv_append (one token, or a batch step: RoPE and both
-                                                     appends are one std/rope_append launch on the fused q/k/v)
+    qkv   = n W_qkv^T (+ b)                          one linear over the fused matrix: std/gemv (T = 1), else
+                                                     std/gemm (f16/bf16) or std/gemm_f32; biases by std/elementwise
+                                                     add with row broadcast
+    q, cache[start ..] = rope(q), (rope(k), v)       std/rope_append: one launch (f32 cos/sin tables made at reset)
     a     = attention(q, cache)                      std/attention_decode (one token); prefill: std/attention's
-                                                     flash kernel, or the decode kernel over the cache (below)
+                                                     flash kernel over the prompt's rows of the cache, or the decode
+                                                     kernel over the cache (below)
     h     = h + a W_o^T;  n = rms_norm(h) * w_post    std/fused_norm add_rms_norm
-    m     = silu(n W_gate^T) * (n W_up^T)            gemv/GEMM, std/elementwise swiglu (one token: inside the down
-                                                     projection's GEMV, std/gemv's GLU variant)
+    gu    = n W_gate_up^T;  m = silu(gu_g) * gu_u     one linear over the fused matrix, std/elementwise swiglu_rows
+                                                     (one token: the gating inside the down projection's GEMV,
+                                                     std/gemv's GLU variant)
     h     = h + m W_down^T                           fused with the next layer's (or the final) norm
 
 then logits = rms_norm(h) W_head^T (the last row only, unless all rows are asked for), and the next token by
@@ -22,10 +22,11 @@ std/reductions argmax or std/sampling.
 
 Prefill attention. std/attention's flash kernel reads f16/bf16 only, and keeps D / simd_size() output columns per
 lane (so D must be a multiple of the SIMD width). Where it applies (a half dtype, such a head dim, an empty cache) it
-runs on the prompt's own k and v. Elsewhere (f32 models, small heads, a prefill continuing a cache) the prompt's T
-queries run as a batch of T "sequences" through the *paged* decode kernel, all sharing one block table over the
-cache (page j holds positions 16 j ..), sequence t with length start + t + 1: causal attention by construction, in
-every dtype. It reads the cache once per query row, which is fine for short prompts and slow for long f32 ones.
+runs on the prompt's own rows of the cache. Elsewhere (f32 models, small heads, a prefill continuing a cache) the
+prompt's T queries run as a batch of T "sequences" through the *paged* decode kernel, all sharing one block table
+over the cache (page j holds positions 16 j ..), sequence t with length start + t + 1: causal attention by
+construction, in every dtype. It reads the cache once per query row, which is fine for short prompts and slow for
+long f32 ones.
 
 Scalars that change every step (the cache position, the length, the sampled token) live in device arrays that a
 step reads through views, so a decode step writes nothing from the host and never waits: ``slots`` holds 0, 1, 2,
@@ -46,12 +47,11 @@ from ..runtime.device_array import Array, asarray, empty
 from ..std import gemm, gemm_f32
 from ..std.attention import launch_prefill
 from ..std.attention_decode import launch_decode, launch_decode_paged, plan_chunk
-from ..std.elementwise import launch_binary, launch_swiglu
+from ..std.elementwise import launch_binary, launch_swiglu_rows
 from ..std.fused_norm import launch_add_rms_norm
-from ..std.gather import launch_embedding, launch_kv_append
+from ..std.gather import launch_embedding
 from ..std.gemv import launch_gemv
 from ..std.norm import launch_rms_norm
-from ..std.rope import launch_rope
 from ..std.rope_append import launch_rope_append
 from .config import LlamaConfig, ModelError, load_config
 from .quantized import QuantWeight, parse_quantize, quant_linear
@@ -71,19 +71,13 @@ class _Rows:
 
     h: list[Array]  # two residual streams (T, hidden), written in turn
     n: Array  # normed (T, hidden)
-    q_pre: Array  # (T, heads, D) before RoPE; with T = 1 views of ``qkv``
-    k_pre: Array
-    v: Array
-    q: Array  # after RoPE
-    k: Array
+    qkv: Array  # (T, q + 2 kv): the fused projection [q | k | v] of each row
+    q: Array  # (T, heads, D): q after RoPE (k and v go to the cache)
     attn: Array  # (T, heads, D)
     o: Array  # (T, hidden): attention output projected, then the MLP's
-    gate: Array  # (T, intermediate); with T = 1 views of ``gate_up``
-    up: Array
+    gate_up: Array  # (T, 2 * intermediate): the fused projection [gate | up]
     act: Array  # silu(gate) * up
     tmp: Array | None  # flat scratch for a linear's output before its bias is added
-    qkv: Array | None  # (1, q + 2 kv): the fused projection of a decode step
-    gate_up: Array | None  # (1, 2 * intermediate)
     pages: tuple[Array, Array] | None = None  # the prefill fallback's block table (T, pages) and lengths (T,)
 
 
@@ -262,26 +256,22 @@ class Llama:
         self._linear(rows.attn.reshape(t, c.q_size), lw.o, lw.o_bias, rows.o, rows)
 
     def _attend(self, i: int, rows: _Rows, where: tuple[Array, Array] | None) -> None:
-        """RoPE, the cache append and attention of one sequence's T new rows (rows.q_pre ... -> rows.attn)."""
+        """RoPE, the cache append and attention of one sequence's T new rows (rows.qkv -> rows.attn). One launch
+        rotates q into rows.q and k into the cache and copies v there (std/rope_append); then a token attends over
+        the whole cache (its length on the device: every step launches the same shapes), a prompt over its own
+        rows of the cache (flash kernel) or, continuing a cache, through the paged decode kernel."""
         c, be = self.config, self.backend
         t, start = rows.n.shape[0], self.length
-        if t == 1:  # one launch: q and k rotated at the device's position, k and v into that row of the cache
-            heads = c.num_heads + 2 * c.num_kv_heads
-            launch_rope_append(rows.qkv.reshape(1, heads, c.head_dim), rows.q, self.k_cache[i], self.v_cache[i],
-                               self.cos, self.sin, where[0], where[0], False, be)
-            # the whole cache, its length on the device: every step launches the same shapes
+        heads = c.num_heads + 2 * c.num_kv_heads
+        pos = where[0] if t == 1 else self.positions[start:start + t]
+        launch_rope_append(rows.qkv.reshape(t, heads, c.head_dim), rows.q, self.k_cache[i], self.v_cache[i],
+                           self.cos, self.sin, pos, pos, False, be)
+        if t == 1:
             shape = (1, self.max_len, c.num_kv_heads, c.head_dim)
             launch_decode(rows.q, self.k_cache[i].reshape(shape), self.v_cache[i].reshape(shape),
                           where[1], rows.attn, backend=be, chunk=self.chunk)
-            return
-        # a prompt: positions start .. start + t - 1
-        launch_rope(rows.q_pre, rows.q, self.cos, self.sin, self.positions[0:t], start, False, be)
-        launch_rope(rows.k_pre, rows.k, self.cos, self.sin, self.positions[0:t], start, False, be)
-        pos = self.positions[start:start + t]
-        launch_kv_append(rows.k, pos, self.k_cache[i], be)
-        launch_kv_append(rows.v, pos, self.v_cache[i], be)
-        if start == 0 and self._flash_prefill_applies():
-            launch_prefill(rows.q, rows.k, rows.v, rows.attn, causal=True, backend=be)
+        elif start == 0 and self._flash_prefill_applies():
+            launch_prefill(rows.q, self.k_cache[i][0:t], self.v_cache[i][0:t], rows.attn, causal=True, backend=be)
         else:
             self._prefill_through_pages(i, rows)
 
@@ -318,30 +308,17 @@ class Llama:
         launch_decode_paged(rows.q, k, v, table, lens, rows.attn, backend=self.backend)
 
     def _project_qkv(self, lw: LayerWeights, rows: _Rows) -> None:
-        c = self.config
-        if rows.qkv is not None:  # one token: one GEMV over the fused matrix, q/k/v are views of its output
-            self._linear(rows.n, lw.qkv, lw.qkv_bias, rows.qkv, rows)
-            return
-        t = rows.n.shape[0]
-        spans = ((rows.q_pre, 0, c.q_size), (rows.k_pre, c.q_size, c.kv_size),
-                 (rows.v, c.q_size + c.kv_size, c.kv_size))
-        for out, first, size in spans:
-            bias = None if lw.qkv_bias is None else lw.qkv_bias[first:first + size]
-            self._linear(rows.n, lw.qkv[first:first + size], bias, out.reshape(t, size), rows)
+        """rows.qkv = n W_qkv^T (+ b): one linear over the fused matrix."""
+        self._linear(rows.n, lw.qkv, lw.qkv_bias, rows.qkv, rows)
 
     def _mlp(self, lw: LayerWeights, rows: _Rows) -> None:
-        """rows.o = down(silu(gate(n)) * up(n))."""
-        inter = self.config.intermediate_size
-        if rows.gate_up is not None:
-            self._linear(rows.n, lw.gate_up, lw.gate_up_bias, rows.gate_up, rows)
-        else:
-            for out, first in ((rows.gate, 0), (rows.up, inter)):
-                bias = None if lw.gate_up_bias is None else lw.gate_up_bias[first:first + inter]
-                self._linear(rows.n, lw.gate_up[first:first + inter], bias, out, rows)
-        if rows.gate_up is not None and not isinstance(lw.down, QuantWeight):  # one token: SwiGLU in the GEMV
+        """rows.o = down(silu(gate(n)) * up(n)): one linear over the fused gate/up matrix; one token gates inside the
+        down GEMV (std/gemv's GLU variant), several rows through std/elementwise swiglu_rows."""
+        self._linear(rows.n, lw.gate_up, lw.gate_up_bias, rows.gate_up, rows)
+        if rows.n.shape[0] == 1 and not isinstance(lw.down, QuantWeight):
             self._linear(rows.gate_up, lw.down, lw.down_bias, rows.o, rows, glu=True)
             return
-        launch_swiglu(rows.gate, rows.up, rows.act, self.backend)
+        launch_swiglu_rows(rows.gate_up, rows.act, self.backend)
         self._linear(rows.act, lw.down, lw.down_bias, rows.o, rows)
 
     def _linear(self, x: Array, w: Array | QuantWeight, bias: Array | None, out: Array, rows: _Rows,
@@ -364,10 +341,8 @@ class Llama:
 
     # -- buffers ----------------------------------------------------------------------------------------------------
 
-    def activations(self, t: int, fused_qkv: bool | None = None) -> _Rows:
-        """New activation buffers for a forward over t rows. ``fused_qkv`` (default: t = 1, a decode step): q, k
-        and v projected by one linear into ``qkv`` (what std/rope_append reads); else into separate arrays (what
-        the prefill's RoPE and flash attention read)."""
+    def activations(self, t: int) -> _Rows:
+        """New activation buffers for a forward over t rows."""
         c, be, dt = self.config, self.backend, self.dtype
         hd, inter = c.head_dim, c.intermediate_size
 
@@ -377,24 +352,10 @@ class Llama:
         biased = any(b is not None for lw in self.weights.layers for b in (lw.qkv_bias, lw.o_bias, lw.gate_up_bias,
                                                                              lw.down_bias))
         widest = max(c.q_size + 2 * c.kv_size, 2 * inter, c.hidden_size)
-        tmp = new(t * widest) if biased else None
-        if t == 1:
-            qkv, gate_up = new(1, c.q_size + 2 * c.kv_size), new(1, 2 * inter)
-            flat = qkv.reshape(-1)
-            q_pre = flat[0:c.q_size].reshape(1, c.num_heads, hd)
-            k_pre = flat[c.q_size:c.q_size + c.kv_size].reshape(1, c.num_kv_heads, hd)
-            v = flat[c.q_size + c.kv_size:].reshape(1, c.num_kv_heads, hd)
-            gate, up = gate_up.reshape(-1)[0:inter].reshape(1, inter), gate_up.reshape(-1)[inter:].reshape(1, inter)
-        else:
-            fused = bool(fused_qkv)
-            qkv = new(t, c.q_size + 2 * c.kv_size) if fused else None
-            gate_up = None
-            q_pre, k_pre, v = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd), new(t, c.num_kv_heads, hd)
-            gate, up = new(t, inter), new(t, inter)
-        q, k = new(t, c.num_heads, hd), new(t, c.num_kv_heads, hd)
-        return _Rows(h=[new(t, c.hidden_size), new(t, c.hidden_size)], n=new(t, c.hidden_size), q_pre=q_pre,
-                     k_pre=k_pre, v=v, q=q, k=k, attn=new(t, c.num_heads, hd), o=new(t, c.hidden_size), gate=gate,
-                     up=up, act=new(t, inter), tmp=tmp, qkv=qkv, gate_up=gate_up)
+        return _Rows(h=[new(t, c.hidden_size), new(t, c.hidden_size)], n=new(t, c.hidden_size),
+                     qkv=new(t, c.q_size + 2 * c.kv_size), q=new(t, c.num_heads, hd), attn=new(t, c.num_heads, hd),
+                     o=new(t, c.hidden_size), gate_up=new(t, 2 * inter), act=new(t, inter),
+                     tmp=new(t * widest) if biased else None)
 
 
 def slot_array(values: np.ndarray) -> np.ndarray:

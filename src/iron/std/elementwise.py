@@ -222,6 +222,26 @@ def swiglu(gate: Tensor[T], up: Tensor[T], out: Tensor[T], n: int, VEC: constexp
 
 
 @kernel
+def swiglu_rows(gu: Tensor[T], out: Tensor[T], n: int, inter: int, VEC: constexpr, PER: constexpr):
+    """out[r, c] = silu(gu[r, c]) * gu[r, inter + c]: out (rows, inter) from gu (rows, 2 inter), the fused gate/up
+    projection of several tokens (``launch_swiglu_rows``); VEC divides inter, so a vector never crosses a row."""
+    vals = local_array(f32, PER * VEC)
+    t = program_id(0)
+    g = num_threads(0)
+    for k in static_range(PER):
+        e = (k * g + t) * VEC
+        for j in static_range(VEC):
+            vals[k * VEC + j] = 0.0
+        if e < n:
+            src = e + (e // inter) * inter  # row r's gate starts at 2 r inter
+            gv = vload(gu, src, VEC)
+            uv = vload(gu, src + inter, VEC)
+            for j in static_range(VEC):
+                vals[k * VEC + j] = unary_op(cast(gv[j], f32), SILU) * cast(uv[j], f32)
+    store_lanes(out, vals, n, VEC, PER, T)
+
+
+@kernel
 def to_f32(a: Tensor[T], out: Tensor[f32], n: int, VEC: constexpr, PER: constexpr):
     """out[i] = a[i] as f32 (exact), i < n (``launch_cast``)."""
     vals = local_array(f32, PER * VEC)
@@ -327,6 +347,19 @@ def launch_swiglu(gate: Any, up: Any, out: Any, backend: str | None = None) -> N
     n, vec = _n(gate), vector_width(gate, up, out)
     launch_lanes("std/elementwise/swiglu", n, vec, gate, backend,
                  lambda per, th: swiglu[th](gate, up, out, n, vec, per, backend=backend))
+
+
+def launch_swiglu_rows(gu: Any, out: Any, backend: str | None = None) -> None:
+    """out (rows, inter) = silu(gu[:, :inter]) * gu[:, inter:] for gu (rows, 2 inter)."""
+    rows, inter = out.shape[0], out.shape[-1]
+    if tuple(gu.shape) != (rows, 2 * inter):
+        raise ValueError(f"swiglu_rows: gu has shape {tuple(gu.shape)}; out {tuple(out.shape)} needs ({rows}, "
+                         f"{2 * inter})")
+    n, vec = rows * inter, vector_width(gu, out)
+    if inter % vec:
+        vec = 1
+    launch_lanes("std/elementwise/swiglu_rows", n, vec, gu, backend,
+                 lambda per, th: swiglu_rows[th](gu, out, n, inter, vec, per, backend=backend))
 
 
 def launch_cast(a: Any, out: Any, backend: str | None = None) -> None:
@@ -449,6 +482,35 @@ def _register_swiglu() -> None:
                 domain="signed", shapes=_HOST, tolerance=_TRANSCENDENTAL)(swiglu)
 
 
+def _register_swiglu_rows() -> None:
+    """shape (rows, inter): gu (rows, 2 inter), out (rows, inter)."""
+
+    def halves(d):
+        inter = d["out"].shape[1]
+        return d["gu"][:, :inter], d["gu"][:, inter:]
+
+    def numpy_ref(d):
+        g, u = halves(d)
+        return (_UNARY_F64["silu"](g.astype(np.float32)) * u.astype(np.float32)).astype(d["gu"].dtype)
+
+    def torch_ref(d):
+        g, u = halves(d)
+        return _torch_fn("nn.functional.silu")(g) * u
+
+    def oracle(d):
+        g, u = halves(d)
+        return _UNARY_F64["silu"](g.astype(np.float64)) * u.astype(np.float64)
+
+    bench("std/elementwise/swiglu_rows",
+          setup=lambda g: {"gu": g.random(shape=(g.shape[0], 2 * g.shape[1])), "out": g.poisoned()},
+          launch=lambda d, be: launch_swiglu_rows(d["gu"], d["out"], be),
+          references={"numpy": numpy_ref, "torch": torch_ref},
+          bytes_moved=lambda shape, itemsize: 3 * int(np.prod(shape)) * itemsize,
+          flops=lambda shape: 5 * int(np.prod(shape)), device_shapes=[(2048, 8192), (512, 14336)])(swiglu_rows)
+    test_kernel(oracle=oracle, domain="signed", shapes=[(64, 256), (7, 100), (3, 5)],
+                tolerance=_TRANSCENDENTAL)(swiglu_rows)
+
+
 def _torch_out(name: str):
     import torch
 
@@ -485,5 +547,6 @@ for _op in BINARY:
     for _mode in BROADCASTS:
         _register_binary(_op, _mode)
 _register_swiglu()
+_register_swiglu_rows()
 for _name in _CAST_TARGETS:
     _register_cast(_name)

@@ -35,6 +35,11 @@ CONSTEXPRS: dict[str, list[dict[str, object]]] = {
     "async_pipeline": [{"BLOCK": 32, "VEC": 4, "EARLY": False}],
     "gemm": [{"BM": 32, "BN": 32, "BK": 16, "WM": 2, "WN": 1, "STAGES": 2, "TRANS_B": False},
              {"BM": 128, "BN": 128, "BK": 32, "WM": 2, "WN": 4, "STAGES": 3, "TRANS_B": True}],
+    # the GPU default, and both pipeline switches on the small tile (A @ B^T, so A and B both go through registers)
+    "gemm_f32": [{"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "UNROLL2": False, "PREFETCH": False,
+                  "TRANS_B": False, "VEC": 4},
+                 {"BM": 32, "BN": 32, "BK": 8, "TM": 4, "TN": 4, "UNROLL2": True, "PREFETCH": True, "TRANS_B": True,
+                  "VEC": 4}],
     "block_sum": [{"BLOCK": 64}],
     "simd_exchange": [{"SHIFT": 1, "MASK": 1}, {"SHIFT": 5, "MASK": 16}],
     "static_dot": [{"K": 3}],

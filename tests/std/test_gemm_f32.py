@@ -1,6 +1,8 @@
 """std/gemm_f32: the FFMA GEMM (C = A @ B, A @ B^T, batched) against float64 NumPy on every backend, outputs poisoned
 with NaN first, within the worst-case bound of an f32 sum of K products (gamma_K * (|A| @ |B|), Higham); every GPU
-configuration on the interpreter; the CUDA default compiled by NVRTC for sm_90 without spills or a stack frame."""
+configuration on the interpreter; the pipelined ones (UNROLL2, PREFETCH) on every backend, with odd and even numbers of
+k tiles; the CUDA default and the pipelined GPU configurations compiled by NVRTC for sm_90 without spills or a stack
+frame."""
 
 from __future__ import annotations
 
@@ -60,12 +62,32 @@ def test_batched_gemm_matches_float64(backend, rng, shape, trans_b):
     _check(a, b, c, trans_b, f"batched {shape} trans_b={trans_b} on {backend}")
 
 
+def _config_id(values: tuple) -> str:
+    cfg = G.config(values)
+    return "x".join(str(cfg[f]) for f in G._FIELDS[:5]) + "".join(f"-{f}" for f in ("UNROLL2", "PREFETCH") if cfg[f])
+
+
+# the pipeline switches on the small CPU tile: one step, an odd and an even number of k tiles (UNROLL2's last loop
+# iteration is one step or two), element accesses (odd K), ragged M and N
+PIPELINED = [(*G.SMALL[0], unroll2, prefetch) for unroll2, prefetch in [(True, False), (False, True), (True, True)]]
+PIPELINE_SHAPES = [(67, 45, 33), (40, 36, 16), (33, 64, 7), (2, 40, 36, 24)]
+
+
 @pytest.mark.parametrize("trans_b", [False, True], ids=["AB", "ABt"])
-@pytest.mark.parametrize("config", G._GPU, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("config", PIPELINED, ids=_config_id)
+def test_pipelined_configurations_match_float64(backend, rng, config, trans_b):
+    for shape in PIPELINE_SHAPES:
+        a, b, c = _operands(rng, shape, trans_b)
+        G.launch(a, b, c, trans_b, backend, G.config(config))
+        _check(a, b, c, trans_b, f"{shape} {G.config(config)} trans_b={trans_b} on {backend}")
+
+
+@pytest.mark.parametrize("trans_b", [False, True], ids=["AB", "ABt"])
+@pytest.mark.parametrize("config", G._GPU, ids=_config_id)
 def test_every_gpu_configuration_on_the_interpreter(rng, config, trans_b):
-    """The tilings autotuning picks among on a GPU, with partial tiles in M, N and K, two batches, and (for the
-    default) element accesses for an odd K."""
-    cfg = dict(zip(G._FIELDS, config))
+    """The tilings autotuning picks among on a GPU, with partial tiles in M, N and K (3 k tiles at BK = 8: UNROLL2's
+    last iteration is one step), two batches, and (for the default) element accesses for an odd K."""
+    cfg = G.config(config)
     for shape in [(2, 136, 132, 20)] + ([(67, 45, 13)] if config == G._GPU[0] else []):
         a, b, c = _operands(rng, shape, trans_b)
         G.launch(a, b, c, trans_b, "cpu", cfg)
@@ -86,7 +108,7 @@ def test_bad_configurations_are_refused():
     with pytest.raises(ValueError, match="NT % 32 == 0"):
         G.check_config(dict(zip(G._FIELDS, (16, 16, 8, 4, 4))))
     for config in (*G._GPU, *G.SMALL):
-        G.check_config(dict(zip(G._FIELDS, config)))
+        G.check_config(G.config(config))
 
 
 def test_registered_for_bench_and_test():
@@ -100,9 +122,9 @@ def test_registered_for_bench_and_test():
     assert (4096, 4096, 4096) in entries["std/gemm/gemm_f32_nt"].device_shapes
 
 
-def _cuda_source(trans_b: bool, vec: int):
-    cfg = G._GPU[0]
-    return emit_cuda(G.gemm_f32.variant(None, (*cfg, trans_b, vec)).kernel)
+def _cuda_source(trans_b: bool, vec: int, config: tuple = G._GPU[0]):
+    cfg = G.config(config)
+    return emit_cuda(G.gemm_f32.variant(None, (*(cfg[f] for f in G._FIELDS), trans_b, vec)).kernel)
 
 
 def test_cuda_source_uses_16_byte_shared_reads_and_cp_async():
@@ -133,9 +155,22 @@ def test_cuda_default_configuration_fits_two_groups_per_sm(trans_b):
     assert res["registers"] <= 128, res
 
 
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
+@pytest.mark.parametrize("config", [c for c in G._GPU if len(c) > 5], ids=_config_id)
+def test_cuda_pipelined_configurations_keep_their_registers(config):
+    """The unrolled and prefetching loops keep accumulators and both fragment sets in registers (sm_90, A @ B); the
+    unrolled 128 x 128 one is there for its two groups per SM (<= 128 registers)."""
+    res = resource_report(_cuda_source(False, 4, config), "sm_90")["gemm_f32"]
+    assert 0 < res["registers"] <= 255
+    assert res["stack_frame_bytes"] == res["spill_store_bytes"] == res["spill_load_bytes"] == 0, res
+    assert not res["local_memory"], res
+    if config[:2] == (128, 128):
+        assert res["registers"] <= 128, res
+
+
 def test_kernel_is_f32_only():
     assert not G.gemm_f32.generic
-    assert G.gemm_f32.variant(None, (*G.SMALL[0], False, 4)).kernel is not None
+    assert G.gemm_f32.variant(None, (*G.SMALL[0], False, False, False, 4)).kernel is not None
     with pytest.raises(iron.IronError):
         G.launch(np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), False,
                  "cpu")

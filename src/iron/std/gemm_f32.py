@@ -30,8 +30,31 @@ clock under power load take it to an expected 45-52 TF/s at 4096^3 (torch/cuBLAS
 k for 2 * BM * BN flops, 32 flop/byte: 4.4 GB through L2 at 4096^3, ~1.5 TB/s at 45 TF/s) and DRAM (~0.3 GB).
 Autotuning also tries BK = 16 (half the barriers; 151 registers for A @ B^T), 8 x 16 per thread on 128 x 256 (128
 FFMA per 6 LDS.128, but 213-255 registers: one group per SM) and smaller tiles for shapes with few 128 x 128 tiles.
-If 4096^3 lands below 45 TF/s, compare the configurations (``iron bench -v``) and the SASS (``cuobjdump -sass``):
-the next steps are a kt loop unrolled by two (buffer offsets become immediates) and 8 x 16 tiles at <= 128 registers.
+Measured (bench/results/2026-12-02-h200-s5-gemm-f32.json): autotuning chose 128 x 256 8 x 16, 44.3 TF/s at 4096^3
+and 44.5 at 8192^3 (torch/cuBLAS 51); its SASS reads 1024 FFMA of 1155 instructions per BK step (88.7%).
+
+Pipelined configurations (two constexpr switches; read from the sm_90 SASS, NVRTC 13.5, *not yet measured on the
+GPU*). ``UNROLL2`` runs two BK steps per kt-loop iteration, stage 0 then stage 1, so every shared offset of both
+stages is an immediate and the loop control, the stage index arithmetic and some address set-up are paid once per
+two steps. ``PREFETCH`` keeps two sets of the per-k fragments: each k reads k + 1's ``vload``s before its own fmas,
+and the last k of a tile is multiplied after the barrier, behind the reads of the next tile's k = 0 (ptxas already
+hoists shared reads within a tile by itself; what it cannot do is move them across the barrier, after which every
+warp of a one-group SM waited out its first LDS.128's latency). Per BK step, FFMA / all instructions in the kt loop,
+registers, A @ B (A @ B^T); no spills or local memory anywhere (VEC = 1 too: 209-231 registers):
+    128 x 256 x 8, 8 x 16       before 1024 / 1155 = 88.7%, 213 (1024 / 1140 = 89.8%, 255)
+      UNROLL2 + PREFETCH               1024 / 1112.5 = 92.0%, 211 (1024 / 1112 = 92.1%, 245)
+      UNROLL2                          1024 / 1112 = 92.1%, 207 (1024 / 1111.5 = 92.1%, 214)
+      PREFETCH                         1024 / 1140 = 89.8%, 211 (1024 / 1141 = 89.7%, 229)
+    128 x 128 x 8, 8 x 8        before  512 / 606 = 84.5%, 128 (512 / 588 = 87.1%, 124)
+      UNROLL2                           512 / 577.5 = 88.7%, 122 (512 / 573.5 = 89.3%, 129: one group per SM)
+      (PREFETCH: 143-149 registers, one group per SM; not in the list)
+At the measured 44.3 TF/s the FFMA share alone predicts 44.3 x 92.0 / 88.7 = 46 TF/s for 128 x 256 unrolled (the
+88 non-FFMA instructions left per step, 131 before: 48 LDS.128, 6 padding ``@!PT LDS`` beside the cp.asyncs and ~34
+for the tile fetch, the transposed stores, the wait and the barrier). The unrolled 128 x 256 loop is ~35 KiB of code
+(2225 instructions) against ~18 KiB before; the PREFETCH-only configuration keeps the old size, should the larger
+loop miss the instruction cache. BK = 16 with UNROLL2 unrolls past Iron's 4096 static iterations at 128 x 256, and
+at 128 x 128 takes 157-168 registers for 90%: below 128 x 256 unrolled. Next, if these land short: the tile fetch
+(per-thread global offsets and predicates are recomputed every step, constants reloaded by LDC under pressure).
 
 Index arithmetic is 32-bit: each matrix, and batch x stride, must stay below 2^31 elements.
 """
@@ -137,23 +160,45 @@ def copy_rows(src, dst, off, base, r0, c0, rows, cols, R, CC, LD, VEC, tid, NT):
 
 
 @func
+def load_fragments(sa, sb, abase, bbase, a, b, f, k, tm, tn, LDA, LDB, TM, TN, TY, TX):
+    """a[f * TM:][:TM], b[f * TN:][:TN] <- this thread's TM values of A and TN values of B at k of the staged tiles:
+    TM / 4 + TN / 4 16-byte shared reads (``f``, the fragment set, a compile-time 0 or 1)."""
+    for h in static_range(TM // 4):
+        x = vload(sa, abase + k * LDA + h * TY * 4 + tm * 4, 4)
+        for i in static_range(4):
+            a[f * TM + h * 4 + i] = x[i]
+    for g in static_range(TN // 4):
+        y = vload(sb, bbase + k * LDB + g * TX * 4 + tn * 4, 4)
+        for j in static_range(4):
+            b[f * TN + g * 4 + j] = y[j]
+
+
+@func
+def outer_product(acc, a, b, f, TM, TN):
+    """acc += a[f * TM:][:TM] (x) b[f * TN:][:TN]: TM * TN fmas, every register index a compile-time constant."""
+    for i in static_range(TM):
+        for j in static_range(TN):
+            acc[i * TN + j] = fma(a[f * TM + i], b[f * TN + j], acc[i * TN + j])
+
+
+@func
 def multiply_tile(sa, sb, abase, bbase, acc, tm, tn, LDA, LDB, BK, TM, TN, TY, TX):
     """acc += the staged A tile times the staged B tile, this thread's TM x TN block: per k, TM / 4 + TN / 4
-    16-byte shared reads and TM * TN fmas, every register index a compile-time constant."""
+    16-byte shared reads and TM * TN fmas (ptxas schedules the reads of later k ahead itself, within the tile)."""
     for k in static_range(BK):
         a = local_array(f32, TM)
         b = local_array(f32, TN)
-        for h in static_range(TM // 4):
-            x = vload(sa, abase + k * LDA + h * TY * 4 + tm * 4, 4)
-            for i in static_range(4):
-                a[h * 4 + i] = x[i]
-        for g in static_range(TN // 4):
-            y = vload(sb, bbase + k * LDB + g * TX * 4 + tn * 4, 4)
-            for j in static_range(4):
-                b[g * 4 + j] = y[j]
-        for i in static_range(TM):
-            for j in static_range(TN):
-                acc[i * TN + j] = fma(a[i], b[j], acc[i * TN + j])
+        load_fragments(sa, sb, abase, bbase, a, b, 0, k, tm, tn, LDA, LDB, TM, TN, TY, TX)
+        outer_product(acc, a, b, 0, TM, TN)
+
+
+@func
+def multiply_prefetched(sa, sb, abase, bbase, acc, fa, fb, tm, tn, LDA, LDB, BK, TM, TN, TY, TX):
+    """PREFETCH: acc += k = 0 .. BK - 2 of the staged tiles, whose k = 0 fragments are in set 0 of (fa, fb) on entry;
+    each k first reads k + 1's into the other set. Leaves k = BK - 1's in set 1 (BK is even), for after the barrier."""
+    for k in static_range(BK - 1):
+        load_fragments(sa, sb, abase, bbase, fa, fb, (k + 1) % 2, k + 1, tm, tn, LDA, LDB, TM, TN, TY, TX)
+        outer_product(acc, fa, fb, k % 2, TM, TN)
 
 
 @func
@@ -198,13 +243,15 @@ def place_tiles(sa, sb, ra, rb, buf, A_TILE, B_TILE, LDA, LDB, BM, BN, BK, TRANS
 
 @kernel
 def gemm_f32(A: Tensor[f32], B: Tensor[f32], C: Tensor[f32], M: int, N: int, K: int, SA: int, SB: int, SC: int,
-             BM: constexpr, BN: constexpr, BK: constexpr, TM: constexpr, TN: constexpr, TRANS_B: constexpr,
-             VEC: constexpr):
+             BM: constexpr, BN: constexpr, BK: constexpr, TM: constexpr, TN: constexpr, UNROLL2: constexpr,
+             PREFETCH: constexpr, TRANS_B: constexpr, VEC: constexpr):
     """C[M, N] = A[M, K] @ B[K, N] (TRANS_B: B is stored N x K and C = A @ B^T), row-major f32. Launch
     (ceil(N / BN) * NT, ceil(M / BM), batch) threads in groups of (NT, 1, 1), NT = (BM / TM) * (BN / TN); batch b's
     matrices start b * SA, b * SB, b * SC elements in (0 for one product). VEC = 4 (16-byte global accesses)
     needs K, N, SA, SB, SC multiples of 4, else VEC = 1. TM, TN multiples of 4; BN / TN a multiple of 8, NT of 32;
-    BM * BK and BN * BK multiples of 4 * NT (``check_config``)."""
+    BM * BK and BN * BK multiples of 4 * NT (``check_config``). UNROLL2: two steps of BK per loop iteration, stage 0
+    then stage 1 (compile-time shared offsets); PREFETCH: each k reads k + 1's fragments before its fmas, and the last
+    k of a tile is multiplied after the barrier, behind the reads of the next tile's first fragments."""
     TY = BM // TM
     TX = BN // TN
     NT = TY * TX
@@ -212,6 +259,7 @@ def gemm_f32(A: Tensor[f32], B: Tensor[f32], C: Tensor[f32], M: int, N: int, K: 
     LDB = BN + PAD if TRANS_B else BN
     A_TILE = BK * LDA
     B_TILE = BK * LDB
+    STEPS = 2 if UNROLL2 else 1
     sa = shared(f32, 2 * A_TILE)
     sb = shared(f32, 2 * B_TILE)
     tid = local_id(0)
@@ -224,6 +272,8 @@ def gemm_f32(A: Tensor[f32], B: Tensor[f32], C: Tensor[f32], M: int, N: int, K: 
     ra = local_array(f32, BM * BK // NT)
     rb = local_array(f32, BN * BK // NT)
     acc = local_array(f32, TM * TN)
+    fa = local_array(f32, 2 * TM)  # PREFETCH: two sets of fragments, k's and k + 1's
+    fb = local_array(f32, 2 * TN)
     for i in static_range(TM * TN):
         acc[i] = 0.0
     ktiles = (K + BK - 1) // BK
@@ -232,35 +282,55 @@ def gemm_f32(A: Tensor[f32], B: Tensor[f32], C: Tensor[f32], M: int, N: int, K: 
     place_tiles(sa, sb, ra, rb, 0, A_TILE, B_TILE, LDA, LDB, BM, BN, BK, TRANS_B, tid, NT)
     async_wait(0)
     barrier()
-    for kt in range(ktiles):
-        cur = kt % 2
-        more = kt + 1 < ktiles
-        if more:  # tile kt + 1 travels while tile kt is multiplied
-            fetch_tiles(A, B, sb, ra, rb, a0, b0, 1 - cur, (kt + 1) * BK, m0, n0, M, N, K, B_TILE, LDB, BM, BN, BK,
-                        TRANS_B, VEC, tid, NT)
-        async_commit()
-        multiply_tile(sa, sb, cur * A_TILE, cur * B_TILE, acc, tm, tn, LDA, LDB, BK, TM, TN, TY, TX)
-        if more:  # stage 1 - cur was last read in step kt - 1, which the barrier below that step closed
-            place_tiles(sa, sb, ra, rb, 1 - cur, A_TILE, B_TILE, LDA, LDB, BM, BN, BK, TRANS_B, tid, NT)
-        async_wait(0)
-        barrier()
+    if PREFETCH:
+        load_fragments(sa, sb, 0, 0, fa, fb, 0, 0, tm, tn, LDA, LDB, TM, TN, TY, TX)
+    for kt0 in range(0, ktiles, STEPS):
+        for u in static_range(STEPS):
+            kt = kt0 + u
+            cur = u if UNROLL2 else kt % 2
+            if u == 0 or kt < ktiles:  # UNROLL2 with odd ktiles: the last pair is one step
+                more = kt + 1 < ktiles
+                if more:  # tile kt + 1 travels while tile kt is multiplied
+                    fetch_tiles(A, B, sb, ra, rb, a0, b0, 1 - cur, (kt + 1) * BK, m0, n0, M, N, K, B_TILE, LDB, BM,
+                                BN, BK, TRANS_B, VEC, tid, NT)
+                async_commit()
+                if PREFETCH:
+                    multiply_prefetched(sa, sb, cur * A_TILE, cur * B_TILE, acc, fa, fb, tm, tn, LDA, LDB, BK, TM,
+                                        TN, TY, TX)
+                else:
+                    multiply_tile(sa, sb, cur * A_TILE, cur * B_TILE, acc, tm, tn, LDA, LDB, BK, TM, TN, TY, TX)
+                if more:  # stage 1 - cur was last read in step kt - 1, which the barrier below that step closed
+                    place_tiles(sa, sb, ra, rb, 1 - cur, A_TILE, B_TILE, LDA, LDB, BM, BN, BK, TRANS_B, tid, NT)
+                async_wait(0)
+                barrier()
+                if PREFETCH:  # tile kt + 1's k = 0 (unused after the last tile), then tile kt's last k
+                    load_fragments(sa, sb, (1 - cur) * A_TILE, (1 - cur) * B_TILE, fa, fb, 0, 0, tm, tn, LDA, LDB,
+                                   TM, TN, TY, TX)
+                    outer_product(acc, fa, fb, 1, TM, TN)
     store_block(C, c0, acc, m0, n0, tm, tn, M, N, TM, TN, TY, TX, VEC)
 
 
 #: the tunable constexprs of ``gemm_f32``
-_FIELDS = ("BM", "BN", "BK", "TM", "TN")
-#: GPUs, (BM, BN, BK, TM, TN), the first the default (IRON_AUTOTUNE=0). 128 x 128 tiles of 8 x 8 per thread (256
-#: threads, 17 KiB of shared memory, 124-128 registers on sm_90: two groups per SM), then BK = 16 (33 KiB, half the
-#: barriers; 151 registers for A @ B^T), 8 x 16 per thread on 128 x 256 (213-255 registers, one group per SM, 128
-#: FFMA per 6 shared reads), and smaller tiles for shapes that give too few 128 x 128 tiles to fill 132 SMs.
+_FIELDS = ("BM", "BN", "BK", "TM", "TN", "UNROLL2", "PREFETCH")
+#: the pipeline switches, off unless a configuration names them
+_PIPELINE = {"UNROLL2": False, "PREFETCH": False}
+#: GPUs, (BM, BN, BK, TM, TN[, UNROLL2, PREFETCH]), the first the default (IRON_AUTOTUNE=0). 128 x 128 tiles of 8 x 8
+#: per thread (256 threads, 17 KiB of shared memory, 124-128 registers on sm_90: two groups per SM), then BK = 16
+#: (33 KiB, half the barriers; 151 registers for A @ B^T), 8 x 16 per thread on 128 x 256 (213-255 registers, one
+#: group per SM, 128 FFMA per 6 shared reads), smaller tiles for shapes that give too few 128 x 128 tiles to fill 132
+#: SMs, then the pipelined ones (module docstring; SASS-read, not yet timed): 128 x 256 with the kt loop unrolled by
+#: two and fragment prefetch (92% FFMA), unrolled only, prefetch only (a loop half the size, should the unrolled one
+#: miss the instruction cache), and 128 x 128 unrolled (89% FFMA, 122 registers for A @ B: still two groups per SM).
 _GPU = [(128, 128, 8, 8, 8), (128, 128, 16, 8, 8), (128, 256, 8, 8, 16), (64, 128, 8, 8, 8), (128, 64, 8, 8, 8),
-        (64, 64, 8, 4, 8)]
-CONFIGS = {"cuda": _GPU, "hip-on-cuda": _GPU[:1], "metal": [_GPU[0], _GPU[-1]]}
+        (64, 64, 8, 4, 8), (128, 256, 8, 8, 16, True, True), (128, 256, 8, 8, 16, True, False),
+        (128, 256, 8, 8, 16, False, True), (128, 128, 8, 8, 8, True, False)]
+CONFIGS = {"cuda": _GPU, "hip-on-cuda": _GPU[:1], "metal": [_GPU[0], (64, 64, 8, 4, 8)]}
 #: CPU backends (the interpreter, lavapipe: SIMD width 8 and 32 KiB, the Metal model: 32 KiB) and the default: one
 #: small tile, 64 threads of 4 x 4, 4 KiB of shared memory, so tests run fast
 SMALL = [(32, 32, 8, 4, 4)]
 #: the constexprs `iron build` compiles by default: the GPU default (17 KiB of shared memory, within Metal's 32 KiB)
 BM, BN, BK, TM, TN = _GPU[0]
+UNROLL2 = PREFETCH = False
 TRANS_B = False
 VEC = 4
 
@@ -272,12 +342,18 @@ def configs_for(name: str) -> list[dict[str, int]]:
         values = _GPU
     else:
         values = CONFIGS.get(name, SMALL)
-    return [dict(zip(_FIELDS, v)) for v in values]
+    return [config(v) for v in values]
+
+
+def config(values: tuple) -> dict[str, int]:
+    """A configuration from (BM, BN, BK, TM, TN[, UNROLL2, PREFETCH]); the pipeline switches default to off."""
+    given = dict(zip(_FIELDS, values))
+    return {f: given.get(f, _PIPELINE.get(f)) for f in _FIELDS}
 
 
 def check_config(cfg: dict[str, int]) -> None:
     """Raise ValueError unless ``cfg`` satisfies ``gemm_f32``'s shape rules (its docstring)."""
-    bm, bn, bk, tm, tn = (cfg[f] for f in _FIELDS)
+    bm, bn, bk, tm, tn = (cfg[f] for f in _FIELDS[:5])
     if bm % tm or bn % tn or tm % 4 or tn % 4:
         raise ValueError(f"gemm_f32 {cfg}: TM, TN must be multiples of 4 dividing BM, BN")
     tx, nt = bn // tn, (bm // tm) * (bn // tn)
@@ -301,6 +377,7 @@ def launch(a: Any, b: Any, c: Any, trans_b: bool = False, backend: str | None = 
     name = backend or get_backend(None).name
 
     def run(cfg: dict[str, int]) -> None:
+        cfg = {**_PIPELINE, **cfg}
         check_config(cfg)
         nt = (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
         grid = (-(-n // cfg["BN"]) * nt, -(-m // cfg["BM"]), batch)

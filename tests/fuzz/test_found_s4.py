@@ -7,7 +7,8 @@ standalone kernel and run on every backend against a float64 / Python-int oracle
   module declares SignedZeroInfNanPreserve and decorates the op NoContraction: inf * 0.0 gave 0 (not NaN), so did
   0.0 / 0.0, and -0.0 + 0.0 gave -0.0. The zero was a literal (``f * (2.0 - 2.0)`` once folded) or one only the
   driver's folding reveals (``simd_shuffle(0, lane)``). The SPIR-V emitter now spells such operations without the
-  zero (``codegen/spirv/values.py``: ``with_plus_zero``, for the zeros ``driver_constant`` finds).
+  zero (``codegen/spirv/values.py``: ``zero_safe_product`` and ``with_plus_zero``, for the zeros ``driver_constant``
+  finds; products and quotients also for those only NIR's unrolling and forwarding make: driver_constants.py).
 - Fuzz seed 704531832 (a source kernel): ``atan2(y, y)`` with y = 1e-40 (a subnormal) gave 1e-10 on Vulkan for
   pi/4. The emitter's atan2 (``codegen/spirv/mathops.py``: ``atan2_finite``) divided min(|x|, |y|) by
   max(max(|x|, |y|), 1e-30), a guard meant for (0, 0) that wrongly scaled every pair below 1e-30 (atan2(1e-35, 1e-35)

@@ -218,3 +218,42 @@ def test_half_of_a_shifted_int_overflows_to_inf(backend, rng):
     np.testing.assert_array_equal(oi, np.where(np.isinf(down), -(2**31), down.astype(np.float64)).astype(np.int32))
     np.testing.assert_array_equal(of, wide.astype(np.float32))
     assert np.isinf(wide[1:8]).all() and ou[4] == 2**32 - 1 and ou[3] == 3 << 14
+
+
+@iron.func
+def _zero_from_a_loop(p):
+    for j in range(3):
+        if j > -5:  # from the first iteration on: a driver that unrolls the loop decides the branch
+            return 0.0
+    return p
+
+
+@iron.kernel
+def products_of_driver_zeros(x: Tensor[iron.f32], o: Tensor[iron.f32]):
+    i = program_id(0)
+    o[i * 8] = _zero_from_a_loop(x[i]) * (float("-inf") - x[i])
+    for j in range(2):  # j is the constant 0 in the first copy of an unrolled loop
+        o[i * 8 + 1 + j] = iron.f32(j) * x[i]
+        o[i * 8 + 3 + j] = x[i] / iron.f32(j)
+        o[i * 8 + 5 + j] = iron.fma(iron.f32(j), x[i], 1.0)
+    o[i * 8 + 7] = 0.0
+    o[i * 8 + 7] = o[i * 8 + 7] * x[i]  # the stored 0.0, forwarded to the load
+
+
+def test_products_with_zeros_only_the_driver_knows(backend, rng):
+    """0.0 * inf is NaN and x / 0.0 is +-inf also where the zero is a constant only after the driver's own folding:
+    a helper's `return 0.0` from inside a loop, an unrolled loop's index, a store forwarded to a load. Fuzz seed
+    705000879: lavapipe gave h(x) * -inf = 0.0 (gallivm folds x * 0.0 to 0.0 once NIR has made the operand its
+    constant +0.0, despite SignedZeroInfNanPreserve); the SPIR-V emitter now flips the sign of such operands
+    (codegen/spirv/driver_constants.py), so that no +0.0 reaches it."""
+    n = 64
+    x = (rng.standard_normal(n) * rng.choice([1.0, 1e3, 1e30], n)).astype(np.float32)
+    x[:7] = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -3.0]
+    o = np.full(8 * n, 7.0, np.float32)
+    products_of_driver_zeros[n](x, o, backend=backend)
+    x64, zero, one = x.astype(np.float64), np.zeros(n), np.ones(n)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        want = [zero * (-np.inf - x64), zero * x64, one * x64, x64 / zero, x64 / one, zero * x64 + 1.0, x64 + 1.0,
+                zero * x64]
+    np.testing.assert_array_equal(o.reshape(n, 8), np.stack(want, 1).astype(np.float32))
+    assert np.isnan(o.reshape(n, 8)[:, 0]).all() and np.isnan(o[[1, 9, 17]]).all() and o[3] == np.inf

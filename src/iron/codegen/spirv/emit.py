@@ -30,6 +30,7 @@ from .builder import SpirvModuleBuilder
 from .control import ControlFlow
 from .coopmat import SCRATCH_WORDS, CoopMatrixOps
 from .coopmat_emulation import CoopMatrixEmulation
+from .driver_constants import driver_constants
 from .lanes import LanesOps
 from .mathops import MathOps
 from .memory import MemoryOps, _Memory
@@ -100,6 +101,7 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         self.shared_lengths: list[SpirvSharedLength] = []  # the shared arrays sized at launch (memory.py)
         self.blocks: dict[int, int] = {}  # storage element type -> its buffer block struct
         self.cas_buffers = self._cas_targets()
+        self._driver_constants: frozenset[int] | None = None  # see driver_constants below
         # shared arrays cooperative matrices load from keep 16-bit halves (the matrices read the memory's bits)
         self.shared16 = {op.operands[0].uid for op in kernel.walk()
                          if coopmat and op.opcode == "frag_load" and op.operands[0].type.space == "shared"}
@@ -114,9 +116,17 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
         if opname in _EXACT_FLOAT_OPS:
             # NoContraction: no fusing into fma (as --fmad=false on CUDA), and drivers must not apply value-changing
             # rewrites such as x * 0.0 -> 0.0 (Mesa's NIR treats the decorated instruction as exact; lavapipe's
-            # gallivm still folds a constant +0.0 operand, which values.with_plus_zero spells around)
+            # gallivm still folds a constant +0.0 operand, which values.zero_safe_product spells around)
             self.b.decorate(rid, "NoContraction")
         return rid
+
+    @property
+    def driver_constants(self) -> frozenset[int]:
+        """The values lavapipe may fold to constants (a loop it unrolls, a variable it promotes), found when a
+        float product or quotient first asks (values.py, ``zero_kinds``)."""
+        if self._driver_constants is None:
+            self._driver_constants = driver_constants(self.k)
+        return self._driver_constants
 
     def stmt(self, opname: str, *operands: int) -> None:
         self.body.append(self.b.instruction(opname, *operands))

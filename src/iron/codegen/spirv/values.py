@@ -132,22 +132,63 @@ class ValueOps:
         r = op("OpSelect", u32, op("OpUGreaterThan", boolean, mag, b.const_uint(0x7F800000)), mag, r)
         return op("OpBitcast", f32, op("OpBitwiseOr", u32, r, sign))
 
+    def float_regs(self, rt: t.ScalarType) -> tuple[int, int, int]:
+        """(float register type, same-width uint type, the sign bit as that uint) of ``rt``'s registers."""
+        b = self.b
+        if rt == t.f64:
+            return self.reg_type(t.f64), b.type_int(64, False), self.const(1 << 63, t.u64)
+        return self.reg_type(t.f32), b.type_int(32, False), b.const_uint(0x80000000)
+
+    def flip_sign(self, v: int, rt: t.ScalarType) -> int:
+        """``v`` with its sign bit flipped, on the bits: a driver folds it into a constant operand (+0.0 becomes
+        -0.0, which is not gallivm's zero) but has no rule that takes it back to the operand itself."""
+        ft, ut, sign = self.float_regs(rt)
+        return self.inst("OpBitcast", ft, self.inst("OpBitwiseXor", ut, self.inst("OpBitcast", ut, v), sign))
+
+    def zero_kinds(self, operands: list) -> list[str | None]:
+        """Per float operand of a product or quotient: "zero" where it is +0.0 for the driver (``is_plus_zero``),
+        "maybe" where the driver's own folding may make it a constant Iron's IR does not know (an unrolled loop's
+        index, a promoted variable: driver_constants.py), None where it is a run-time value or another constant."""
+        kinds: list[str | None] = []
+        for v in operands:
+            c = driver_constant(v)
+            if c is not None:
+                kinds.append("zero" if is_plus_zero(v) else None)
+            else:
+                kinds.append("maybe" if v.uid in self.driver_constants else None)
+        return kinds
+
+    def zero_safe_product(self, code: str, xs: list[int], kinds: list[str | None], rt: t.ScalarType) -> int:
+        """IEEE ``mul``/``div`` (``fma``: its two factors) whose operands lavapipe may hold as a constant +0.0
+        (``kinds``, from ``zero_kinds``), spelled so that no +0.0 reaches gallivm: lp_build_mul and lp_build_div
+        (Mesa's lp_bld_arit.c) return 0.0 for x * 0.0 and 0.0 / x whenever an operand *is* their constant +0.0,
+        ignoring SignedZeroInfNanPreserve and NoContraction (inf * 0.0 and 0.0 / 0.0 gave 0.0: fuzz seeds 704530995,
+        704531197, 705000879), and x / 0.0 is their undefined value. -0.0 is not that zero: each such operand is
+        taken with its sign flipped (a known +0.0 as the constant -0.0) and the result flipped back when an odd
+        number were, which is the same product or quotient bit for bit (a NaN's sign is unspecified)."""
+        ft = self.float_regs(rt)[0]
+        operands, flipped = [], False
+        for x, kind in zip(xs, kinds):
+            if kind == "zero":
+                x = self.const(-0.0, t.f64 if rt == t.f64 else t.f32)
+            elif kind == "maybe":
+                x = self.flip_sign(x, rt)
+            operands.append(x)
+            flipped ^= kind is not None
+        if code == "fma":
+            return self.glsl("Fma", ft, *operands)  # both factors are flipped (see pure): the product is unchanged
+        r = self.inst(_FLOAT_BINARY[code], ft, *operands)
+        return self.flip_sign(r, rt) if flipped else r
+
     def with_plus_zero(self, code: str, xs: list[int], plus_zero: list[bool], rt: t.ScalarType) -> int:
-        """IEEE ``add``/``sub``/``mul``/``div`` with a constant +0.0 operand, spelled without one: lavapipe's
-        gallivm (lp_build_add/lp_build_mul/lp_build_div in Mesa's lp_bld_arit.c) returns the other operand for
-        x + 0.0 and 0.0 for x * 0.0 and 0.0 / x whenever an operand is its constant +0.0, ignoring
-        SignedZeroInfNanPreserve and NoContraction: inf * 0.0 and 0.0 / 0.0 gave 0, -0.0 + 0.0 and 0.0 - 0.0 gave
-        -0.0 (fuzz seeds 704530995, 704531197). -0.0 is not its zero, so products and quotients are taken with -0.0
-        and their sign bit flipped back; sums are x, except +0.0 for x = -0.0 (selected on the bits)."""
+        """IEEE ``add``/``sub`` with a constant +0.0 operand, spelled without one: lavapipe's gallivm returns the
+        other operand for x + 0.0 whenever an operand is its constant +0.0 (-0.0 + 0.0 and 0.0 - 0.0 gave -0.0: fuzz
+        seed 704531197), so a sum is x, except +0.0 for x = -0.0 (selected on the bits). A zero only the driver's
+        own folding finds (driver_constants.py) can still cost a sum its zero's sign: spelling every such sum
+        around it would take a compare and two selects each."""
         b, op = self.b, self.inst
         wide = rt == t.f64
-        ft = self.reg_type(t.f64 if wide else t.f32)
-        ut = b.type_int(64, False) if wide else b.type_int(32, False)
-        sign = self.const(1 << 63, t.u64) if wide else b.const_uint(0x80000000)
-        neg_zero = self.const(-0.0, t.f64 if wide else t.f32)
-
-        def flip(v: int) -> int:
-            return op("OpBitcast", ft, op("OpBitwiseXor", ut, op("OpBitcast", ut, v), sign))
+        ft, ut, sign = self.float_regs(rt)
 
         def unsigned_zero(v: int) -> int:  # v, with -0.0 made +0.0
             bits = op("OpBitcast", ut, v)
@@ -155,10 +196,6 @@ class ValueOps:
                                           self.const(0, t.u64 if wide else t.u32), bits))
 
         x, y = xs
-        if code == "mul":  # x * +0.0 = -(x * -0.0): +-0.0 with the product's sign, NaN for inf and NaN
-            return flip(op("OpFMul", ft, y if plus_zero[0] else x, neg_zero))
-        if code == "div" and plus_zero[0]:  # +0.0 / y = -(-0.0 / y) (y = +0.0 went to the x * inf path)
-            return flip(op("OpFDiv", ft, neg_zero, y))
         if code == "add":  # x + +0.0 = x, but -0.0 + +0.0 = +0.0
             return unsigned_zero(y if plus_zero[0] else x) if not all(plus_zero) else x
         if code == "sub" and plus_zero[0]:  # +0.0 - y = -y, but +0.0 - +0.0 = +0.0
@@ -202,12 +239,17 @@ class ValueOps:
             if code == "div" and c is not None and float(c) == 0.0:
                 # OpFDiv by zero is undefined in SPIR-V (Mesa drops the store); x * +-inf is exactly IEEE's x / +-0
                 inf = self.const(math.copysign(math.inf, float(c)), rt if rt == t.f64 else t.f32)
-                if is_plus_zero(op.operands[0]):  # 0.0 * inf: NaN, which lavapipe's own fold would make 0.0
-                    return self.rounded(self.with_plus_zero("mul", [xs[0], inf], [True, False], rt), rt)
+                kinds = [*self.zero_kinds(op.operands[:1]), None]  # 0.0 * inf: NaN, which lavapipe would make 0.0
+                if any(kinds):
+                    return self.rounded(self.zero_safe_product("mul", [xs[0], inf], kinds, rt), rt)
                 return self.rounded(self.inst("OpFMul", ty, xs[0], inf), rt)
             if code == "rem":
                 return self.rounded(self.fmod(xs[0], xs[1], c), rt)
-            if code in ("add", "sub", "mul", "div"):
+            if code in ("mul", "div"):
+                kinds = self.zero_kinds(op.operands)
+                if any(kinds):
+                    return self.rounded(self.zero_safe_product(code, xs, kinds, rt), rt)
+            if code in ("add", "sub"):
                 plus_zero = [is_plus_zero(v) for v in op.operands]
                 if any(plus_zero):
                     return self.rounded(self.with_plus_zero(code, xs, plus_zero, rt), rt)
@@ -257,6 +299,10 @@ class ValueOps:
                 return v if rt.is_bool else self.rounded(v, rt)
         if code in ("floor", "ceil") and rt == t.f64:
             return self.round64(xs[0], code)
+        if code == "fma" and any(kinds := self.zero_kinds(op.operands[:2])):
+            # a +0.0 factor the driver holds would make fma(0.0, inf, c) c: both factors are flipped (a known +0.0
+            # as -0.0), which leaves the product as it was
+            return self.rounded(self.zero_safe_product("fma", xs, [k or "maybe" for k in kinds] + [None], rt), rt)
         if code in _GLSL_MATH:
             return self.rounded(self.glsl(_GLSL_MATH[code], ty, *xs), rt)
         if code == "select":

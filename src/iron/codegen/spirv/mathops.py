@@ -4,8 +4,9 @@
   (no overflow); ``gelu``: the erf form with the emitter's own erf (GLSL has none).
 - ``pow``: GLSL ``Pow`` is undefined for x < 0 and for x = 0 with y <= 0, and its precision is that of
   exp2(y * log2(x)). C's ``powf`` (the interpreter's and CUDA's) defines every case (C99 Annex F): Pow is given
-  |x| in its defined domain, and the sign for odd integer y, zeros, infinities, NaNs and the ones (x = 1, y = 0,
-  x = -1 with infinite y) are selected around it.
+  |x| in its defined domain (a subnormal |x| scaled into the normal range, the scale's power taken off after), and
+  the sign for odd integer y, zeros, infinities, NaNs and the ones (x = 1, y = 0, x = -1 with infinite y) are
+  selected around it.
 - ``copysign`` on the bits; ``isnan``/``isinf`` with ``OpIsNan``/``OpIsInf`` (which float controls require to be
   exact); ``rint`` is ``RoundEven`` (exact for f32).
 - ``atan2``: GLSL ``Atan2`` is only promised 4096 ulp (lavapipe's was 300 ulp off at small angles) and is undefined at
@@ -177,7 +178,15 @@ class MathOps:
         # Pow only where it is defined: |x| finite and nonzero, y finite
         base = sel(op("OpLogicalOr", boolean, op("OpLogicalOr", boolean, x_zero, x_inf), x_nan), one, ax)
         expo = sel(op("OpLogicalOr", boolean, y_inf, y_nan), zero, y)
+        # a subnormal |x| = m 2^-149 is given to Pow as m 2^-125 (normal, exact, built from the bits so that no
+        # subnormal operand is left to flush) and 2^(-24 y) multiplied back after (Iron's exp2): lavapipe's Pow is
+        # exp2(y * log2(x)) with a log2 that reads a subnormal as 2^-127 * 1.m (pow(2.75e-40, -0.03143) gave 15.9
+        # for 17.5: fuzz seed 705003498)
+        tiny = op("OpLogicalAnd", boolean, op("OpULessThan", boolean, ax_bits, b.const_uint(0x00800000)),
+                  op("OpLogicalNot", boolean, x_zero))
+        base = sel(tiny, op("OpFMul", f32, op("OpConvertUToF", f32, ax_bits), self.f32c(2.0 ** -125)), base)
         r = self.glsl("Pow", f32, base, expo)
+        r = sel(tiny, op("OpFMul", f32, r, self.precise_exp("exp2", op("OpFMul", f32, expo, self.f32c(-24.0)))), r)
         # y an integer (RoundEven is exact in f32), odd when below 2^24 with its lowest bit set
         y_int = op("OpLogicalAnd", boolean, op("OpFOrdEqual", boolean, self.glsl("RoundEven", f32, expo), y),
                    op("OpLogicalNot", boolean, y_inf))

@@ -4,6 +4,8 @@ runs on the host backends (transformers, where it is missing, is reported as the
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,17 @@ def test_a_row_runs_on_the_host(backend, name, shape):
     assert "error" not in answer, answer.get("error")
     assert answer["ok"] and answer["iron_s"] > 0
     assert "torch" in answer["refs"] or "torch" in answer["ref_errors"]
+
+
+def test_a_crashing_peer_is_reported_not_fatal():
+    """The compiled transformers peer runs in a child process (it died of SIGSEGV inside torch on the H200): its exit
+    is read as a time, the peer's own error, a signal by name, or a failed exit with the last line of its stderr."""
+    from iron.model.hf_peer import _answer
+
+    assert _answer(0, "Compiling...\n{\"s\": 0.0125}\n", "") == (0.0125, None)
+    raised = "raised RuntimeError: overwritten"
+    assert _answer(0, json.dumps({"error": raised}) + "\n", "") == (None, raised)
+    s, why = _answer(-11, "", "Fatal Python error: Segmentation fault")
+    assert s is None and "SIGSEGV" in why
+    s, why = _answer(1, "", "Traceback (most recent call last):\nImportError: no transformers")
+    assert s is None and "status 1" in why and "ImportError: no transformers" in why

@@ -17,7 +17,8 @@ counts the weights read once per forward (the decode roofline), GFLOP/s 2 x para
 
 Peers, where torch and transformers are installed and CUDA is present: transformers' ``LlamaForCausalLM`` with the
 same weights, bf16, ``sdpa``: eager (the Ref column) and under ``torch.compile`` (the "compiled" columns; decode as
-transformers documents it: a static cache and ``mode="reduce-overhead"``; ``IRON_BENCH_COMPILE=0`` skips it).
+transformers documents it: a static cache and ``mode="reduce-overhead"``; ``IRON_BENCH_COMPILE=0`` skips it), the
+compiled one in a child process (iron/model/hf_peer.py says why).
 transformers decodes through ``generate``: a step's time is (generate of N + 1 tokens - generate of 1) / N. A
 peer that fails says why under the table. The prefill row's check: Iron's logits at the last position against
 transformers' (max |diff| / max |ref| < 0.05, tests/models' bf16 tolerance); without transformers it is unchecked.
@@ -26,8 +27,6 @@ transformers' (max |diff| / max |ref| < 0.05, tests/models' bf16 tolerance); wit
 from __future__ import annotations
 
 import os
-import statistics
-import time
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ from ..std.reductions import launch_argmax
 from .batch import BatchDecoder
 from .config import LlamaConfig
 from .decode_graph import DecodeGraph, graphs_apply
+from .hf_peer import compiled, generate_step, hf_model, median_wall, prefill_time, torch_state
 from .llama import Llama, slot_array
 from .weights import upload_weights
 
@@ -117,17 +117,6 @@ def _decode_flops(shape: tuple[int, ...]) -> int:
     return 2 * _params(MODELS[shape[1]]) * shape[0]
 
 
-def _median_wall(fn, repeats: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _prefill(backend: str, dname: str, shape: tuple[int, ...], seed: int, options: dict) -> dict:
     tokens, hidden = shape
     m, tensors = model_for(backend, hidden)
@@ -142,7 +131,7 @@ def _prefill(backend: str, dname: str, shape: tuple[int, ...], seed: int, option
         launch_argmax(logits[0], first[0:1], backend)
         synchronize(backend)
 
-    iron_s = _median_wall(once, options.get("repeats", 5), warmup=2)
+    iron_s = median_wall(once, options.get("repeats", 5), warmup=2)
     peers = _Peers(MODELS[hidden], tensors)
     ref = peers.prefill(prompt, options.get("repeats", 5))
     ok, err = True, float("nan")
@@ -178,7 +167,7 @@ def _decode(backend: str, dname: str, shape: tuple[int, ...], seed: int, options
         synchronize(backend)
         state["left"] = steps
 
-    iron_s = _median_wall(block, repeats, warmup=1) / steps
+    iron_s = median_wall(block, repeats, warmup=1) / steps
     peers = _Peers(MODELS[hidden], tensors)
     peers.decode(prompts, repeats)
     return peers.answer(iron_s, True, float("nan"), None, graph=run.capture)
@@ -202,7 +191,7 @@ class _Peers:
         if not torch.cuda.is_available():
             self.errors["torch"] = "not installed (no CUDA device for torch)"
             return
-        self.model = _hf_model(cfg, tensors)
+        self.model = hf_model(cfg, torch_state(tensors))
 
     def _guard(self, family: str, fn) -> Any:
         try:
@@ -216,99 +205,31 @@ class _Peers:
             return None
         import torch
 
-        ids = torch.from_numpy(prompt.astype(np.int64))[None].cuda()
-        out: list = []
-
-        def eager() -> None:
-            with torch.no_grad():
-                out[:] = [self.model(ids, logits_to_keep=1).logits[0, -1].argmax()]
-            torch.cuda.synchronize()
-
-        self.times["torch"] = self._guard("torch", lambda: _median_wall(eager, repeats, warmup=2))
+        ids = prompt.tolist()
+        self.times["torch"] = self._guard("torch", lambda: prefill_time(self.model, ids, repeats))
         with torch.no_grad():
-            logits = self.model(ids, logits_to_keep=1).logits[0, -1].double().cpu().numpy()
-        if _compile_wanted():
-            compiled = torch.compile(self.model)
-
-            def comp() -> None:
-                with torch.no_grad():
-                    out[:] = [compiled(ids, logits_to_keep=1).logits[0, -1].argmax()]
-                torch.cuda.synchronize()
-
-            self.times["compile"] = self._guard("compile", lambda: _median_wall(comp, repeats, warmup=2))
-        return logits
+            logits = self.model(torch.tensor([ids], device="cuda"), logits_to_keep=1).logits[0, -1]
+        self._compiled("prefill", ids, repeats)
+        return logits.double().cpu().numpy()
 
     def decode(self, prompts: list[list[int]], repeats: int) -> None:
         if self.model is None:
             return
-        import torch
+        self.times["torch"] = self._guard("torch", lambda: generate_step(self.model, prompts, repeats, {}))
+        self._compiled("decode", prompts, repeats)
 
-        ids = torch.tensor(prompts, device="cuda")
-        self.times["torch"] = self._guard("torch", lambda: _generate_step(self.model, ids, repeats, {}))
-        if _compile_wanted():
-            self.times["compile"] = self._guard("compile", lambda: _compiled_step(self.model, ids, repeats))
+    def _compiled(self, kind: str, payload: list, repeats: int) -> None:
+        if os.environ.get("IRON_BENCH_COMPILE", "1") == "0":
+            return
+        self.times["compile"], why = compiled(self.cfg, self.tensors, kind, payload, repeats)
+        if why:
+            self.errors["compile"] = why
 
     def answer(self, iron_s: float, ok: bool, err: float, failure: str | None, **config: Any) -> dict:
         refs = {k: v for k, v in self.times.items() if v is not None}
         return {"iron_s": iron_s, "ref_s": refs.get("torch"), "refs": refs, "ref_errors": dict(self.errors),
                 "timing": "wall-clock, device waited for", "input_copies": 1, "ok": ok, "max_abs": err,
                 "failure": failure, "stats": None, "config": config or None}
-
-
-def _compile_wanted() -> bool:
-    return os.environ.get("IRON_BENCH_COMPILE", "1") != "0"
-
-
-_HF: dict[int, Any] = {}
-
-
-def _hf_model(cfg: dict, tensors: dict) -> Any:
-    """transformers' LlamaForCausalLM (bf16, sdpa) on CUDA with ``tensors`` as its weights (one per process)."""
-    import torch
-    from transformers import LlamaConfig as HFConfig
-    from transformers import LlamaForCausalLM
-
-    key = cfg["hidden_size"]
-    if key not in _HF:
-        fields = {k: v for k, v in cfg.items() if k != "model_type"}
-        config = HFConfig(**fields, attn_implementation="sdpa", bos_token_id=None, eos_token_id=None,
-                          pad_token_id=None)
-        with torch.device("cuda"):
-            model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-        state = {k: torch.from_numpy(np.ascontiguousarray(v).view(np.int16)).view(torch.bfloat16)
-                 for k, v in tensors.items()}
-        model.load_state_dict(state, strict=False)
-        model.tie_weights()
-        _HF[key] = model
-    return _HF[key]
-
-
-def _generate_step(model: Any, ids: Any, repeats: int, extra: dict, steps: int = 32) -> float:
-    """Seconds per decode step of ``model.generate``: (N + 1 new tokens - 1 new token) / N, median of repeats."""
-    import torch
-
-    def gen(n: int) -> float:
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        with torch.no_grad():
-            model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0, **extra)
-        torch.cuda.synchronize()
-        return time.perf_counter() - start
-
-    gen(4)
-    return statistics.median((gen(steps + 1) - gen(1)) / steps for _ in range(repeats))
-
-
-def _compiled_step(model: Any, ids: Any, repeats: int) -> float:
-    """transformers' documented fast decode: a static cache and the forward compiled with CUDA graphs."""
-    import torch
-
-    eager = model.forward
-    model.forward = torch.compile(eager, mode="reduce-overhead", fullgraph=True)
-    try:
-        return _generate_step(model, ids, repeats, {"cache_implementation": "static"})
-    finally:
-        model.forward = eager
 
 
 bench("model/llama/prefill", row=_prefill, shapes=[(24, 64)], device_shapes=[(512, 2048), (2048, 2048)],

@@ -80,10 +80,20 @@ def memories(x: Tensor[iron.f32], o: Tensor[iron.f32]):
     o[i] = s[local_id(0)] * x[i]  # past a barrier, other invocations' stores may be read
 
 
+@iron.kernel
+def equal_loads(u: Tensor[iron.u32], x: Tensor[iron.f32], o: Tensor[iron.f32]):
+    i = program_id(0)
+    o[i] = iron.f32(u[i] - u[i]) * x[i]  # two loads of one address: one value after NIR's CSE (fuzz seed 706000716)
+    o[i] = iron.f32(u[(i + 1) & 7] ^ u[(i + 1) & 7]) * x[i]  # ... at an index computed twice
+    o[i] = iron.f32(u[i] - u[i + 1]) * x[i]  # two addresses
+    o[i] = iron.f32(iron.atomic_add(u, 0, 1) - iron.atomic_add(u, 0, 1)) * x[i]  # two atomics are two values
+
+
 def test_zeros_the_driver_makes():
     assert _flagged(helper_zero) == [[True, False]]
     assert _flagged(loop_indices) == [[True, False], [False, False]]
     assert _flagged(memories) == [[False, True], [True, False], [False, False]]
+    assert _flagged(equal_loads) == [[True, False], [True, False], [False, False], [False, False]]
 
 
 def test_run_time_values_stay_run_time():

@@ -282,3 +282,33 @@ def test_products_with_zeros_only_the_driver_knows(backend, rng):
                 zero * x64]
     np.testing.assert_array_equal(o.reshape(n, 8), np.stack(want, 1).astype(np.float32))
     assert np.isnan(o.reshape(n, 8)[:, 0]).all() and np.isnan(o[[1, 9, 17]]).all() and o[3] == np.inf
+
+
+@iron.kernel
+def products_of_equal_loads(u: Tensor[iron.u32], x: Tensor[iron.f32], o: Tensor[iron.f32], oi: Tensor[iron.i32]):
+    i = program_id(0)
+    z = iron.cast(u[i] - u[i], iron.f32)  # two loads of one address: 0.0 once the driver merges them
+    w = iron.cast(u[(i + 3) & 7] ^ u[(i + 3) & 7], iron.f32)  # ... also at an index computed twice
+    o[i * 4] = z * x[i]
+    o[i * 4 + 1] = x[i] / z
+    o[i * 4 + 2] = w / x[i]
+    o[i * 4 + 3] = iron.fma(w, x[i], 1.0)
+    oi[i] = iron.isnan(z * x[i])  # the wrong 0.0 reaching an integer, as in the fuzz kernel's branch
+
+
+def test_products_with_a_difference_of_equal_loads(backend, rng):
+    """0.0 * inf is NaN where the 0.0 is `u[i] - u[i]`: two loads in Iron's IR, one value after NIR's CSE, then 0 and
+    a constant +0.0 that lavapipe's gallivm multiplies away (fuzz seed 706000716: `cast(xu[gid] - xu[gid], f32) *
+    xf[gid]` gave 0.0 for NaN and a branch on it stored where the interpreter did not). driver_constants.py now takes
+    two loads of one memory at one index as one value."""
+    n = 8
+    u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -3.0, 2.5], np.float32)
+    o, oi = np.full(4 * n, 7.0, np.float32), np.full(n, -1, np.int32)
+    products_of_equal_loads[n](u, x, o, oi, backend=backend)
+    x64, zero, one = x.astype(np.float64), np.zeros(n), np.ones(n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = [zero * x64, x64 / zero, zero / x64, zero * x64 + one]
+    np.testing.assert_array_equal(o.reshape(n, 4), np.stack(want, 1).astype(np.float32))
+    np.testing.assert_array_equal(oi, np.isnan(want[0]).astype(np.int32))
+    assert np.isnan(o[[0, 4, 8]]).all() and o[1] == np.inf and oi[:3].tolist() == [1, 1, 1]

@@ -88,6 +88,7 @@ class _Analysis:
         self.shared_memory = {p.value.uid for p in kernel.params if p.kind == "buffer"}
         self.shared_memory |= {op.result.uid for op in ops if op.opcode == "shared"}
         self.loops: list[_Loop] = []
+        self.same: dict[tuple[int, int], bool] = {}  # _same's answers
 
     def const(self, v: Value) -> bool:
         return v.uid in self.known
@@ -209,9 +210,33 @@ class _Analysis:
             # float arithmetic of a run-time value stays run-time: NIR honours exact float rules, and the emitter
             # keeps products and quotients from gallivm's zero folds
             return False
-        if code in _SELF_CANCELLING and len(op.operands) == 2 and op.operands[0] is op.operands[1]:
+        if code in _SELF_CANCELLING and len(op.operands) == 2 and _same(*op.operands, self.same):
             return True
         return any(const(v) and _absorbs(op, i) for i, v in enumerate(op.operands))
+
+
+#: ops whose two results NIR's CSE may merge although Iron's IR keeps both: loads (of a readonly buffer, or with no
+#: store between: ``xu[i] - xu[i]`` is two loads, 0 for the driver: fuzz seed 706000716) and variable reads
+_MERGED = frozenset({"load", "get"})
+
+
+def _same(a: Value, b: Value, memo: dict[tuple[int, int], bool], depth: int = 0) -> bool:
+    """Whether the driver may see ``a`` and ``b`` as one value: the same op of operands it may see as one (NIR's
+    CSE), reads of one memory or variable at one index included. Errs towards "one": the stores between two reads
+    are not looked at."""
+    if a is b:
+        return True
+    x, y = a.owner, b.owner
+    if depth > 64 or not isinstance(x, Op) or not isinstance(y, Op) or x.opcode != y.opcode or a.type != b.type:
+        return False
+    info = O.OPS.get(x.opcode)
+    if info is None or not (info.pure or x.opcode in _MERGED) or x.regions or x.attrs != y.attrs \
+            or len(x.operands) != len(y.operands):
+        return False
+    key = (a.uid, b.uid)
+    if key not in memo:
+        memo[key] = all(_same(u, v, memo, depth + 1) for u, v in zip(x.operands, y.operands))
+    return memo[key]
 
 
 def _literal_index(v: Value) -> int | None:

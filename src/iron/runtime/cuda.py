@@ -396,7 +396,8 @@ class CudaBackend(Backend):
             return []
         buffers = {name: (moved[name] if name in moved else a.ptr, a.size)
                    for name, a in arrays.items() if a is not None}
-        return self.tensor_map_cache().pointers(src.tensor_maps, buffers, scalars, int(stream.handle), kernel)
+        handle = None if self.capture is not None else int(stream.handle)  # recording: a GraphBuilder, no handle
+        return self.tensor_map_cache().pointers(src.tensor_maps, buffers, scalars, handle, kernel)
 
     def tensor_map_cache(self):
         """The copy engine's descriptors of this backend (``cuda_tma.TensorMaps``), made at first use."""

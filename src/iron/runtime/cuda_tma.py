@@ -32,11 +32,16 @@ class TensorMaps:
         self._cache: dict[tuple, int] = {}  # key -> device address of the descriptor
         self._host = self._dev = None
         self._pinned = None
+        self._side = None  # a stream for the copies made while Iron's stream is being captured
+        self._recorded = False  # a graph holds a pointer into this arena: it is never rewritten
+        self._retired: list = []  # such arenas, kept for the graphs (512 KiB each)
 
     def pointers(self, specs, buffers: dict[str, tuple[int, int]], scalars: dict[str, Any], stream: int,
                  kernel: str) -> list[int]:
         """The device address of each spec's descriptor. ``buffers``: parameter name -> (address, elements);
-        ``stream``: the handle of the stream the launch goes to."""
+        ``stream``: the handle of the stream the launch goes to, or None while a graph is being recorded (the
+        descriptors are then written through a stream of their own and waited for, and their slots are never
+        rewritten: the graph reads them at every replay)."""
         return [self.pointer(spec, *buffers[spec.buffer], scalars, stream, kernel) for spec in specs]
 
     def pointer(self, spec, address: int, length: int, scalars: dict[str, Any], stream: int, kernel: str) -> int:
@@ -45,6 +50,7 @@ class TensorMaps:
         key = (spec.elem, address, length, rows, cols, ld, bstride, spec.box, spec.rank)
         ptr = self._cache.get(key)
         if ptr is not None:
+            self._recorded |= stream is None
             return ptr
         itemsize = 4 if spec.elem in ("f32", "i32", "u32") else 2
         where = f"{kernel}: tile_load from '{spec.buffer}'"
@@ -65,9 +71,13 @@ class TensorMaps:
         import numpy as np
         from cuda.core import LegacyPinnedMemoryResource
 
-        if self._host is None:
-            dev = self.device.memory_resource.allocate(_LIMIT * 128, stream=self.stream)
-            self.stream.sync()  # allocated in Iron's stream order; the copies may go to another stream
+        recording = stream is None
+        if recording and self._side is None:
+            self._side = self.device.create_stream()
+        if self._host is None:  # allocated in stream order (not on Iron's stream while it is being captured)
+            order = self._side if recording else self.stream
+            dev = self.device.memory_resource.allocate(_LIMIT * 128, stream=order)
+            order.sync()  # the copies may go to another stream
             pinned = LegacyPinnedMemoryResource().allocate(_LIMIT * 128)
             self._dev, self._pinned = dev, pinned
             self._host = np.ctypeslib.as_array((ctypes.c_uint8 * (_LIMIT * 128)).from_address(int(pinned.handle)))
@@ -75,14 +85,22 @@ class TensorMaps:
         if slot >= _LIMIT:
             from cuda.bindings import driver
 
-            driver.cuStreamSynchronize(stream)  # every earlier launch has read its descriptors: start over
             self._cache.clear()
             slot = 0
+            if self._recorded or recording:  # a graph reads this arena (or Iron's stream cannot be waited for)
+                self._retired.append((self._dev, self._pinned))  # kept, and a new one written
+                self._host, self._recorded = None, False
+                return self._store(data, stream)
+            driver.cuStreamSynchronize(stream)  # every earlier launch has read its descriptors: start over
         self._host[slot * 128:(slot + 1) * 128] = np.frombuffer(data, dtype=np.uint8)
         from cuda.bindings import driver as d
 
         dst = int(self._dev.handle) + slot * 128
+        if recording:  # not into the graph: written now through a stream of our own, and waited for
+            stream, self._recorded = int(self._side.handle), True
         (err,) = d.cuMemcpyHtoDAsync(dst, int(self._pinned.handle) + slot * 128, 128, stream)
+        if err == d.CUresult.CUDA_SUCCESS and recording:
+            (err,) = d.cuStreamSynchronize(stream)
         if err != d.CUresult.CUDA_SUCCESS:
             raise LaunchError(f"copying a tensor-map descriptor to the device failed ({err.name})")
         return dst

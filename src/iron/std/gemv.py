@@ -8,12 +8,17 @@ consecutive rows. Each step, a thread loads ``UNROLL`` vectors of ``VEC`` elemen
 adjacent 16-byte vectors (coalesced). Rows whose length is not a multiple of 16 bytes of elements use ``VEC = 1``
 (scalar accesses); the last group's missing rows re-read the last row and store nothing.
 
+sm_90 SASS (NVRTC, bf16, 2048 columns): the ``if v < nvec`` around step u = 1's loads keeps them behind the branch,
+after step 0's arithmetic, so ``ROWS + 1`` loads are in flight per thread, not ``UNROLL * (ROWS + 1)``;
+std/gemv_warp's kernel, timed beside this one on CUDA, issues its loads without a branch between them.
+
 Expected on an H200 (bf16, not measured here): 16384^2 runs 4096 groups of 256 threads, 4 rows each, 10 x 16-byte
 loads in flight per thread, A streamed once and x from L1/L2: near the ~4.1 TB/s torch reaches (target >= 4050 GB/s).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -41,6 +46,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from .elementwise import SILU, unary_op
+from .gemv_warp import launch_gemv_warp, warp_constexprs
 from .softmax import dtype_label
 
 #: the default variant (``iron build``, the compile tests): valid for every dtype
@@ -128,27 +134,62 @@ def plan_gemv(nrows: int, ncols: int, itemsize: int) -> tuple[int, int, int, int
 #: (BLOCK, ROWS, UNROLL) that autotuning times on a GPU backend beside plan_gemv's choice (the first); elsewhere
 #: plan_gemv's alone. More rows per group share each x vector; more unrolling puts more loads in flight.
 GEMV_TUNING = {"cuda": [(128, 4, 2), (256, 8, 1), (128, 8, 2), (64, 8, 4), (256, 2, 4), (128, 2, 4)]}
+#: (WARPS, R, K, BPW) of std/gemv_warp's SIMD-group kernel timed beside them: WARPS SIMD groups a group, R rows per
+#: SIMD group, K vectors per lane and row in flight (capped at what a row needs), BPW blocks of rows per SIMD group.
+#: sm_90, bf16: up to R * K = 16 loads of A ptxas issues as one batch (13-16 of them); R = 4, K = 8 (ptxas trickles
+#: its 32) and R = 8, K = 2 are there for the long rows (down) and the GLU, whose gating a block's rows share.
+GEMV_WARP_TUNING = {"cuda": [(4, 1, 8, 1), (4, 2, 8, 1), (4, 2, 8, 4), (2, 2, 8, 1), (4, 4, 4, 1), (4, 4, 8, 1),
+                             (4, 8, 2, 1)]}
+
+
+@lru_cache(maxsize=256)  # asked at every launch (a decode step launches seven GEMVs)
+def gemv_configs(backend: str, nrows: int, ncols: int, itemsize: int) -> tuple[dict, ...]:
+    """The configurations ``launch_gemv`` times on ``backend`` for a (nrows, ncols) matrix, plan_gemv's first: the
+    group kernel's {BLOCK, ROWS, UNROLL}, then the SIMD-group kernel's {WARPS, R, K, BPW} (K capped at what a row
+    needs at the backend's SIMD width, duplicates dropped). Shared between calls: do not modify."""
+    block, vec, rows, unroll = plan_gemv(nrows, ncols, itemsize)
+    configs = [{"BLOCK": block, "ROWS": rows, "UNROLL": unroll}]
+    configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in GEMV_TUNING.get(backend, [])
+                if (b, r, u) != (block, rows, unroll) and (vec == 1 or b * vec * u <= max(ncols, vec))]
+    warp = GEMV_WARP_TUNING.get(backend, [])
+    if warp:
+        width = get_backend(backend).simd_width()
+        seen = set()
+        for w, r, k, bpw in warp:
+            cfg = {"WARPS": w, "R": r, "K": warp_constexprs(ncols, itemsize, width, r, k)[2], "BPW": bpw}
+            if tuple(cfg.values()) not in seen:
+                seen.add(tuple(cfg.values()))
+                configs.append(cfg)
+    return tuple(configs)
+
+
+def launch_config(cfg: dict, a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False
+                  ) -> tuple[int, int, int, int]:
+    """y = a @ x (``glu``: a @ (silu(gate) * up)) by one of ``gemv_configs``' configurations, without tuning; returns
+    what ``launch_gemv`` does."""
+    nrows, ncols = a.shape
+    if "WARPS" in cfg:
+        block, vec, r, _ = launch_gemv_warp(a, x, y, backend, glu, cfg["WARPS"], cfg["R"], cfg["K"], cfg["BPW"])
+        return block, vec, r, 0
+    vec = plan_gemv(nrows, ncols, a.dtype.itemsize)[1]
+    groups = -(-nrows // cfg["ROWS"])
+    gemv[groups * cfg["BLOCK"], cfg["BLOCK"]](a, x, y, nrows, ncols, cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"],
+                                              int(glu), backend=backend)
+    return cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"]
 
 
 def launch_gemv(a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False) -> tuple[int, int, int, int]:
-    """y = a @ x for a C-contiguous (nrows, ncols) matrix; returns the constexprs it ran. ``glu``: x is (gate, up),
-    2 ncols values, and y = a @ (silu(gate) * up) (the gated vector rounded to a's dtype)."""
+    """y = a @ x for a C-contiguous (nrows, ncols) matrix; returns the constexprs it ran: (BLOCK, VEC, ROWS, UNROLL)
+    of the group kernel, or (group threads, VEC, rows per SIMD group, 0) where std/gemv_warp's kernel ran (its sums
+    depend on VEC and the SIMD width only). ``glu``: x is (gate, up), 2 ncols values, and y = a @ (silu(gate) * up)
+    (the gated vector rounded to a's dtype)."""
     nrows, ncols = a.shape
-    block, vec, rows, unroll = plan_gemv(nrows, ncols, a.dtype.itemsize)
     be = backend or get_backend(None).name
-    configs = [{"BLOCK": block, "ROWS": rows, "UNROLL": unroll}]
-    configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in GEMV_TUNING.get(be, [])
-                if (b, r, u) != (block, rows, unroll) and (vec == 1 or b * vec * u <= max(ncols, vec))]
-
-    def run(cfg: dict) -> None:
-        groups = -(-nrows // cfg["ROWS"])
-        gemv[groups * cfg["BLOCK"], cfg["BLOCK"]](a, x, y, nrows, ncols, cfg["BLOCK"], vec, cfg["ROWS"],
-                                                  cfg["UNROLL"], int(glu), backend=backend)
-
+    configs = gemv_configs(be, nrows, ncols, a.dtype.itemsize)
     name = "std/gemv_glu" if glu else "std/gemv"
-    cfg = tune(name, configs, run, backend=be, dtype=dtype_label(a), key=(nrows, ncols))
-    run(cfg)
-    return cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"]
+    cfg = tune(name, configs, lambda c: launch_config(c, a, x, y, backend, glu), backend=be, dtype=dtype_label(a),
+               key=(nrows, ncols))
+    return launch_config(cfg, a, x, y, backend, glu)
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

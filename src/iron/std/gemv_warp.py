@@ -1,0 +1,197 @@
+"""Decode-step GEMV y = A x with one SIMD group per block of rows: no shared memory, no barrier (std/gemv's
+other kernel, timed beside its group kernel by ``launch_gemv``'s autotuning on CUDA).
+
+Design (the shape of llama.cpp's and TensorRT-LLM's decode GEMVs): each SIMD group (warp) owns ``R`` consecutive
+rows and reduces their ``R`` dot products with ``simd_sum`` alone, so a warp retires as soon as its own loads have
+landed instead of waiting at a group barrier for the slowest warp. A lane's vectors of a row are ``lane + i * S``
+(``S = simd_size()``; adjacent lanes read adjacent 16-byte vectors, coalesced); one *chunk* is ``K`` of them per
+row, ``S * K`` vectors across the warp. A lane issues the chunk's ``R * K`` 16-byte loads of A, then its x, before
+any arithmetic, with no branch between them: ptxas keeps a branch-guarded load behind its branch (std/gemv's second
+unrolled step waits for its first: 5 loads in flight, not 10). The last, partial chunk of a row clamps its vector
+index into the row and skips the arithmetic of the vectors past its end; rows past ``nrows`` re-read the last row
+and are never stored.
+
+When one chunk spans the whole row (``ncols <= S * K * VEC``: 2048 bf16 columns with K = 8 on a 32-wide warp), x is
+loaded once per warp, kept in registers as f32 (for ``GLU``: gated once) and reused for every block of rows the warp
+takes: a warp takes blocks ``w, w + W, ...`` (``W`` warps launched: ``BPW`` blocks per warp). Longer rows (the down
+projection's 8192 columns) loop over chunks, x re-read per chunk from L1/L2 (and gated again: R rows share it).
+
+Sums are f32 FMAs; a lane adds its vectors in increasing column order into two partial sums per row (even/odd
+element: two independent chains), so the result depends only on ``S`` and ``VEC``, not on R, K, BPW or the group.
+
+sm_90, bf16 (NVRTC; ``tests/std/test_gemv_warp.py`` checks no spills, no stack): R = 1, K = 8 takes 122 registers and
+issues its 8 loads of A at once; R = 2, K = 8 162 registers, 13 of its 16 loads before the first FMA (ptxas trickles
+the last few behind FMAs); for 8192 columns with the GLU, R = 4, K = 4 168 registers, all 16 loads of A and the first
+x vector in one batch. ``bench/experiments/gemv_decode_sweep.py`` times every configuration on the GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..frontend import func, kernel
+from ..lang import (
+    T,
+    Tensor,
+    cast,
+    constexpr,
+    f32,
+    fma,
+    group_id,
+    group_size,
+    local_array,
+    num_groups,
+    simd_group,
+    simd_lane,
+    simd_size,
+    simd_sum,
+    static_range,
+    vload,
+)
+from ..runtime import get_backend
+from .elementwise import SILU, unary_op
+
+#: rows per SIMD group, vectors per lane per row and chunk, the largest group size it is launched with
+MAX_R = 8
+MAX_K = 16
+
+
+@func
+def load_x(x, xs, c0, nvec, ncols, K, VEC, GLU, EXACT):
+    """xs[k * VEC + j] = x (GLU: silu(gate) * up rounded to T) at vector c0 + lane + k * S, element j, as f32
+    (the GLU value rounded to T first, as std/elementwise swiglu stores it);
+    EXACT = 0: vectors past nvec read the last one (in bounds) and are never used."""
+    S = simd_size()
+    for k in static_range(K):
+        v = c0 + simd_lane() + k * S
+        if not EXACT:
+            v = min(v, nvec - 1)
+        if GLU:
+            gv = vload(x, v * VEC, VEC)
+            uv = vload(x, ncols + v * VEC, VEC)
+            for j in static_range(VEC):
+                xs[k * VEC + j] = cast(cast(unary_op(cast(gv[j], f32), SILU) * cast(uv[j], f32), T), f32)
+        else:
+            xv = vload(x, v * VEC, VEC)
+            for j in static_range(VEC):
+                xs[k * VEC + j] = cast(xv[j], f32)
+
+
+@func
+def load_a(a, av, row0, nrows, ncols, c0, nvec, R, K, VEC, EXACT):
+    """av[(k R + r) VEC + j] = a[row0 + r, vector c0 + lane + k * S, element j]: R * K 16-byte loads, no branch
+    between them (EXACT = 0: the vector index clamped into the row; rows past the end re-read the last row, in
+    bounds, never stored)."""
+    S = simd_size()
+    for k in static_range(K):
+        v = c0 + simd_lane() + k * S
+        if not EXACT:
+            v = min(v, nvec - 1)
+        for r in static_range(R):
+            ar = vload(a, min(row0 + r, nrows - 1) * ncols + v * VEC, VEC)
+            for j in static_range(VEC):
+                av[(k * R + r) * VEC + j] = ar[j]
+
+
+@func
+def fma_chunk(av, xs, acc, c0, nvec, R, K, VEC, EXACT):
+    """acc[2 r + j % 2] += av[(k R + r) VEC + j] * xs[k VEC + j] (two FMA chains per row) for the lane's vectors
+    below nvec."""
+    S = simd_size()
+    for k in static_range(K):
+        if EXACT or c0 + simd_lane() + k * S < nvec:
+            for r in static_range(R):
+                for j in static_range(VEC):
+                    i = 2 * r + j % 2
+                    acc[i] = fma(cast(av[(k * R + r) * VEC + j], f32), xs[k * VEC + j], acc[i])
+
+
+@func
+def store_rows(y, acc, row0, nrows, R):
+    """y[row0 + r] = the SIMD group's sum of row r, written by lane r % S (the rows that exist)."""
+    for r in static_range(R):
+        s = simd_sum(acc[2 * r] + acc[2 * r + 1])
+        if simd_lane() == r % simd_size() and row0 + r < nrows:
+            y[row0 + r] = s
+
+
+@func
+def zero(acc, n):
+    for i in static_range(n):
+        acc[i] = 0.0
+
+
+@kernel
+def gemv_warp(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, VEC: constexpr, R: constexpr,
+              K: constexpr, GLU: constexpr):
+    """y[r] = sum_c a[r, c] * x[c] for a row-major (nrows, ncols) matrix, ncols a multiple of VEC. Launch groups of
+    a whole number of SIMD groups; SIMD group w of the grid (W of them) computes rows [b R, b R + R) for blocks b =
+    w, w + W, ... < ceil(nrows / R). GLU = 1: x holds 2 ncols values (gate, up) and the vector is silu(gate) * up
+    rounded to T (std/gemv's GLU)."""
+    S = simd_size()
+    per_group = group_size(0) // S
+    warp = group_id(0) * per_group + simd_group()
+    nwarps = num_groups(0) * per_group
+    nvec = ncols // VEC
+    nblocks = (nrows + R - 1) // R
+    CH = S * K
+    xs = local_array(f32, K * VEC)
+    av = local_array(T, R * K * VEC)
+    acc = local_array(f32, 2 * R)
+    if nvec <= CH:  # the row is one chunk: x once per warp, in registers, for all its blocks
+        if nvec == CH:
+            load_x(x, xs, 0, nvec, ncols, K, VEC, GLU, 1)
+        else:
+            load_x(x, xs, 0, nvec, ncols, K, VEC, GLU, 0)
+        for b in range(warp, nblocks, nwarps):
+            zero(acc, 2 * R)
+            if nvec == CH:
+                load_a(a, av, b * R, nrows, ncols, 0, nvec, R, K, VEC, 1)
+                fma_chunk(av, xs, acc, 0, nvec, R, K, VEC, 1)
+            else:
+                load_a(a, av, b * R, nrows, ncols, 0, nvec, R, K, VEC, 0)
+                fma_chunk(av, xs, acc, 0, nvec, R, K, VEC, 0)
+            store_rows(y, acc, b * R, nrows, R)
+    else:  # several chunks: whole ones without bounds, then the partial one; A's loads go out before x's (whose
+        # GLU gating then overlaps them)
+        full = nvec // CH * CH
+        for b in range(warp, nblocks, nwarps):
+            zero(acc, 2 * R)
+            for c0 in range(0, full, CH):
+                load_a(a, av, b * R, nrows, ncols, c0, nvec, R, K, VEC, 1)
+                load_x(x, xs, c0, nvec, ncols, K, VEC, GLU, 1)
+                fma_chunk(av, xs, acc, c0, nvec, R, K, VEC, 1)
+            if full < nvec:
+                load_a(a, av, b * R, nrows, ncols, full, nvec, R, K, VEC, 0)
+                load_x(x, xs, full, nvec, ncols, K, VEC, GLU, 0)
+                fma_chunk(av, xs, acc, full, nvec, R, K, VEC, 0)
+            store_rows(y, acc, b * R, nrows, R)
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def warp_constexprs(ncols: int, itemsize: int, width: int, rows: int, k: int) -> tuple[int, int, int]:
+    """(VEC, R, K) for a row of ncols elements at SIMD width ``width``: 16-byte vectors where every row allows them,
+    K no more than a row needs (a power of two: few variants)."""
+    wide = 16 // itemsize
+    vec = wide if ncols % wide == 0 else 1
+    return vec, rows, min(k, _pow2(-(-(ncols // vec) // width)))
+
+
+def launch_gemv_warp(a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False, warps: int = 4,
+                     rows: int = 2, k: int = 8, bpw: int = 1) -> tuple[int, int, int, int]:
+    """y = a @ x (``glu``: a @ (silu(gate) * up)) by ``gemv_warp``: groups of ``warps`` SIMD groups, ``rows`` rows
+    per SIMD group, at most ``k`` vectors per lane per row in flight, ``bpw`` blocks of rows per SIMD group. Returns
+    (group threads, VEC, rows, K)."""
+    if not 1 <= rows <= MAX_R or not 1 <= k <= MAX_K or warps < 1 or bpw < 1:
+        raise ValueError(f"gemv_warp: rows {rows} (1..{MAX_R}), k {k} (1..{MAX_K}), warps {warps}, bpw {bpw}")
+    nrows, ncols = a.shape
+    width = get_backend(backend).simd_width()
+    vec, r, kk = warp_constexprs(ncols, a.dtype.itemsize, width, rows, k)
+    blocks = -(-nrows // r)
+    need = -(-blocks // bpw)  # SIMD groups
+    groups = -(-need // warps)
+    block = warps * width
+    gemv_warp[groups * block, block](a, x, y, nrows, ncols, vec, r, kk, int(glu), backend=backend)
+    return block, vec, r, kk

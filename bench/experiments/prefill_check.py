@@ -2,7 +2,7 @@
 tokens on the H200, 2026-12-03: last-position logits 0.14 and 0.52 off, max |ref|-relative, while a 32-token
 prompt was 0.03 off). The 1B-shaped model of iron/model/bench_rows.py (random bf16 weights) on Iron and on
 transformers in float32 (the reference) and bf16 (its own rounding's distance), for prompts of several lengths.
-Run it under IRON_TMA=0 or IRON_ATTN_WG=0 to take out the copy-engine GEMM or the wgmma attention.
+Then again with IRON_ATTN_WG=0 and with IRON_TMA=0 (the wgmma attention, the copy-engine GEMM taken out).
 
     python bench/experiments/prefill_check.py [T ...]    (default 32 128 512 2048)
 """
@@ -27,24 +27,31 @@ def main() -> None:
     m, tensors = bench_rows.model_for("cuda", 2048)
     ref16 = hf_model(cfg, torch_state(tensors))
     ref32 = copy.deepcopy(ref16).float()
-    knobs = {k: os.environ[k] for k in ("IRON_TMA", "IRON_ATTN_WG", "IRON_TMA_MIN_FLOPS") if k in os.environ}
-    for t in lengths:
-        ids = np.random.default_rng(t).integers(0, cfg["vocab_size"], t).astype(np.int32)
-        m.reset(t)
-        got = m.prefill(ids.tolist(), all_logits=True).numpy().astype(np.float64)
-        x = torch.tensor(ids[None].astype(np.int64), device="cuda")
-        with torch.no_grad():
-            want16 = ref16(x).logits[0].double().cpu().numpy()
-            want32 = ref32(x).logits[0].double().cpu().numpy()
-        scale = np.abs(want32).max()
-        per_row = np.abs(got - want32).max(axis=1) / scale
-        print(json.dumps({"knobs": knobs, "tokens": t,
-                          "iron_vs_f32_last": float(per_row[-1]), "iron_vs_f32_all": float(per_row.max()),
-                          "bf16_vs_f32_all": float(np.abs(want16 - want32).max() / scale),
-                          "iron_vs_bf16_all": float(np.abs(got - want16).max() / np.abs(want16).max()),
-                          "worst_rows": [int(i) for i in np.argsort(per_row)[-3:]],
-                          "err_by_quarter": [float(per_row[q * t // 4:(q + 1) * t // 4].max()) for q in range(4)]}),
-              flush=True)
+    for knobs in ({}, {"IRON_ATTN_WG": "0"}, {"IRON_TMA": "0"}):  # read at each launch: set here in turn
+        for k in ("IRON_ATTN_WG", "IRON_TMA"):
+            os.environ.pop(k, None)
+        os.environ.update(knobs)
+        for t in lengths if not knobs else [t for t in lengths if t >= 512]:
+            _check(m, ref16, ref32, cfg, knobs, t)
+
+
+def _check(m, ref16, ref32, cfg: dict, knobs: dict, t: int) -> None:
+    ids = np.random.default_rng(t).integers(0, cfg["vocab_size"], t).astype(np.int32)
+    m.reset(t)
+    got = m.prefill(ids.tolist(), all_logits=True).numpy().astype(np.float64)
+    x = torch.tensor(ids[None].astype(np.int64), device="cuda")
+    with torch.no_grad():
+        want16 = ref16(x).logits[0].double().cpu().numpy()
+        want32 = ref32(x).logits[0].double().cpu().numpy()
+    scale = np.abs(want32).max()
+    per_row = np.abs(got - want32).max(axis=1) / scale
+    print(json.dumps({"knobs": knobs, "tokens": t,
+                      "iron_vs_f32_last": float(per_row[-1]), "iron_vs_f32_all": float(per_row.max()),
+                      "bf16_vs_f32_all": float(np.abs(want16 - want32).max() / scale),
+                      "iron_vs_bf16_all": float(np.abs(got - want16).max() / np.abs(want16).max()),
+                      "worst_rows": [int(i) for i in np.argsort(per_row)[-3:]],
+                      "err_by_quarter": [float(per_row[q * t // 4:(q + 1) * t // 4].max()) for q in range(4)]}),
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,12 @@
 #                                 attention prefill timed (bench/experiments/attn_ncu.py)
 #   scripts/gpu_check.sh vchanged  the recordings (iron.graph, the decode step) on NVIDIA's Vulkan
 #   scripts/gpu_check.sh session7 the tests of the 2026-12-03 session's changes on CUDA and hip-on-cuda; f32 GEMM rows
+#   scripts/gpu_check.sh pdl     programmatic dependent launch (IRON_CUDA_PDL=1, opt-in): tests/runtime_cuda/test_pdl*.py
+#                                 (200 dependent launches, the same in a graph), the decode-step tests with it on, then
+#                                 scripts/gpu_model.py on cuda with it on -> model_pdl.json (the `model` part: without)
+#   scripts/gpu_check.sh session8 the 2026-12-03 (eighth) session: its tests on CUDA (copy-engine descriptors made while
+#                                 recording, model bench rows, gemv_warp), long-prompt prefill vs transformers f32
+#                                 (bench/experiments/prefill_check.py), the decode GEMV sweep, the decode bench rows
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -197,6 +203,35 @@ if [ "$PART" = session7 ]; then
   pack
   IRON_PROGRESS=lines timeout 200 $PY -m iron.cli.main bench --backend cuda -v --dtype f32 --filter "std/gemm/gemm_f32*" \
     --json "$OUT/gemm_f32.json" 2>&1 | tee "$OUT/gemm_f32.txt" | tail -n 12
+  pack
+fi
+if [ "$PART" = pdl ]; then
+  # programmatic dependent launch (sm_90, opt-in): the emitted instructions, SASS and launch attribute (CPU side), 200
+  # dependent launches through each launch path and captured in a graph (GPU side), the decode step with it on; then
+  # the 1B-shaped model on cuda with it on (decode tokens/s, a step's kernel time beside its wall time)
+  IRON_TEST_BACKENDS=cuda timeout ${PDL_TEST_TIMEOUT:-200} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/runtime_cuda/test_pdl.py tests/runtime_cuda/test_pdl_gpu.py --maxfail=30 2>&1 \
+    | tee "$OUT/pytest_pdl.txt" | tail -n 20
+  IRON_CUDA_PDL=1 IRON_TEST_BACKENDS=cuda timeout ${PDL_TEST_TIMEOUT:-200} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/models/test_decode_graph.py --maxfail=30 2>&1 | tee "$OUT/pytest_pdl_decode.txt" | tail -n 20
+  pack
+  IRON_CUDA_PDL=1 timeout ${PDL_MODEL_TIMEOUT:-200} $PY scripts/gpu_model.py "$OUT/model_pdl.json" --backends cuda \
+    2>&1 | grep -v "Writing model" | tee "$OUT/model_pdl.txt" | tail -n 30
+  pack
+fi
+if [ "$PART" = session8 ]; then
+  IRON_TEST_BACKENDS=cuda timeout ${S8_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/runtime_cuda/test_tma_graph.py tests/models/test_bench_rows.py tests/std/test_gemv_warp.py \
+    tests/std/test_gemv_glu.py --maxfail=30 2>&1 | tee "$OUT/pytest_session8.txt" | tail -n 20
+  pack
+  timeout ${PC_TIMEOUT:-170} $PY bench/experiments/prefill_check.py ${PC_LENGTHS:-32 512 2048} 2>&1 \
+    | tee "$OUT/prefill_check.txt" | tail -n 12
+  pack
+  timeout 100 $PY bench/experiments/gemv_decode_sweep.py "$OUT/gemv_sweep.json" 2>&1 | tee "$OUT/gemv_sweep.txt" \
+    | tail -n 40
+  pack
+  IRON_BENCH_COMPILE=0 IRON_PROGRESS=lines timeout ${S8_MB_TIMEOUT:-150} $PY -m iron.cli.main bench --backend cuda -v \
+    --filter model/llama/decode --json "$OUT/model_decode.json" 2>&1 | tee "$OUT/model_decode.txt" | tail -n 12
   pack
 fi
 if [ "$PART" = modelbench ]; then

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -341,7 +342,8 @@ def main() -> None:
     folder = Path(args.folder) / args.shape
     rec = {"shape": args.shape, "config": SHAPES[args.shape], "rope": ROPE, "torch": torch.__version__,
            "transformers": transformers.__version__, "device": torch.cuda.get_device_name() if device == "cuda"
-           else "cpu", "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+           else "cpu", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "iron_cuda_pdl": os.environ.get("IRON_CUDA_PDL", "0")}  # programmatic dependent launch (runtime/cuda.py)
     prompt = np.random.default_rng(0).integers(0, SHAPES[args.shape]["vocab_size"], PROMPT_LEN).tolist()
     rec["prompt"] = prompt
     ref = None

@@ -51,7 +51,7 @@ def driver(tmp_path, monkeypatch):
     lib = tmp_path / "libfakecuda.so"
     subprocess.run([shutil.which("cc") or "gcc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
     dll = ctypes.CDLL(str(lib))
-    monkeypatch.setattr(cf, "_launch_address", lambda: ctypes.cast(dll.cuLaunchKernel, ctypes.c_void_p).value)
+    monkeypatch.setattr(cf, "_launch_address", lambda pdl=False: ctypes.cast(dll.cuLaunchKernel, ctypes.c_void_p).value)
     monkeypatch.setattr(cf, "_torch_stream_getter", lambda: (lambda dev: 0x5150))
     monkeypatch.setenv("IRON_CUDA_LAUNCHER", "c")
     return dll

@@ -12,6 +12,11 @@ Sampling (temperature > 0) draws step s with the seed ``seed + s``, as the launc
 the draw reads s from the device (``std/sampling``'s ``sample_tokens_at``: the position in ``state`` minus the
 prompt's last), so one recorded step serves every token. The backends without a recording (the interpreter,
 msl-cpu, HIP, Metal) run the loop launch by launch.
+
+On CUDA, ``IRON_CUDA_PDL=1`` (opt-in, not yet measured to pay; ``runtime/cuda.py:pdl_enabled``) makes every kernel of
+the step wait for the previous one in-kernel and be launched with programmatic stream serialization, and the
+recording keeps those dependencies as programmatic edges: each kernel's launch and ramp may then overlap the previous
+kernel's run instead of following its end.
 """
 
 from __future__ import annotations

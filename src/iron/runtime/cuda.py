@@ -27,6 +27,15 @@ from .cache import cache_key, cached_binary
 from .cuda_fast import make_fast_launch
 
 
+def pdl_enabled() -> bool:
+    """``IRON_CUDA_PDL=1``: programmatic dependent launch (sm_90+), opt-in and not yet measured to pay. Kernels are
+    then emitted waiting for the previous grid first and letting the next be scheduled early (``emit_cuda(pdl=True)``),
+    and every launch of such a kernel (full path, both fast launchers, graph captures) sets programmatic stream
+    serialization, so that on a decode step's chain of small kernels each one's launch and ramp can overlap the
+    previous one's run. A kernel emitted without it is always launched plainly."""
+    return os.environ.get("IRON_CUDA_PDL", "0") == "1"
+
+
 def probe() -> str | None:
     """None when a CUDA device can be used here, else why not."""
     try:
@@ -158,11 +167,13 @@ class CudaBackend(Backend):
     # -- compile --------------------------------------------------------------------------------------------------
 
     def emitted(self, variant):
-        src = variant.artifacts.get("cuda-src")
+        pdl = pdl_enabled()
+        key = "cuda-src-pdl" if pdl else "cuda-src"  # the compile cache key hashes the source, which differs
+        src = variant.artifacts.get(key)
         if src is None:
             from ..codegen import emit_cuda
 
-            src = variant.artifacts["cuda-src"] = emit_cuda(variant.kernel, arch=self.arch)
+            src = variant.artifacts[key] = emit_cuda(variant.kernel, arch=self.arch, pdl=pdl)
         return src
 
     def source(self, variant) -> str:
@@ -185,7 +196,7 @@ class CudaBackend(Backend):
         from ..codegen.nvrtc import fmad_enabled
 
         self.device()
-        key = (f"{self.name}-fn", self.arch, fmad_enabled())
+        key = (f"{self.name}-fn", self.arch, fmad_enabled(), pdl_enabled())
         fn = variant.artifacts.get(key)
         if fn is None:
             from cuda.core import ObjectCode
@@ -326,7 +337,7 @@ class CudaBackend(Backend):
         return self.stream
 
     def launch(self, variant, arrays, scalars, grid, group) -> None:
-        from cuda.core import LaunchConfig, launch
+        from cuda.core import launch
 
         kern, blocks, block = self.geometry(variant, grid, group)
         src = self.emitted(variant)
@@ -367,8 +378,7 @@ class CudaBackend(Backend):
                 shared_sizes.lengths(variant.kernel, scalars, limit, f"this GPU ({self.device().name})",
                                      static=src.shared_bytes)
                 shmem = src.launch_shared_bytes(scalars)
-            config = LaunchConfig(grid=blocks, block=block, shmem_size=shmem)
-            launch(stream, config, kern, *args)
+            launch(stream, launch_config(src, blocks, block, shmem), kern, *args)
             written = {p.source for p in src.params if p.kind == "buffer" and not p.readonly}
             cuda_align.unstage(aligned, arrays, written, stream)
             if staged:
@@ -481,6 +491,22 @@ class CudaBackend(Backend):
     def artifacts(self, variant, targets=(), metallib: bool = False) -> list[Emitted]:
         """``.cu``: the CUDA source with its parameters and vector entry."""
         return [write_cuda(variant)]
+
+
+def launch_config(src, blocks, block, shmem: int):
+    """cuda.core's LaunchConfig for a launch of ``src`` (a ``KernelSource``): with programmatic stream serialization
+    (cuLaunchKernelEx's CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) where the source waits for the previous
+    grid (``src.pdl``, ``pdl_enabled``)."""
+    from cuda.core import LaunchConfig
+
+    if not getattr(src, "pdl", False):
+        return LaunchConfig(grid=blocks, block=block, shmem_size=shmem)
+    try:
+        return LaunchConfig(grid=blocks, block=block, shmem_size=shmem, programmatic_stream_serialization=True)
+    except TypeError:
+        raise LaunchError("IRON_CUDA_PDL=1 needs cuda.core 1.2 or later (LaunchConfig's "
+                          "programmatic_stream_serialization)", None,
+                          "upgrade cuda-core, or unset IRON_CUDA_PDL") from None
 
 
 def _device_of(value: Any, ptr: int) -> int | None:

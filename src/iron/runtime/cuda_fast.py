@@ -10,7 +10,9 @@ re-validates and installs a new fast launcher.
 Two implementations of the same checks: compiled C (``cuda_launch.c``, built at first use with the system C compiler
 against this Python's headers, cached on disk), which calls the driver through a function pointer; and, where that
 cannot be built (no compiler or headers; ``EXT_REASON`` says why) or ``IRON_CUDA_LAUNCHER=python``, a function
-generated in Python that calls the driver through ctypes.
+generated in Python that calls the driver through ctypes. A kernel emitted for programmatic dependent launch
+(``KernelSource.pdl``, ``IRON_CUDA_PDL=1``) is launched by both with ``cuLaunchKernelEx`` and the programmatic stream
+serialization attribute instead.
 """
 
 from __future__ import annotations
@@ -108,9 +110,45 @@ def _single_cuda_device() -> bool:
         return False
 
 
-def _launch_address() -> int:
-    """The address of the driver's cuLaunchKernel (tests substitute a recording C function)."""
-    return ctypes.cast(_libcuda().cuLaunchKernel, ctypes.c_void_p).value
+def _launch_address(pdl: bool = False) -> int:
+    """The address of the driver's cuLaunchKernel, or with ``pdl`` cuLaunchKernelEx (tests substitute recording C
+    functions)."""
+    lib = _libcuda()
+    return ctypes.cast(lib.cuLaunchKernelEx if pdl else lib.cuLaunchKernel, ctypes.c_void_p).value
+
+
+#: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (cuda.h's CUlaunchAttributeID)
+PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class _AttributeValue(ctypes.Union):
+    """cuda.h's CUlaunchAttributeValue: 64 bytes, 8-byte aligned; this attribute's value is an int."""
+
+    _fields_ = [("flag", ctypes.c_int), ("bytes", ctypes.c_char * 64), ("align", ctypes.c_void_p)]
+
+
+class LaunchAttribute(ctypes.Structure):
+    """cuda.h's CUlaunchAttribute: the id, padding to 8 bytes, the value."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", _AttributeValue)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """cuda.h's CUlaunchConfig, the first argument of cuLaunchKernelEx."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shmem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+def pdl_config(blocks, block, shmem: int) -> LaunchConfig:
+    """A CUlaunchConfig with programmatic stream serialization allowed (the stream is set per call); it keeps its
+    attribute alive (``_attr``)."""
+    attr = LaunchAttribute(id=PROGRAMMATIC_STREAM_SERIALIZATION)
+    attr.value.flag = 1
+    config = LaunchConfig((ctypes.c_uint * 3)(*blocks), (ctypes.c_uint * 3)(*block), shmem, None,
+                          ctypes.pointer(attr), 1)
+    config._attr = attr
+    return config
 
 
 def make_fast_launch(backend, kfn, variant, args: tuple, bound: dict[str, Any], grid, group,
@@ -212,6 +250,8 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
     fixed = (ctypes.c_void_p(int(kern.handle)), *map(c_uint, blocks), *map(c_uint, block),
              c_uint(src.dynamic_shared_bytes))
     stream = ctypes.c_void_p(0)
+    pdl = getattr(src, "pdl", False)  # cuLaunchKernelEx(&config, f, argv, NULL), the stream in the config
+    config = pdl_config(blocks, block, src.dynamic_shared_bytes) if pdl else None
     ns: dict[str, Any] = {
         "backend": backend, "stream_of": (lambda index, h=int(backend.stream.handle): h) if own
         else _torch_stream_getter(), "DEV": device_index, "stream": stream, "BK": backend.name,
@@ -222,6 +262,9 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
         "launch": ctypes.PyDLL("libcuda.so.1").cuLaunchKernel, "fixed": fixed, "argv": ctypes.c_void_p(
             ctypes.addressof(argv)), "LaunchError": LaunchError, "ckey": _constexpr_key, "NAME": variant.kernel.name,
     }
+    if pdl:
+        ns.update(launch=ctypes.PyDLL("libcuda.so.1").cuLaunchKernelEx, CONFIG=config,
+                  config=ctypes.c_void_p(ctypes.addressof(config)), fn=fixed[0])
     names = [f"a{i}" for i in range(len(plan))]
     code = ["def fast(call_args):",
             f"    if backend.capture is not None or len(call_args) != {len(plan)}:",
@@ -261,14 +304,15 @@ def _python_fast(backend, variant, plan, src, kern, blocks, block, grid, written
     code += _tmap_lines(backend, variant, plan, names, src, slots, index_of, ns)
     code += ["    if s != stream.value:",
              "        stream.value = s",
-             "    err = launch(*fixed, stream, argv, None)",
+             *(["        CONFIG.stream = s"] if pdl else []),
+             "    err = launch(config, fn, argv, None)" if pdl else "    err = launch(*fixed, stream, argv, None)",
              "    if err:",
              "        raise LaunchError(f'CUDA launch of {NAME} failed (CUresult {err})')",
              "    return True"]
     exec("\n".join(code), ns)  # noqa: S102 - generated from the kernel's own signature, no user text
     fast = ns["fast"]
     fast.source = "\n".join(code)
-    fast.keepalive = (argv, slots, kern, fixed)  # the driver reads argv and the slots at each launch
+    fast.keepalive = (argv, slots, kern, fixed, config)  # the driver reads argv and the slots at each launch
     return fast
 
 
@@ -312,7 +356,9 @@ def _compiled_fast(module, backend, variant, plan, src, kern, blocks, block, gri
         else:
             params.append((4, -1, None, None, 0, b, False))
     device_index = next(entry[4] for entry in plan if entry[0] == "buffer")
-    fast = module.FastLaunch(_launch_address(), int(kern.handle), tuple(blocks), tuple(block),
+    pdl = bool(getattr(src, "pdl", False))  # cuLaunchKernelEx with programmatic stream serialization
+    fast = module.FastLaunch(_launch_address(pdl), int(kern.handle), tuple(blocks), tuple(block),
                              src.dynamic_shared_bytes, device_index, _single_cuda_device(), backend,
-                             _torch_stream_getter(), _constexpr_key, LaunchError, variant.kernel.name, params, slots)
+                             _torch_stream_getter(), _constexpr_key, LaunchError, variant.kernel.name, params, slots,
+                             pdl)
     return fast

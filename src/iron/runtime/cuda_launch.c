@@ -4,7 +4,9 @@
  * tensor type, dtype object, device, contiguity, minimum size in bytes; scalar types and ranges; constexpr keys),
  * writes the data pointers and scalars into the prebuilt argument slots, reads the torch stream, and calls
  * cuLaunchKernel through the function pointer it was given. It returns True when it launched, False when anything
- * does not match (the caller then takes the full path), and raises LaunchError when the driver fails.
+ * does not match (the caller then takes the full path), and raises LaunchError when the driver fails. A kernel emitted
+ * for programmatic dependent launch (IRON_CUDA_PDL=1) gets cuLaunchKernelEx's pointer instead, and is launched with
+ * the programmatic stream serialization attribute.
  *
  * Built at first use with the system C compiler against this Python's headers (cuda_fast.py); no CUDA headers are
  * needed: the driver types it uses are plain pointers and unsigned ints.
@@ -22,6 +24,28 @@
 
 typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                          unsigned shmem, void *stream, void **params, void **extra);
+
+/* cuda.h's CUlaunchAttribute and CUlaunchConfig, laid out as there (a 64-byte value union, 8-byte aligned) */
+typedef struct {
+    int id;
+    char pad[4];
+    union {
+        int flag;
+        char bytes[64];
+        void *align;
+    } value;
+} LaunchAttribute;
+
+typedef struct {
+    unsigned grid[3], block[3], shmem;
+    void *stream;
+    LaunchAttribute *attrs;
+    unsigned num_attrs;
+} LaunchConfig;
+
+typedef int (*launch_ex_fn)(const LaunchConfig *config, void *f, void **params, void **extra);
+
+enum { PROGRAMMATIC_STREAM_SERIALIZATION = 6 }; /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
 
 enum { K_BUFFER = 0, K_I32 = 1, K_U32 = 2, K_F32 = 3, K_CONSTEXPR = 4 };
 
@@ -58,6 +82,8 @@ typedef struct {
     PyObject *name;          /* kernel name, for messages */
     char *backend_env;       /* IRON_BACKEND when this launcher was made (NULL: unset) */
     int alias_check;         /* two or more buffers, one written: overlapping ones go to the full path */
+    int pdl;                 /* launch through launch_ex (cuLaunchKernelEx), programmatic stream serialization */
+    launch_ex_fn launch_ex;
     Py_ssize_t nparams;
     Param *params;
     Py_ssize_t nslots;
@@ -287,8 +313,19 @@ static int fast_try_with(FastLaunch *self, PyObject *const *items, Slot *slots, 
     void *stream = PyLong_AsVoidPtr(s);
     Py_DECREF(s);
     if (stream == NULL && PyErr_Occurred()) return -1;
-    int err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0],
+    int err;
+    if (self->pdl) {
+        LaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.flag = 1;
+        LaunchConfig config = {{self->grid[0], self->grid[1], self->grid[2]},
+                               {self->block[0], self->block[1], self->block[2]}, self->shmem, stream, &attr, 1};
+        err = self->launch_ex(&config, self->function, argv, NULL);
+    } else {
+        err = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0],
                            self->block[1], self->block[2], self->shmem, stream, argv, NULL);
+    }
     if (err != 0) {
         PyErr_Format(self->error, "CUDA launch of %U failed (CUresult %d)", self->name, err);
         return -1;
@@ -309,17 +346,19 @@ static PyObject *FastLaunch_vectorcall(PyObject *callable, PyObject *const *args
 }
 
 /* FastLaunch(launch_ptr, function_ptr, grid3, block3, shmem, device, single_device, backend, stream_of, ckey, error,
- *            name, params, slots)
+ *            name, params, slots[, pdl])
+ *   pdl: launch_ptr is cuLaunchKernelEx, called with programmatic stream serialization allowed
  *   params: [(kind, slot, type, dtype, min_nbytes, key, written)] per Python parameter, in order
  *   slots:  [(kind, value)] per C parameter: kind 0 pointer (filled per call), 1 i32, 2 u32, 3 f32 (value: a
  *           fixed value, e.g. the exact-grid sizes) */
 static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     unsigned long long launch_ptr, function_ptr;
     unsigned gx, gy, gz, bx, by, bz, shmem;
-    int device, single_device;
+    int device, single_device, pdl = 0;
     PyObject *backend, *stream_of, *ckey, *error, *name, *params, *slots;
-    if (!PyArg_ParseTuple(args, "KK(III)(III)IipOOOOUOO", &launch_ptr, &function_ptr, &gx, &gy, &gz, &bx, &by, &bz,
-                          &shmem, &device, &single_device, &backend, &stream_of, &ckey, &error, &name, &params, &slots))
+    if (!PyArg_ParseTuple(args, "KK(III)(III)IipOOOOUOO|p", &launch_ptr, &function_ptr, &gx, &gy, &gz, &bx, &by, &bz,
+                          &shmem, &device, &single_device, &backend, &stream_of, &ckey, &error, &name, &params, &slots,
+                          &pdl))
         return NULL;
     if (!PyList_Check(params) || !PyList_Check(slots)) {
         PyErr_SetString(PyExc_TypeError, "params and slots must be lists");
@@ -335,6 +374,8 @@ static PyObject *FastLaunch_new(PyTypeObject *type, PyObject *args, PyObject *kw
     self->shmem = shmem;
     self->device = device;
     self->single_device = single_device;
+    self->pdl = pdl;
+    if (pdl) self->launch_ex = (launch_ex_fn)(uintptr_t)launch_ptr;
     Py_INCREF(backend); self->backend = backend;
     Py_INCREF(stream_of); self->stream_of = stream_of;
     Py_INCREF(ckey); self->ckey = ckey;

@@ -8,6 +8,7 @@ structs need no operators.
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from ...ir import types as t
@@ -360,6 +361,7 @@ class CudaDialect(CDialect):
             "the buffers\n// indexed by program_id(0) as 16-byte vectors. Launch ceil(n0 / "
             f"{w}) threads on a 1-D grid, with the same arguments.",
             self.signature(parts.entry, list(parts.params), None) + " {",
+            *(pad + line for line in parts.prologue),
             f"{pad}const unsigned {first} = {w}u * (blockIdx.x * blockDim.x + threadIdx.x);",
             f"{pad}if ({first} >= (unsigned){n0}) {{",
             f"{pad2}return;",
@@ -398,3 +400,20 @@ class CudaDialect(CDialect):
 
 
 CUDA = CudaDialect()
+
+#: Programmatic dependent launch (sm_90+; opt-in, ``IRON_CUDA_PDL=1``): the first statements of every entry. The wait
+#: blocks until the grid launched before this one in the stream has completed and its memory is visible, so with it
+#: first the kernel sees exactly what ordinary stream order gives; the trigger then lets the next grid (launched with
+#: programmatic stream serialization) be scheduled while this one runs, to hide the launch gap between kernels.
+PDL_PROLOGUE = (
+    "// programmatic dependent launch: wait for the previous grid, then let the next one be scheduled",
+    'asm volatile("griddepcontrol.wait;" ::: "memory");',
+    'asm volatile("griddepcontrol.launch_dependents;");',
+)
+
+
+def pdl_capable(arch: str | None) -> bool:
+    """Whether the target ``arch`` (``sm_90``, ``sm_90a``, ``compute_100``...) has the griddepcontrol instructions
+    (compute capability 9.0 and later); False for no arch."""
+    match = re.fullmatch(r"(?:sm|compute)_(\d+)[a-z]?", arch or "")
+    return match is not None and int(match.group(1)) >= 90

@@ -109,6 +109,7 @@ class VectorParts:
     lanes: tuple[LaneBuffer, ...]
     first: str  # name for the thread's first element index
     k: str  # name for the element counter
+    prologue: tuple[str, ...] = ()  # statements put first in the entry (emit_source's ``prologue``)
 
 
 @dataclass

@@ -51,11 +51,14 @@ _COMPARE_OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": 
 _COLLECTIVES = {"barrier"} | O.SIMD_OPS
 
 
-def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, vectorize: bool = True) -> KernelSource:
+def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, vectorize: bool = True,
+                prologue: tuple[str, ...] = ()) -> KernelSource:
     """Print ``kernel`` in ``dialect``; raises ``CompileError`` for what the dialect cannot express.
 
     ``vectorize``: also emit the vectorised entry point when the kernel qualifies and the dialect has one. Matrix
     fragments go through the scalar fallback (``codegen/lower_fragments.py``) where the dialect has no spelling.
+    ``prologue``: statements put first in every entry point, before the exact-grid guard (CUDA's programmatic
+    dependent launch, ``emit_cuda(pdl=True)``).
     """
     folded, spelled = kernel.attrs.get("simd_width"), dialect.thread.get("simd_size")
     if folded is not None and spelled is not None and spelled.text.isdigit() and int(spelled.text) != folded:
@@ -64,7 +67,7 @@ def emit_source(kernel: Kernel, dialect: CDialect, line_comments: bool = True, v
     kernel, dialect = lower_tile_constructs(kernel, dialect)  # wgmma / copy engine, else fragment ops / loops
     if dialect.simd_width and needs_fallback(kernel, dialect.matrix):
         kernel = lower_fragments(kernel, dialect.simd_width)
-    return _Printer(kernel, dialect, line_comments).run(vectorize)
+    return _Printer(kernel, dialect, line_comments).run(vectorize, prologue)
 
 
 #: names the vector entry and the element function use besides the kernel's own
@@ -99,10 +102,10 @@ class _Printer(TilePrinting, DialectCalls):
 
     # -- the whole kernel -----------------------------------------------------------------------------------------
 
-    def run(self, vectorize: bool = True) -> KernelSource:
+    def run(self, vectorize: bool = True, prologue: tuple[str, ...] = ()) -> KernelSource:
         entry = self.names.claim(entry_hint(self.k.name))
         params = self._params()
-        body: list[str] = []
+        body: list[str] = [INDENT + line for line in prologue]
         self._guard(body)
         self._tma_prologue(body, INDENT)
         self._block(self.k.body, body, 1)
@@ -113,7 +116,7 @@ class _Printer(TilePrinting, DialectCalls):
             signature = self.d.bounded(signature, *self.k.attrs["launch_bounds"])
         kernel_text = signature + " {\n" + "\n".join(body) + "\n}\n"
         lanes = plan_lanes(self.k) if vectorize else None
-        vector, vector_text = self._vectorised(entry, params, lanes) if lanes is not None else (None, "")
+        vector, vector_text = self._vectorised(entry, params, lanes, prologue) if lanes is not None else (None, "")
         spec = []
         if self.k.attrs.get("dtype") is not None:
             spec.append(f"T={self.k.attrs['dtype']}")
@@ -128,7 +131,8 @@ class _Printer(TilePrinting, DialectCalls):
                             tuple(self.d.attribute_params(self.features)),
                             runtime_shared=tuple(self.runtime_shared), tensor_maps=tuple(self.tmaps))
 
-    def _vectorised(self, entry: str, params: list[CParam], lanes: LanePlan) -> tuple[VectorEntry | None, str]:
+    def _vectorised(self, entry: str, params: list[CParam], lanes: LanePlan, prologue: tuple[str, ...] = ()
+                    ) -> tuple[VectorEntry | None, str]:
         """The element function and the vector entry (``vectorize.py``), or (None, "") if the dialect has none."""
         element = _Printer(self.k, self.d, self.line_comments, lanes)
         element.features = self.features  # one prelude serves all three functions
@@ -142,7 +146,7 @@ class _Printer(TilePrinting, DialectCalls):
                        and i not in lanes.lanes),
             lanes=tuple(LaneBuffer(p, taken.claim(f"{p.name}_vec"), i in lanes.preload, i in lanes.writeback)
                         for i, p in zip(lanes.lanes, lane_params)),
-            first="iron_first", k="iron_k")
+            first="iron_first", k="iron_k", prologue=prologue)
         text = self.d.vector_entry(parts)
         if text is None:
             return None, ""

@@ -52,6 +52,9 @@ class KernelSource:
     runtime_shared: tuple[tuple[str, str, int], ...] = ()
     #: the copy engine's descriptors the launcher makes (``cuda_tma.TensorMapSpec``), one per "tmap" parameter
     tensor_maps: tuple = ()
+    #: every entry waits for the previous grid first (CUDA programmatic dependent launch, ``emit_cuda(pdl=True)``):
+    #: the launcher may then launch it with programmatic stream serialization
+    pdl: bool = False
 
     def threadgroup_bytes(self, scalars) -> list[int]:
         """Each threadgroup parameter's bytes (Metal) for a launch with these scalar values (by parameter name)."""

@@ -221,7 +221,8 @@ if [ "$PART" = pdl ]; then
 fi
 if [ "$PART" = session8 ]; then
   IRON_TEST_BACKENDS=cuda timeout ${S8_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q -rfEs \
-    tests/runtime_cuda/test_tma_graph.py tests/models/test_bench_rows.py tests/std/test_gemv_warp.py \
+    tests/runtime_cuda/test_tma_graph.py tests/runtime_cuda/test_gpu_time_streams.py tests/models/test_bench_rows.py \
+    tests/std/test_gemv_warp.py \
     tests/std/test_gemv_glu.py --maxfail=30 2>&1 | tee "$OUT/pytest_session8.txt" | tail -n 20
   pack
   timeout ${PC_TIMEOUT:-170} $PY bench/experiments/prefill_check.py ${PC_LENGTHS:-32 512 2048} 2>&1 \

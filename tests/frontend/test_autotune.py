@@ -90,3 +90,40 @@ def test_choices_are_kept_per_code_path(cache, monkeypatch):
     tag["value"] = "auto"
     assert autotune.tune("demo", configs, _slow_runner({0: 0.0, 1: 0.0}, calls), backend="cpu", dtype="f32",
                          key=(64,)) == {"x": 1}  # the first path's choice, remembered
+
+
+def test_cold_timings_flush_ahead_of_each_repeat_and_are_kept_apart(cache, monkeypatch):
+    """``tune(..., cold=True)`` (a decode step's GEMVs: weights streamed from memory, not the L2 a repeated launch
+    finds them in) gives the backend's timer its L2 flush to run ahead of every repeat, outside the interval, and
+    keeps the choice apart from a warm one; a backend without a flush times as before."""
+    from iron.runtime import get_backend
+
+    be = get_backend("cpu")
+    flushes: list = []
+    timed: list = []
+
+    def gpu_time(self, fn, repeats, before=None):
+        timed.append(before)
+        for _ in range(repeats):
+            if before is not None:
+                before()
+            fn()
+        return {0: 2.0, 1: 1.0}[fn_config[-1]] if before is not None else {0: 1.0, 1: 2.0}[fn_config[-1]]
+
+    fn_config: list = []
+    monkeypatch.setattr(type(be), "gpu_time", gpu_time)
+    monkeypatch.setattr(type(be), "l2_flush", lambda self: (lambda: flushes.append(1)), raising=False)
+    configs = [{"x": 0}, {"x": 1}]
+    run = fn_config.append
+    assert autotune.tune("demo", configs, lambda c: run(c["x"]), backend="cpu", dtype="f32", key=(64,)) == {"x": 0}
+    assert flushes == [] and timed == [None, None]
+    assert autotune.tune("demo", configs, lambda c: run(c["x"]), backend="cpu", dtype="f32", key=(64,),
+                         cold=True) == {"x": 1}  # timed again, not the warm choice
+    assert timed[2:] != [None, None] and len(flushes) == 2 * autotune._REPEATS
+    stored = json.loads((cache / "autotune.json").read_text())
+    assert sorted(k.endswith("|cold") for k in stored) == [False, True]
+    monkeypatch.delattr(type(be), "l2_flush")
+    autotune.forget()
+    timed.clear()
+    assert autotune.tune("other", configs, lambda c: run(c["x"]), backend="cpu", dtype="f32", key=(64,),
+                         cold=True) == {"x": 0} and timed == [None, None]  # no flush here: timed warm

@@ -115,6 +115,7 @@ class CudaBackend(Backend):
         self.capture = None  # a GraphBuilder while iron.cuda.graph() is recording
         self.capture_keep: list = []  # device memory made while recording, handed to the graph that uses it
         self._side = None  # a stream for allocations while Iron's stream is being captured
+        self._flush = None  # l2_flush's function, made at first use
         self.last_launch: tuple | None = None  # (variant, grid, group) of the last full-path launch
         self._streams: dict[int, Any] = {}
         self._tmaps = None  # the copy engine's descriptors (cuda_tma.TensorMaps), made at the first launch needing one
@@ -434,11 +435,41 @@ class CudaBackend(Backend):
         direct = getattr(fast, "direct", None)
         return None if direct is None else direct(fallback)
 
-    def gpu_time(self, fn, repeats: int) -> float | None:
-        """Median GPU seconds of ``fn`` by CUDA events, the host's launch latency kept out (``cuda_timing``)."""
+    def gpu_time(self, fn, repeats: int, before=None) -> float | None:
+        """Median GPU seconds of ``fn`` by CUDA events, the host's launch latency kept out (``cuda_timing``);
+        ``before`` (e.g. ``l2_flush()``) runs ahead of each repeat, outside the interval.
+
+        The events, the sleep ahead and ``before`` go to the stream the launches go to: torch's current stream is
+        Iron's own for the measurement (launches on Iron's arrays go to Iron's stream, on torch tensors to torch's
+        current one), ordered after the work queued before on torch's stream, and that stream after it. Events on
+        torch's stream alone measured nothing of launches on Iron arrays (a non-blocking stream beside it): the
+        autotuner's choices for the model's kernels were arbitrary on the H200 (2026-12-03: a decode step 1.37 or
+        1.99 ms from one tree, by the configurations picked)."""
+        import torch
+
         from .cuda_timing import event_seconds
 
-        return event_seconds(fn, repeats)
+        self.device()
+        outer = torch.cuda.current_stream()
+        mine = torch.cuda.ExternalStream(int(self.stream.handle))
+        mine.wait_stream(outer)
+        try:
+            with torch.cuda.stream(mine):
+                return event_seconds(fn, repeats, before=before)
+        finally:
+            outer.wait_stream(mine)
+
+    def l2_flush(self):
+        """A function that queues an L2 eviction (a 256 MiB memset, 5x the H200's L2) on torch's stream, which
+        ``gpu_time`` times on: the autotuner's cold timings of kernels that stream their inputs from memory."""
+        if self._flush is None:
+            try:
+                import torch
+            except ImportError:  # gpu_time has no events without torch either
+                return None
+            buf = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+            self._flush = buf.zero_
+        return self._flush
 
     def graph(self):
         """A CUDA graph capture (``iron.graph``, ``iron.cuda.graph``)."""

@@ -22,10 +22,11 @@ MAX_LEAD_CYCLES = 1 << 27
 last_lead_ok = True
 
 
-def event_seconds(fn, repeats: int, warmup: int = 1, idle_start: bool = False) -> float:
+def event_seconds(fn, repeats: int, warmup: int = 1, idle_start: bool = False, before=None) -> float:
     """Median GPU seconds of ``fn`` (the CUDA work it queues on torch's current stream) over ``repeats`` calls,
     after ``warmup`` calls. ``idle_start=True`` times without the sleep ahead (host latency included), for
-    comparison."""
+    comparison. ``before``: GPU work queued ahead of each repeat's start event, outside the interval (an L2
+    flush: ``CudaBackend.l2_flush``)."""
     global last_lead_ok
     import torch
 
@@ -38,6 +39,8 @@ def event_seconds(fn, repeats: int, warmup: int = 1, idle_start: bool = False) -
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if lead:
             sleep(cycles)
+        if before is not None:
+            before()
         start.record()
         fn()
         end.record()

@@ -25,8 +25,10 @@ from ..runtime.device_array import Array, asarray
 from .checking import compare
 
 
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up: compiles the variant
+def median_wall(fn, repeats: int, warmup: int = 1) -> float:
+    """The median wall time of ``repeats`` calls of ``fn`` after ``warmup`` untimed ones (the first compiles)."""
+    for _ in range(warmup):
+        fn()
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -170,9 +172,9 @@ def measure(entry, inputs: dict, backend: str, repeats: int, expected: np.ndarra
         return Measured(iron_s, out, timing, len(sets), ref_s, errors, on_device=True)
     iron_s, timing = _device_time(lambda: entry.launch(inputs, backend), backend, repeats)
     if iron_s is None:
-        iron_s = _time(lambda: entry.launch(inputs, backend), repeats)
+        iron_s = median_wall(lambda: entry.launch(inputs, backend), repeats)
     host = entry.reference
-    ref_s = {"numpy": _time(lambda: host(inputs), repeats)} if host else {}
+    ref_s = {"numpy": median_wall(lambda: host(inputs), repeats)} if host else {}
     return Measured(iron_s, inputs[entry.output], timing, 1, ref_s)
 
 
@@ -271,7 +273,7 @@ def measure_arrays(entry, inputs: dict, backend: str, repeats: int, expected: np
             step()
             be.synchronize()
 
-        iron_s, timing = _time(waited, repeats), "host wall-clock (launch + wait)"
+        iron_s, timing = median_wall(waited, repeats), "host wall-clock (launch + wait)"
     last = sets[(count[0] - 1) % copies][entry.output]
     out = last.numpy() if isinstance(last, Array) else last
     refs, missing = entry.device_references()
@@ -282,7 +284,7 @@ def measure_arrays(entry, inputs: dict, backend: str, repeats: int, expected: np
         ref_s, errors, _ = time_peers(refs, missing, dev, tsets, inputs[entry.output], expected, tol, repeats)
         return Measured(iron_s, out, timing, copies, ref_s, errors, on_device=True), TORCH_REFERENCE
     host = entry.reference
-    ref_s = {"numpy": _time(lambda: host(inputs), repeats)} if host else {}
+    ref_s = {"numpy": median_wall(lambda: host(inputs), repeats)} if host else {}
     return Measured(iron_s, out, timing, copies, ref_s), HOST_REFERENCE
 
 
@@ -345,6 +347,6 @@ def launch_overhead(backend: str, repeats: int = 5) -> float:
     launch = lambda: _empty[1](out, backend=backend)  # noqa: E731
     # timed like the rows it is a floor of
     device_s, _ = _device_time(launch, backend, repeats)
-    return device_s if device_s is not None else _time(launch, repeats)
+    return device_s if device_s is not None else median_wall(launch, repeats)
 
 

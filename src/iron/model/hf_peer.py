@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..harness.measure import median_wall
+
 _HF: dict[int, Any] = {}  # hidden size -> the eager model (one per process)
 _SAVED: dict[int, str] = {}  # hidden size -> the weights file given to children
 
@@ -53,18 +55,6 @@ def hf_model(cfg: dict, state: dict) -> Any:
         model.tie_weights()
         _HF[key] = model
     return _HF[key]
-
-
-def median_wall(fn, repeats: int, warmup: int) -> float:
-    """The median wall time of ``repeats`` calls of ``fn`` after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def prefill_time(model: Any, prompt: list[int], repeats: int) -> float:

@@ -51,7 +51,11 @@ def hf_model(cfg: dict, state: dict) -> Any:
                           pad_token_id=None)
         with torch.device("cuda"):
             model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-        model.load_state_dict(state, strict=False)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not (k == "lm_head.weight" and cfg.get("tie_word_embeddings"))]
+        if missing or unexpected:  # a weight left at its random init would make a wrong reference, silently
+            raise ValueError(f"transformers' model did not take every weight: missing {missing[:4]}, unexpected "
+                             f"{unexpected[:4]}")
         model.tie_weights()
         _HF[key] = model
     return _HF[key]

@@ -169,7 +169,9 @@ def _atomic_float(
     if opcode == "atomic_add":
         v, b, op, ident = values.astype(np.float64), base.astype(np.float64), np.add, 0.0
     else:
-        v, b, op, ident = values, base, np.fmax, np.nan
+        # NaNs made quiet: NumPy's scalar fmax (glibc's fmaxf) returns NaN for a signalling one, which must lose too
+        v, b = (np.where(np.isnan(x), np.float32(np.nan), x) for x in (values, base))
+        op, ident = np.fmax, np.nan
     inclusive = _segmented_scan(v, segment, op)
     before = np.empty_like(inclusive)
     before[1:] = inclusive[:-1]

@@ -10,7 +10,8 @@ Choices where C leaves behaviour undefined or a GPU differs (each backend's emit
 - Integer overflow wraps (two's complement). ``shl``/``shr`` mask the shift amount to 0..31 (what x86, SPIR-V drivers
   and ``shf`` in practice do; C calls larger amounts undefined), 0..63 on i64/u64. ``shr`` is arithmetic on signed
   ints, logical on unsigned ones. i64/u64 arithmetic is done in their own NumPy dtypes (which wrap).
-- Float ``min``/``max`` return the other operand when one is NaN (C ``fminf``/``fmaxf``, CUDA ``fminf``).
+- Float ``min``/``max`` return the other operand when one is NaN, a signalling one too (CUDA ``fminf``, IEEE
+  754-2019 minimumNumber; glibc's ``fminf`` returns NaN for a signalling NaN).
 - Float ``rem`` is C ``fmodf``. Transcendental math (exp exp2 log log2 sin cos tanh erf rsqrt) and ``fma`` are
   computed in float64 and rounded once to the result type, so results are within half an ulp plus a hair and do not
   depend on the host CPU; GPU math libraries are allowed 1-4 ulp, so tests compare with a tolerance.
@@ -166,6 +167,22 @@ def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return s
 
 
+def _nan_loses(ufunc: np.ufunc) -> PureFn:
+    """``np.fmin``/``np.fmax`` that return the other operand for a *signalling* NaN too (IEEE 754-2019's
+    minimumNumber, as PTX ``min``, SPIR-V ``NMin`` on lavapipe and Metal's ``fmin`` do): NumPy's SIMD loops do, but
+    its scalar and strided loops (0-d or short operands) call glibc's ``fminf``, which returns NaN for one (754-2008's
+    minNum). A signalling NaN reaches here from ``bitcast`` or a load (fuzz seed 706003266)."""
+
+    def nan_loses(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        r = ufunc(a, b)
+        nan = np.isnan(r)
+        if not nan.any():
+            return r
+        return np.where(nan & ~np.isnan(a), a, np.where(nan & ~np.isnan(b), b, r))
+
+    return nan_loses
+
+
 # -- the op table -------------------------------------------------------------------------------------------------
 
 _FLOAT_BINARY = {
@@ -174,8 +191,8 @@ _FLOAT_BINARY = {
     "mul": np.multiply,
     "div": np.divide,
     "rem": np.fmod,
-    "min": np.fmin,
-    "max": np.fmax,
+    "min": _nan_loses(np.fmin),
+    "max": _nan_loses(np.fmax),
 }
 _INT_BINARY = {
     "add": np.add,

@@ -244,6 +244,10 @@ def simd_reduce(geom: Geometry, opcode: str, value: np.ndarray, mask: Mask, rtyp
     x = np.broadcast_to(value.astype(dtype, copy=False), (geom.n,))
     if mask is not None:
         x = np.where(mask, x, np.array(_identity(opcode, dtype), dtype=dtype))
+    if dtype.kind == "f" and opcode != "simd_sum":
+        # every NaN lane made the quiet NaN that fmin/fmax skip: a reduction runs through NumPy's scalar loop, which
+        # calls glibc's fminf, and that returns NaN for a signalling one (from a bitcast or a load; fuzz seed 706003266)
+        x = np.where(np.isnan(x), np.array(np.nan, dtype=dtype), x)
     if geom.simd_divides:
         red = ufunc.reduce(x.reshape(-1, geom.simd_width), axis=1, dtype=dtype)
         out = np.repeat(red, geom.simd_width)

@@ -312,3 +312,49 @@ def test_products_with_a_difference_of_equal_loads(backend, rng):
     np.testing.assert_array_equal(o.reshape(n, 4), np.stack(want, 1).astype(np.float32))
     np.testing.assert_array_equal(oi, np.isnan(want[0]).astype(np.int32))
     assert np.isnan(o[[0, 4, 8]]).all() and o[1] == np.inf and oi[:3].tolist() == [1, 1, 1]
+
+
+@iron.kernel
+def min_max_of_nan_bits(u: Tensor[iron.u32], x: Tensor[iron.f32], o: Tensor[iron.f32], acc: Tensor[iron.f32],
+                        width: Tensor[iron.i32], su: iron.u32):
+    i = program_id(0)
+    v = iron.bitcast(u[i], iron.f32)
+    s = iron.bitcast(su, iron.f32)  # uniform: one value, not one per thread
+    o[i * 6] = iron.simd_min(v)
+    o[i * 6 + 1] = iron.simd_max(v)
+    o[i * 6 + 2] = min(s, 1.5)
+    o[i * 6 + 3] = max(2.5, s)
+    o[i * 6 + 4] = min(v, x[i])
+    o[i * 6 + 5] = max(x[i], v)
+    iron.atomic_max(acc, i % 2, v)
+    width[i] = iron.simd_size()
+
+
+def test_min_max_of_signalling_nans(backend):
+    """Float min/max, simd_min/simd_max and f32 atomic_max skip a *signalling* NaN too, as every other NaN (fuzz seed
+    706003266: simd_min of bitcast u32 lanes, one of them 0x7fa9eb50, gave 1.68e-12 for 8.50e-14 on the interpreter
+    alone): NumPy's scalar and strided fmin/fmax loops call glibc's fminf, which returns NaN for one (IEEE 754-2008's
+    minNum), so the interpreter's reductions lost the lanes before it and its uniform min/max gave NaN."""
+    snan, neg_snan, qnan = 0x7FA9EB50, 0xFFA00001, 0x7FC00000
+    groups = np.array([2.0, 8.5e-14, 0, 1.68e-12, 0, 0, 7.0, 3.6e20], np.float32) * np.arange(1, 9)[:, None]
+    u = groups.astype(np.float32).view(np.uint32)  # the smallest value before a signalling NaN, as in the fuzz kernel
+    u[:, [2, 4, 5]] = [snan, neg_snan, qnan]
+    u[7] = [snan, qnan, neg_snan, snan, snan, qnan, neg_snan, snan]
+    u = u.ravel()
+    n = u.size  # 64: seven SIMD groups of 8 with values, then one of NaNs only
+    x = np.linspace(-3, 3, n).astype(np.float32)
+    o, width = np.full(6 * n, 7.0, np.float32), np.zeros(n, np.int32)
+    acc = np.array([np.float32(-1), np.uint32(snan).view(np.float32)], np.float32)
+    min_max_of_nan_bits[n, n](u, x, o, acc, width, snan, backend=backend)
+    o, v, w = o.reshape(n, 6), u.view(np.float32), int(width[0])
+    nan = np.isnan(v)
+    smallest = np.where(nan, np.inf, v).reshape(-1, w).min(1)
+    largest = np.where(nan, -np.inf, v).reshape(-1, w).max(1)
+    none = nan.reshape(-1, w).all(1)
+    np.testing.assert_array_equal(o[:, 0], np.repeat(np.where(none, np.nan, smallest), w))
+    np.testing.assert_array_equal(o[:, 1], np.repeat(np.where(none, np.nan, largest), w))
+    assert (o[:, 2] == 1.5).all() and (o[:, 3] == 2.5).all()
+    np.testing.assert_array_equal(o[:, 4], np.where(nan, x, np.minimum(v, x)))
+    np.testing.assert_array_equal(o[:, 5], np.where(nan, x, np.maximum(v, x)))
+    np.testing.assert_array_equal(acc, [np.where(nan, -np.inf, v)[k::2].max() for k in (0, 1)])
+    assert w != 8 or o[0, 0] == np.float32(8.5e-14) and np.isnan(o[-1, :2]).all()

@@ -80,3 +80,14 @@ def atomics_shared_u32(init: Tensor[iron.u32], v: Tensor[iron.u32], bits: Tensor
     iron.barrier()
     if j < 48:
         final[g * 48 + j] = tab[j]
+
+
+@iron.kernel
+def atomics_global_f32(t: Tensor[iron.f32], addr: Tensor[iron.i32], v: Tensor[iron.f32], w: Tensor[iron.f32],
+                       old: Tensor[iron.f32], n: int, m: int):
+    """The float atomics under contention, keeping every old value: ``atomic_max`` of ``v`` on ``t[a]`` and
+    ``atomic_add`` of ``w`` on ``t[m + a]``."""
+    i = iron.program_id(0)
+    a = addr[i]
+    old[i] = iron.atomic_max(t, a, v[i])
+    old[n + i] = iron.atomic_add(t, m + a, w[i])

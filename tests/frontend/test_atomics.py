@@ -14,7 +14,13 @@ import pytest
 
 from iron import CompileError
 
-from .atomic_kernels import atomic_tickets_i32, atomics_global_i32, atomics_global_u32, atomics_shared_u32
+from .atomic_kernels import (
+    atomic_tickets_i32,
+    atomics_global_f32,
+    atomics_global_i32,
+    atomics_global_u32,
+    atomics_shared_u32,
+)
 from .sources import module_from_source
 from .test_kernels import int_poisoned
 
@@ -97,6 +103,47 @@ def test_cas_tickets_under_contention(backend, rng):
         got = np.sort(ticket[addr == a])
         np.testing.assert_array_equal(got, np.arange(len(got)))
 
+
+
+def _max_serialization(initial: float, olds: np.ndarray, v: np.ndarray, final: float) -> None:
+    """The olds of one address are those of some order of its max updates. Memory only rises, so the threads that
+    saw one value are consecutive; all but the last of them leave it unchanged, and the last raises it to the value
+    the next threads saw (or to the final one). So: the smallest old is the initial value and, for each distinct old
+    value, at most one of its threads' operands is above it: exactly the next value, if memory rose after it."""
+    seen = np.unique(olds)
+    assert seen[0] == initial, f"no thread saw the initial value {initial} (smallest old: {seen[0]})"
+    for k, held in enumerate(seen):
+        after = seen[k + 1] if k + 1 < len(seen) else final
+        raised = v[olds == held]
+        raised = sorted(raised[raised > held].tolist())
+        assert raised == ([after] if after != held else []), (
+            f"threads that saw {held} raised it with {raised}, but the next value held was {after}")
+
+
+@pytest.mark.parametrize("m", [1, 16])
+def test_float_atomics_return_a_serialization(backend, rng, m):
+    check_float_atomics(backend, rng, m)
+
+
+def check_float_atomics(backend: str, rng: np.random.Generator, m: int) -> None:
+    """f32 atomic_max and atomic_add on one or a few addresses (many threads of one SIMD group on the same address):
+    the returned old values must be exactly those of some serialization of the updates. The add operands are
+    small positive integers, so every partial sum is exact and the olds of an address chain through its threads."""
+    addr = rng.permutation(np.arange(N) % m).astype(np.int32)
+    v = (rng.standard_normal(N) * 100).astype(np.float32)
+    v[v == 0] = 1.0  # fmax of +0 and -0 may return either: no zeros
+    w = rng.integers(1, 1000, N).astype(np.float32)
+    t0 = np.concatenate([(rng.standard_normal(m) * 100).astype(np.float32),
+                         rng.integers(-1000, 1000, m).astype(np.float32)])
+    t = t0.copy()
+    old = np.full(2 * N, np.nan, np.float32)
+    atomics_global_f32[N, 64](t, addr, v, w, old, N, m, backend=backend)
+    for a in range(m):
+        on = np.flatnonzero(addr == a)
+        assert t[a] == max(t0[a], v[on].max())
+        _max_serialization(t0[a], old[on], v[on], t[a])
+        assert t[m + a] == t0[m + a] + w[on].astype(np.float64).sum()
+        _chain(t0[m + a], old[N + on], old[N + on] + w[on], t[m + a])
 
 def test_shared_atomics_under_contention(backend, rng):
     groups, size = 4, 64

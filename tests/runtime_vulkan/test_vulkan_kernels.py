@@ -27,6 +27,7 @@ from iron import (
 )
 
 from ..frontend.kernels import block_sum
+from ..frontend.test_atomics import check_float_atomics
 
 spirv = pytest.importorskip("iron.codegen.spirv", reason="the SPIR-V emitter has not landed")
 if not hasattr(spirv, "emit_spirv"):
@@ -150,6 +151,14 @@ def test_atomics(vulkan, vk_backend, rng, monkeypatch, native):
     np.testing.assert_array_equal(hist, np.bincount(np.clip(x.astype(np.int32), 0, 9), minlength=10))
     np.testing.assert_allclose(total[0], x.astype(np.float64).sum(), rtol=1e-4)
 
+
+
+@pytest.mark.parametrize("m", [1, 16])
+def test_cas_float_add_returns_old_values(vulkan, vk_backend, rng, monkeypatch, m):
+    """The CAS-loop f32 atomic_add (a device without float atomics) returns each thread's old value, as the loop of
+    atomic_max does (lavapipe once gave lanes that left the loop early the last lane's value)."""
+    monkeypatch.setitem(vk_backend.context().has, "atomic_float_add", False)
+    check_float_atomics(vulkan, rng, m)
 
 def test_source_and_compile_need_no_device(monkeypatch):
     import iron.runtime as rt

@@ -130,17 +130,28 @@ class ThreadOps(SimdLaneOps):
         return self.inst("OpAtomicFAddEXT", ty, ptr, scope, relaxed, val)
 
     def _cas(self, opcode: str, ptr: int, scope: int, val: int) -> int:
-        """Float atomics as a compare-and-swap loop on the u32 bits; returns the old value."""
+        """Float atomics as a compare-and-swap loop on the u32 bits; returns the old value.
+
+        The compared value lives in a ``Function`` variable (loaded once before the loop, replaced by what a failed
+        swap saw: a loop-carried phi) and the old value is read from it after the loop, never taken from an
+        instruction inside it: lavapipe runs the loop for a whole SIMD vector until its last lane swaps and
+        recomputes in-loop results for the lanes that left (an atomic load gives them 0), so a value leaving this
+        single-exit loop without a phi was the last iteration's (docs/backends/vulkan.md, "Limits seen on
+        lavapipe")."""
         b = self.b
         u32, f32, bool_t = b.type_int(32, False), b.type_float(32), b.type_bool()
         relaxed = b.const_uint(0)
+        expected = b.new_id()
+        self.fvars.append(b.instruction("OpVariable", b.type_pointer("Function", u32), expected,
+                                        b.enum("StorageClass", "Function")))
+        self.stmt("OpStore", expected, self.inst("OpAtomicLoad", u32, ptr, scope, relaxed))
         header, body_l, cont, merge = (b.new_id() for _ in range(4))
         self.branch(header)
         self.label(header)
         self.stmt("OpLoopMerge", merge, cont, 0)
         self.stmt("OpBranch", body_l)
         self.label(body_l)
-        cur = self.inst("OpAtomicLoad", u32, ptr, scope, relaxed)
+        cur = self.inst("OpLoad", u32, expected)
         old = self.inst("OpBitcast", f32, cur)
         new = self.glsl("NMax", f32, old, val) if opcode == "atomic_max" else self.inst("OpFAdd", f32, old, val)
         seen = self.inst("OpAtomicCompareExchange", u32, ptr, scope, relaxed, relaxed,
@@ -148,7 +159,8 @@ class ThreadOps(SimdLaneOps):
         done = self.inst("OpIEqual", bool_t, seen, cur)
         self.stmt("OpBranchConditional", done, merge, cont)
         self.label(cont)
+        self.stmt("OpStore", expected, seen)
         self.stmt("OpBranch", header)
         self.label(merge)
         self.terminated = False
-        return old
+        return self.inst("OpBitcast", f32, self.inst("OpLoad", u32, expected))

@@ -54,6 +54,11 @@ from .elementwise import SILU, unary_op
 #: rows per SIMD group, vectors per lane per row and chunk, the largest group size it is launched with
 MAX_R = 8
 MAX_K = 16
+#: the default variant (``iron build``, the compile tests): valid for every dtype (4 elements: 16 bytes of f32)
+VEC = 4
+R = 2
+K = 4
+GLU = 0
 
 
 @func

@@ -29,6 +29,7 @@ import transformers
 from transformers import LlamaConfig, LlamaForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from iron.model.hf_peer import to_dtype_keeping_rope  # noqa: E402  (after the path)
 
 ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -47,7 +48,7 @@ def build(shape: str, folder: Path, device: str) -> LlamaForCausalLM:
                          hidden_act="silu", bos_token_id=None, eos_token_id=None, pad_token_id=None,
                          attn_implementation="sdpa")
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(device=device, dtype=torch.bfloat16).eval()
+    model = to_dtype_keeping_rope(LlamaForCausalLM(config).to(device=device), torch.bfloat16).eval()
     shutil.rmtree(folder, ignore_errors=True)
     model.save_pretrained(folder, safe_serialization=True)
     return model
@@ -65,7 +66,7 @@ def reference(model, prompt: list[int], device: str, rec: dict) -> dict:
         logits = model(ids).logits[0].float().cpu().numpy()
         model.float()  # the same weights in f32: the error of each bf16 run against it
         f32 = model(ids).logits[0].double().cpu().numpy()
-        model.to(torch.bfloat16)
+        to_dtype_keeping_rope(model, torch.bfloat16)
         out = model.generate(ids, max_new_tokens=NEW, do_sample=False, output_scores=True,
                              return_dict_in_generate=True, pad_token_id=0)
     rec["transformers_bf16_vs_f32_rel_err"] = rel(logits, f32)

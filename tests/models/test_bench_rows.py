@@ -76,3 +76,25 @@ def test_a_crashing_peer_is_reported_not_fatal():
     assert s is None and "SIGSEGV" in why
     s, why = _answer(1, "", "Traceback (most recent call last):\nImportError: no transformers")
     assert s is None and "status 1" in why and "ImportError: no transformers" in why
+
+
+def test_transformers_reference_keeps_rope_in_float32():
+    """The bench rows' transformers model is cast to bf16 with its rotary ``inv_freq`` left in float32 (as
+    ``from_pretrained(dtype=bf16)`` leaves it): cast with the weights, it put the 2048-token reference 0.52 off.
+    Checked against the independent float64 formula; needs torch, transformers and a CUDA device (skips elsewhere)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if not torch.cuda.is_available():
+        pytest.skip("the transformers peer runs on CUDA")
+    from iron.model.hf_peer import hf_model, torch_state
+
+    from .numpy_llama import rope_inv_freq
+
+    cfg = bench_rows.MODELS[64]
+    model = hf_model(cfg, torch_state(bench_rows.random_weights(cfg)))
+    tables = {n: b for n, b in model.named_buffers() if n.endswith("inv_freq")}
+    assert tables and all(b.dtype == torch.float32 for b in tables.values()), {n: b.dtype for n, b in tables.items()}
+    want = rope_inv_freq(NumpyConfig.from_json(cfg))
+    for b in tables.values():
+        np.testing.assert_allclose(b.double().cpu().numpy(), want, rtol=2e-7)
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())

@@ -50,7 +50,7 @@ def hf_model(cfg: dict, state: dict) -> Any:
         config = HFConfig(**fields, attn_implementation="sdpa", bos_token_id=None, eos_token_id=None,
                           pad_token_id=None)
         with torch.device("cuda"):
-            model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+            model = to_dtype_keeping_rope(LlamaForCausalLM(config), torch.bfloat16).eval()
         missing, unexpected = model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not (k == "lm_head.weight" and cfg.get("tie_word_embeddings"))]
         if missing or unexpected:  # a weight left at its random init would make a wrong reference, silently
@@ -59,6 +59,23 @@ def hf_model(cfg: dict, state: dict) -> Any:
         model.tie_weights()
         _HF[key] = model
     return _HF[key]
+
+
+def to_dtype_keeping_rope(model: Any, dtype: Any) -> Any:
+    """``model.to(dtype)`` with the rotary embeddings' ``inv_freq`` buffers kept in float32, as ``from_pretrained(...,
+    dtype=...)`` leaves them. ``Module.to`` casts every floating buffer: a bf16 ``inv_freq`` is off by up to 2^-9 of
+    itself, so the angle at position p is off by p * 2^-9 * inv_freq -- radians by position 2048. That made the 1B
+    bench rows' transformers reference 0.14 (512 tokens) and 0.52 (2048) off Iron's prefill on the H200 (2026-12-03,
+    bench/experiments/prefill_check.py), with transformers bf16 and its f32 copy agreeing: both had the bad table."""
+    import torch
+
+    kept = {name: buf.detach().to(torch.float32).clone() for name, buf in model.named_buffers()
+            if name.rsplit(".", 1)[-1] in ("inv_freq", "original_inv_freq")}
+    model.to(dtype)
+    for name, buf in kept.items():
+        owner, _, leaf = name.rpartition(".")
+        model.get_submodule(owner)._buffers[leaf] = buf
+    return model
 
 
 def prefill_time(model: Any, prompt: list[int], repeats: int) -> float:

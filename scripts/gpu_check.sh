@@ -42,6 +42,8 @@
 #   scripts/gpu_check.sh session8 the 2026-12-03 (eighth) session: its tests on CUDA (copy-engine descriptors made while
 #                                 recording, model bench rows, gemv_warp), long-prompt prefill vs transformers f32
 #                                 (bench/experiments/prefill_check.py), the decode GEMV sweep, the decode bench rows
+#   scripts/gpu_check.sh session9 the 1B-shaped model on cuda without and then with programmatic dependent launch, on
+#                                 one machine (model_1b.json, model_pdl.json): the PDL A/B of the decode rate
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -233,6 +235,14 @@ if [ "$PART" = session8 ]; then
   pack
   IRON_BENCH_COMPILE=0 IRON_PROGRESS=lines timeout ${S8_MB_TIMEOUT:-150} $PY -m iron.cli.main bench --backend cuda -v \
     --filter model/llama/decode --json "$OUT/model_decode.json" 2>&1 | tee "$OUT/model_decode.txt" | tail -n 12
+  pack
+fi
+if [ "$PART" = session9 ]; then
+  timeout ${MODEL_TIMEOUT:-270} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda \
+    2>&1 | grep -v "Writing model" | tee "$OUT/model_1b.txt" | tail -n 14
+  pack
+  IRON_CUDA_PDL=1 timeout ${MODEL_TIMEOUT:-270} $PY scripts/gpu_model.py "$OUT/model_pdl.json" --backends cuda \
+    2>&1 | grep -v "Writing model" | tee "$OUT/model_pdl.txt" | tail -n 14
   pack
 fi
 if [ "$PART" = modelbench ]; then

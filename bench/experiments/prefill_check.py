@@ -2,7 +2,9 @@
 tokens on the H200, 2026-12-03: last-position logits 0.14 and 0.52 off, max |ref|-relative, while a 32-token
 prompt was 0.03 off). The 1B-shaped model of iron/model/bench_rows.py (random bf16 weights) on Iron and on
 transformers in float32 (the reference) and bf16 (its own rounding's distance), for prompts of several lengths.
-Then again with IRON_ATTN_WG=0 and with IRON_TMA=0 (the wgmma attention, the copy-engine GEMM taken out).
+Then again with IRON_ATTN_WG=0 and with IRON_TMA=0 (the wgmma attention, the copy-engine GEMM taken out), unless
+PC_KNOBS=0. The cause (2026-12-03, ninth session): the reference's rotary inv_freq had been cast to bf16 with its
+weights (iron/model/hf_peer.py, to_dtype_keeping_rope).
 
     python bench/experiments/prefill_check.py [T ...]    (default 32 128 512 2048)
 """
@@ -27,7 +29,8 @@ def main() -> None:
     m, tensors = bench_rows.model_for("cuda", 2048)
     ref16 = hf_model(cfg, torch_state(tensors))
     ref32 = copy.deepcopy(ref16).float()
-    for knobs in ({}, {"IRON_ATTN_WG": "0"}, {"IRON_TMA": "0"}):  # read at each launch: set here in turn
+    variants = ({}, {"IRON_ATTN_WG": "0"}, {"IRON_TMA": "0"}) if os.environ.get("PC_KNOBS") != "0" else ({},)
+    for knobs in variants:  # read at each launch: set here in turn
         for k in ("IRON_ATTN_WG", "IRON_TMA"):
             os.environ.pop(k, None)
         os.environ.update(knobs)

@@ -51,6 +51,15 @@ def running_max(A: Tensor[H], B: Tensor[H], O: Tensor[f32], steps: int, MT: cons
 
 
 @kernel
+def nan_masked_max(A: Tensor[H], B: Tensor[H], O: Tensor[f32], cols: int, fill_bits: iron.u32):
+    """O = rowmax(S with columns >= cols set to the float of ``fill_bits``) broadcast: a NaN fill (a signalling one
+    too) loses to every value, as float max's does."""
+    s = mma(frag_a(A, 0, 16), frag_b(B, 0, 16), frag_acc())
+    s = frag_mask(s, 0, 0, cols, False, iron.bitcast(fill_bits, f32))
+    frag_store(O, 0, 16, frag_acc() + frag_row_max(s))
+
+
+@kernel
 def per_lane_scale(A: Tensor[H], B: Tensor[H], O: Tensor[f32]):
     """A scalar that differs between the lanes of a SIMD group (refused: the result would depend on the layout)."""
     s = mma(frag_a(A, 0, 16), frag_b(B, 0, 16), frag_acc())

@@ -86,6 +86,18 @@ def test_row_fragments_carried_through_a_loop(backend, rng):
                  * steps + np.abs(want) + 1, what="loop")
 
 
+@pytest.mark.parametrize("bits", [0x7FA00001, 0xFFC00000, 0x7FC00000])
+def test_row_max_skips_masked_nans_signalling_too(backend, bits, rng):
+    """frag_row_max over columns masked to a NaN (signalling: 0x7fa00001, or quiet) gives the max of the others,
+    as float max and simd_max do (the interpreter's reduction went through NumPy's fmax loop, glibc's fmaxf for a
+    signalling NaN)."""
+    a, b, s = _inputs(rng, "bf16", 1, 1)
+    o = np.full(256, 7.0, np.float32)
+    K.nan_masked_max[_group(backend)](a.reshape(-1), b.reshape(-1), o, 9, bits, backend=backend)
+    want = s[:, :9].max(axis=1).astype(np.float32)
+    np.testing.assert_allclose(o.reshape(16, 16), np.repeat(want[:, None], 16, 1), rtol=2e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("width", [4, 8, 16, 32, 64])
 def test_scalar_fallback_matches_the_interpreter(width, rng):
     """The layout every target without one of its own uses (lavapipe, Metal, HIP), at each SIMD width."""

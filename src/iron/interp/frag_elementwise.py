@@ -41,7 +41,8 @@ def evaluate(op: Op, values: list[np.ndarray], geom: Geometry, mask: Mask) -> np
             return np.asarray(fn(*(_operand(v, f) for v, f in zip(values, frags))), np.float32)
         if code == "frag_reduce":
             acc = values[0]
-            if op.attrs["fn"] == "max":
+            if op.attrs["fn"] == "max":  # NaNs made quiet: NumPy's scalar fmax (glibc) keeps a signalling one
+                acc = np.where(np.isnan(acc), np.float32(np.nan), acc)
                 return np.fmax.reduce(acc, axis=2, keepdims=True).astype(np.float32)
             return from_f64(acc.astype(np.float64).sum(axis=2, keepdims=True), t.f32)
         if code == "frag_to_a":

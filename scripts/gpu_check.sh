@@ -44,6 +44,10 @@
 #                                 (bench/experiments/prefill_check.py), the decode GEMV sweep, the decode bench rows
 #   scripts/gpu_check.sh session9 the 1B-shaped model on cuda without and then with programmatic dependent launch, on
 #                                 one machine (model_1b.json, model_pdl.json): the PDL A/B of the decode rate
+#   scripts/gpu_check.sh session9b (carry .gl/.whl) the ninth session's tests on CUDA (GLU-output GEMV, the decode
+#                                 recording kept across generate calls, the reference's float32 rope), the model
+#                                 with PDL then without (the A/B of session9 in the other order), the long-prompt
+#                                 check vs transformers f32, a differential-fuzzer sample on CUDA and NVIDIA's Vulkan
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -157,7 +161,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -243,6 +247,26 @@ if [ "$PART" = session9 ]; then
   pack
   IRON_CUDA_PDL=1 timeout ${MODEL_TIMEOUT:-270} $PY scripts/gpu_model.py "$OUT/model_pdl.json" --backends cuda \
     2>&1 | grep -v "Writing model" | tee "$OUT/model_pdl.txt" | tail -n 14
+  pack
+fi
+if [ "$PART" = session9b ]; then
+  IRON_TEST_BACKENDS=cuda timeout ${S9_TIMEOUT:-170} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/models/test_bench_rows.py tests/std/test_gemv_warp.py tests/models/test_decode_graph.py \
+    tests/runtime_cuda/test_tma_graph.py tests/runtime_cuda/test_gpu_time_streams.py --maxfail=30 2>&1 \
+    | tee "$OUT/pytest_session9.txt" | tail -n 20
+  pack
+  IRON_CUDA_PDL=1 timeout ${MODEL_TIMEOUT:-150} $PY scripts/gpu_model.py "$OUT/model_pdl.json" --backends cuda \
+    2>&1 | grep -v "Writing model" | tail -n 3
+  pack
+  timeout ${MODEL_TIMEOUT:-150} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda \
+    2>&1 | grep -v "Writing model" | tail -n 3
+  pack
+  PC_KNOBS=0 timeout ${PC_TIMEOUT:-80} $PY bench/experiments/prefill_check.py 512 2048 2>&1 \
+    | tee "$OUT/prefill_check.txt" | tail -n 4
+  pack
+  timeout ${FZ_TIMEOUT:-110} $PY -m tests.fuzz.runner ${FZ_N:-2000} --jobs 12 --seed ${FZ_SEED:-708000000} \
+    --max-seconds $(( ${FZ_TIMEOUT:-110} - 15 )) --backends cuda,vulkan --out "$OUT/fuzz" 2>&1 \
+    | tee "$OUT/fuzz_gpu.txt" | tail -n 12
   pack
 fi
 if [ "$PART" = modelbench ]; then

@@ -18,15 +18,6 @@ from iron.runtime.backend import Backend
 from iron.std.unary import iron_exp
 
 
-class _Recorder:
-    def __init__(self):
-        self.calls = []
-
-    def cuLaunchKernel(self, *args):  # noqa: N802 - the driver's name
-        self.calls.append(args)
-        return 0
-
-
 class _Dtype:
     pass
 
@@ -79,17 +70,6 @@ class _Backend(Backend):
 
     def emitted(self, variant):
         return emit_cuda(variant.kernel)
-
-
-@pytest.fixture
-def recorder(monkeypatch):
-    rec = _Recorder()
-    fake_ctypes = types.SimpleNamespace(**{k: getattr(ctypes, k) for k in dir(ctypes) if not k.startswith("__")})
-    fake_ctypes.CDLL = fake_ctypes.PyDLL = lambda name: rec
-    monkeypatch.setattr(cf, "ctypes", fake_ctypes)
-    monkeypatch.setattr(cf, "_torch_stream_getter", lambda: (lambda dev: 1234))
-    monkeypatch.setenv("IRON_CUDA_LAUNCHER", "python")  # the generated-Python launcher (the C one: test_fast_c.py)
-    return rec
 
 
 def _pointer_arg(call, index):

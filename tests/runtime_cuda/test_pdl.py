@@ -12,7 +12,6 @@ import ctypes
 import os
 import shutil
 import subprocess
-import types
 from pathlib import Path
 
 import pytest
@@ -148,43 +147,12 @@ def test_full_path_config_sets_programmatic_stream_serialization():
 # -- the generated-Python launcher over a recording ctypes driver ------------------------------------------------------
 
 
-class _Recorder:
-    def __init__(self):
-        self.plain, self.ex = [], []
-
-    def cuLaunchKernel(self, *args):  # noqa: N802 - the driver's names
-        self.plain.append(args)
-        return 0
-
-    def cuLaunchKernelEx(self, *args):  # noqa: N802
-        config = ctypes.cast(args[0].value, ctypes.POINTER(cf.LaunchConfig)).contents
-        attr = config.attrs[0] if config.num_attrs else None
-        argv = ctypes.cast(args[2].value, ctypes.POINTER(ctypes.c_void_p))
-        self.ex.append({"grid": list(config.grid), "block": list(config.block), "shmem": config.shmem,
-                        "stream": config.stream, "attrs": [(attr.id, attr.value.flag)] if attr else [],
-                        "function": args[1].value,
-                        "pointers": [ctypes.cast(argv[i], ctypes.POINTER(ctypes.c_void_p))[0] for i in (0, 1)],
-                        "extra": args[3]})
-        return 0
-
-
 class _PdlBackend(_Backend):
     def __init__(self, pdl: bool):
         self.pdl = pdl
 
     def emitted(self, variant):
         return emit_cuda(variant.kernel, arch="sm_90", pdl=self.pdl)
-
-
-@pytest.fixture
-def recorder(monkeypatch):
-    rec = _Recorder()
-    fake_ctypes = types.SimpleNamespace(**{k: getattr(ctypes, k) for k in dir(ctypes) if not k.startswith("__")})
-    fake_ctypes.CDLL = fake_ctypes.PyDLL = lambda name: rec
-    monkeypatch.setattr(cf, "ctypes", fake_ctypes)
-    monkeypatch.setattr(cf, "_torch_stream_getter", lambda: (lambda dev: 1234))
-    monkeypatch.setenv("IRON_CUDA_LAUNCHER", "python")
-    return rec
 
 
 def _make(backend, x, out):
@@ -196,14 +164,14 @@ def test_python_launcher_uses_launch_ex_with_the_attribute(recorder):
     x, out = FakeTensor(1000, 0x1000), FakeTensor(1000, 0x2000)
     fast = _make(_PdlBackend(True), x, out)
     assert fast((x, out, 2.0)) is True and fast((FakeTensor(1000, 0x3000), out, 2.0)) is True
-    assert not recorder.plain and len(recorder.ex) == 2
+    assert not recorder.calls and len(recorder.ex) == 2
     call = recorder.ex[-1]
     assert call["grid"] == [4, 1, 1] and call["block"] == [256, 1, 1] and call["shmem"] == 0
     assert call["stream"] == 1234 and call["function"] == 0xDEAD and call["extra"] is None
     assert call["attrs"] == [(6, 1)]  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, allowed
     assert call["pointers"] == [0x3000, 0x2000]
     plain = _make(_PdlBackend(False), x, out)
-    assert plain((x, out, 2.0)) is True and len(recorder.plain) == 1 and len(recorder.ex) == 2
+    assert plain((x, out, 2.0)) is True and len(recorder.calls) == 1 and len(recorder.ex) == 2
 
 
 # -- the compiled launcher over a fake driver built against NVIDIA's cuda.h ------------------------------------------

@@ -6,12 +6,15 @@ embedding reads in place: the host copies nothing in during decode. It reads eac
 needs it (an ``on_token`` callback, or stop tokens to watch for); otherwise once, at the end.
 
 Decoding on CUDA and Vulkan, greedy or sampled, replays each step as a recording (a CUDA graph, a Vulkan command
-buffer: ``decode_graph``; ``IRON_DECODE_GRAPH=0`` for the launch-by-launch loop, which the other backends use).
+buffer: ``decode_graph``; ``IRON_DECODE_GRAPH=0`` for the launch-by-launch loop, which the other backends use). The
+recording is kept on the model (``decode_graph.kept``): a later call with the same cache size and sampling
+parameters, whatever its prompt, only replays it (``extra["graph_reused"]``).
 
 Timing: ``prefill_s`` runs from the prompt's upload to its first token on the device (``iron.synchronize``), so it
-includes the first choice; ``decode_s`` covers the remaining steps. The first call of each kernel variant compiles it
-(and on GPUs autotunes), so a first run is slower than the ones after it: ``warmup=True`` runs the loop once, untimed,
-on the same prompt first.
+includes the first choice; ``decode_s`` covers the remaining steps of this call. The first call of each kernel
+variant compiles it (and on GPUs autotunes), and the first recorded call runs one step launch by launch and records
+the next, so a first run is slower than the ones after it: ``warmup=True`` runs the loop once, untimed, on the same
+prompt first (and records the step), so that the timed decode is replays only.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..std.reductions import launch_argmax
 from ..std.sampling import launch_sample
 from ..std.topk import MAX_K
 from .config import ModelError
-from .decode_graph import DecodeGraph, graphs_apply
+from .decode_graph import graphs_apply, kept
 from .llama import SLOT, Llama, slot_array
 
 __all__ = ["GenerationResult", "generate"]
@@ -76,7 +79,8 @@ def generate(model: Llama, prompt_ids: Sequence[int], max_new_tokens: int, tempe
              on_token: Callable[[int, int], None] | None = None, warmup: bool = False) -> GenerationResult:
     """``max_new_tokens`` tokens after ``prompt_ids`` (fewer if one of ``stop_ids`` comes, which is kept), greedy
     unless ``temperature`` > 0. ``on_token(step, token)`` is called as each token is known. Resets the model's
-    cache to len(prompt) + max_new_tokens positions."""
+    cache to len(prompt) + max_new_tokens positions (rounded up to 16; the same size keeps the cache, and the
+    recorded decode step of an earlier call is replayed)."""
     prompt = [int(t) for t in prompt_ids]
     vocab = model.config.vocab_size
     if not prompt:
@@ -90,7 +94,7 @@ def generate(model: Llama, prompt_ids: Sequence[int], max_new_tokens: int, tempe
         raise ModelError(f"top_k must be in 1 .. {MAX_K}, not {top_k}")
     sampling = Sampling(temperature, top_p, top_k, seed)
     cache = len(prompt) + max_new_tokens
-    if warmup:  # the same cache size: the same kernel variants and autotuning buckets as the timed run
+    if warmup:  # the same cache size: the same kernel variants, autotuning buckets and recording as the timed run
         _run(model, prompt, min(max_new_tokens, 3), sampling, (), None, cache)
     return _run(model, prompt, max_new_tokens, sampling, tuple(int(s) for s in stop_ids), on_token, cache)
 
@@ -99,9 +103,11 @@ def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop
          on_token: Callable[[int, int], None] | None, cache: int) -> GenerationResult:
     be = model.backend
     model.reset(cache)
-    out = asarray(slot_array(np.zeros(max_new, np.int64)), backend=be)  # token i at element i * SLOT
+    replay = kept(model, len(prompt), sampling) if graphs_apply(model) else None
+    reused = replay is not None and replay.graph is not None  # recorded by an earlier run: this one only replays
+    # token i at element i * SLOT
+    out = replay.history if replay is not None else asarray(slot_array(np.zeros(max_new, np.int64)), backend=be)
     watch = on_token is not None or bool(stop_ids)
-    replay = DecodeGraph(model, out, len(prompt), sampling=sampling) if graphs_apply(model) else None
     synchronize(be)
     start = time.perf_counter()
     logits = model.prefill(prompt)
@@ -127,9 +133,12 @@ def _run(model: Llama, prompt: list[int], max_new: int, sampling: Sampling, stop
     synchronize(be)
     decode_s = time.perf_counter() - start
     if not watch:
-        tokens = [int(t) for t in out.numpy()[::SLOT][:max_new]]
+        tokens = [int(t) for t in out[0:max_new * SLOT].numpy()[::SLOT]]
+    if replay is not None:
+        replay.record()  # untimed: a run too short to record (one decode step) leaves the next call a recording
     return GenerationResult(tokens=tokens, last_prefill_logits=last_logits, prefill_s=prefill_s, decode_s=decode_s,
-                            prompt_len=len(prompt), stopped=stopped, extra={"graph": replay is not None})
+                            prompt_len=len(prompt), stopped=stopped,
+                            extra={"graph": replay is not None, "graph_reused": reused})
 
 
 def _choose(logits, slot, sampling: Sampling, step: int, backend: str) -> None:

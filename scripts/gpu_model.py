@@ -169,8 +169,9 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
 
     @stage("decode_speed")
     def _decode():
-        res = generate(state["m"], prompt, DECODE_TOKENS, warmup=True)  # timed: the recording made, then replayed
+        res = generate(state["m"], prompt, DECODE_TOKENS, warmup=True)  # the warm-up records, the timed run replays
         r["decode_graph"] = res.extra.get("graph")
+        r["decode_graph_reused"] = res.extra.get("graph_reused")
         r["decode_tokens_per_s"] = res.decode_tokens_per_s
         r["decode_ms_per_token"] = 1e3 / res.decode_tokens_per_s
 

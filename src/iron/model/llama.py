@@ -13,8 +13,8 @@ One decoder layer, for T tokens at positions start .. start + T - 1 (batch 1):
                                                      kernel over the cache (below)
     h     = h + a W_o^T;  n = rms_norm(h) * w_post    std/fused_norm add_rms_norm
     gu    = n W_gate_up^T;  m = silu(gu_g) * gu_u     one linear over the fused matrix, std/elementwise swiglu_rows
-                                                     (one token: the gating inside the down projection's GEMV,
-                                                     std/gemv's GLU variant)
+                                                     (one token: the gating inside the gate/up GEMV, std/gemv's
+                                                     glu_out, which stores m alone)
     h     = h + m W_down^T                           fused with the next layer's (or the final) norm
 
 then logits = rms_norm(h) W_head^T (the last row only, unless all rows are asked for), and the next token by
@@ -312,26 +312,25 @@ class Llama:
         self._linear(rows.n, lw.qkv, lw.qkv_bias, rows.qkv, rows)
 
     def _mlp(self, lw: LayerWeights, rows: _Rows) -> None:
-        """rows.o = down(silu(gate(n)) * up(n)): one linear over the fused gate/up matrix; one token gates inside the
-        down GEMV (std/gemv's GLU variant), several rows through std/elementwise swiglu_rows."""
-        self._linear(rows.n, lw.gate_up, lw.gate_up_bias, rows.gate_up, rows)
-        if rows.n.shape[0] == 1 and not isinstance(lw.down, QuantWeight):
-            self._linear(rows.gate_up, lw.down, lw.down_bias, rows.o, rows, glu=True)
-            return
-        launch_swiglu_rows(rows.gate_up, rows.act, self.backend)
+        """rows.o = down(silu(gate(n)) * up(n)): one linear over the fused gate/up matrix. One token (weights not
+        quantized, no gate/up bias) gates inside that GEMV (std/gemv's glu_out: it stores silu(gate) * up, so the
+        down projection is a plain GEMV); otherwise std/elementwise swiglu_rows between the two linears."""
+        if rows.n.shape[0] == 1 and not isinstance(lw.gate_up, QuantWeight) and lw.gate_up_bias is None:
+            launch_gemv(lw.gate_up, rows.n.reshape(-1), rows.act.reshape(-1), self.backend, glu_out=True)
+        else:
+            self._linear(rows.n, lw.gate_up, lw.gate_up_bias, rows.gate_up, rows)
+            launch_swiglu_rows(rows.gate_up, rows.act, self.backend)
         self._linear(rows.act, lw.down, lw.down_bias, rows.o, rows)
 
-    def _linear(self, x: Array, w: Array | QuantWeight, bias: Array | None, out: Array, rows: _Rows,
-                glu: bool = False) -> None:
+    def _linear(self, x: Array, w: Array | QuantWeight, bias: Array | None, out: Array, rows: _Rows) -> None:
         """out (T, N) = x (T, K) @ w (N, K)^T (+ bias): a GEMV for one row, else a GEMM (dequantizing ones for a
-        quantized w). ``glu`` (one row, w not quantized): x is (gate, up), 2 K values, and the GEMV multiplies
-        silu(gate) * up (std/gemv's GLU variant)."""
+        quantized w)."""
         be, t = self.backend, x.shape[0]
         y = out if bias is None else rows.tmp[0:out.size].reshape(out.shape)
         if isinstance(w, QuantWeight):
             quant_linear(x, w, y, be)
         elif t == 1:
-            launch_gemv(w, x.reshape(-1), y.reshape(-1), be, glu=glu)
+            launch_gemv(w, x.reshape(-1), y.reshape(-1), be)
         elif self.dtype == "f32":
             gemm_f32.launch(x, w, y, trans_b=True, backend=be)
         else:

@@ -142,16 +142,26 @@ GEMV_WARP_TUNING = {"cuda": [(4, 1, 8, 1), (4, 2, 8, 1), (4, 2, 8, 4), (2, 2, 8,
                              (4, 8, 2, 1)]}
 
 
+#: glu_out's configuration where launch_gemv does not time any (every backend but CUDA): one gate row and its up
+#: row per SIMD group, four SIMD groups a group, K capped at what a row needs
+GLU_OUT_DEFAULT = (4, 2, 8, 1)
+
+
 @lru_cache(maxsize=256)  # asked at every launch (a decode step launches seven GEMVs)
-def gemv_configs(backend: str, nrows: int, ncols: int, itemsize: int) -> tuple[dict, ...]:
+def gemv_configs(backend: str, nrows: int, ncols: int, itemsize: int, glu_out: bool = False) -> tuple[dict, ...]:
     """The configurations ``launch_gemv`` times on ``backend`` for a (nrows, ncols) matrix, plan_gemv's first: the
     group kernel's {BLOCK, ROWS, UNROLL}, then the SIMD-group kernel's {WARPS, R, K, BPW} (K capped at what a row
-    needs at the backend's SIMD width, duplicates dropped). Shared between calls: do not modify."""
-    block, vec, rows, unroll = plan_gemv(nrows, ncols, itemsize)
-    configs = [{"BLOCK": block, "ROWS": rows, "UNROLL": unroll}]
-    configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in GEMV_TUNING.get(backend, [])
-                if (b, r, u) != (block, rows, unroll) and (vec == 1 or b * vec * u <= max(ncols, vec))]
-    warp = GEMV_WARP_TUNING.get(backend, [])
+    needs at the backend's SIMD width, duplicates dropped). ``glu_out``: the SIMD-group kernel's alone, those with
+    an even R (GLU_OUT_DEFAULT where the backend times none). Shared between calls: do not modify."""
+    configs = []
+    if not glu_out:
+        block, vec, rows, unroll = plan_gemv(nrows, ncols, itemsize)
+        configs.append({"BLOCK": block, "ROWS": rows, "UNROLL": unroll})
+        configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in GEMV_TUNING.get(backend, [])
+                    if (b, r, u) != (block, rows, unroll) and (vec == 1 or b * vec * u <= max(ncols, vec))]
+    warp = [c for c in GEMV_WARP_TUNING.get(backend, []) if not glu_out or c[1] % 2 == 0]
+    if glu_out and not warp:
+        warp = [GLU_OUT_DEFAULT]
     if warp:
         width = get_backend(backend).simd_width()
         seen = set()
@@ -163,14 +173,17 @@ def gemv_configs(backend: str, nrows: int, ncols: int, itemsize: int) -> tuple[d
     return tuple(configs)
 
 
-def launch_config(cfg: dict, a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False
-                  ) -> tuple[int, int, int, int]:
-    """y = a @ x (``glu``: a @ (silu(gate) * up)) by one of ``gemv_configs``' configurations, without tuning; returns
-    what ``launch_gemv`` does."""
+def launch_config(cfg: dict, a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False,
+                  glu_out: bool = False) -> tuple[int, int, int, int]:
+    """y = a @ x (``glu``: a @ (silu(gate) * up); ``glu_out``: silu(gate) * up of a @ x's halves) by one of
+    ``gemv_configs``' configurations, without tuning; returns what ``launch_gemv`` does."""
     nrows, ncols = a.shape
     if "WARPS" in cfg:
-        block, vec, r, _ = launch_gemv_warp(a, x, y, backend, glu, cfg["WARPS"], cfg["R"], cfg["K"], cfg["BPW"])
+        block, vec, r, _ = launch_gemv_warp(a, x, y, backend, glu, cfg["WARPS"], cfg["R"], cfg["K"], cfg["BPW"],
+                                            glu_out)
         return block, vec, r, 0
+    if glu_out:
+        raise ValueError("gemv: glu_out runs on std/gemv_warp's kernel only (a configuration with WARPS)")
     vec = plan_gemv(nrows, ncols, a.dtype.itemsize)[1]
     groups = -(-nrows // cfg["ROWS"])
     gemv[groups * cfg["BLOCK"], cfg["BLOCK"]](a, x, y, nrows, ncols, cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"],
@@ -178,18 +191,24 @@ def launch_config(cfg: dict, a: Any, x: Any, y: Any, backend: str | None = None,
     return cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"]
 
 
-def launch_gemv(a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False) -> tuple[int, int, int, int]:
+def launch_gemv(a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False, glu_out: bool = False
+                ) -> tuple[int, int, int, int]:
     """y = a @ x for a C-contiguous (nrows, ncols) matrix; returns the constexprs it ran: (BLOCK, VEC, ROWS, UNROLL)
     of the group kernel, or (group threads, VEC, rows per SIMD group, 0) where std/gemv_warp's kernel ran (its sums
     depend on VEC and the SIMD width only). ``glu``: x is (gate, up), 2 ncols values, and y = a @ (silu(gate) * up)
-    (the gated vector rounded to a's dtype)."""
+    (the gated vector rounded to a's dtype). ``glu_out``: a's rows are the gate rows then as many up rows (nrows
+    even), and y (nrows / 2 values) = silu(g) * u of g, u = a @ x's two halves, each rounded to a's dtype: what
+    std/elementwise swiglu_rows stores from the plain GEMV's output (std/gemv_warp's kernel only)."""
     nrows, ncols = a.shape
+    if glu and glu_out:
+        raise ValueError("gemv: glu (gating x) and glu_out (gating y) do not combine")
     be = backend or get_backend(None).name
-    configs = gemv_configs(be, nrows, ncols, a.dtype.itemsize)
-    name = "std/gemv_glu" if glu else "std/gemv"
-    cfg = tune(name, configs, lambda c: launch_config(c, a, x, y, backend, glu), backend=be, dtype=dtype_label(a),
-               key=(nrows, ncols), cold=True)  # timed as a decode step streams weights: from memory, not L2
-    return launch_config(cfg, a, x, y, backend, glu)
+    configs = gemv_configs(be, nrows, ncols, a.dtype.itemsize, glu_out)
+    name = "std/gemv_glu" if glu else "std/gemv_glu_out" if glu_out else "std/gemv"
+    # cold: timed as a decode step streams weights, from memory, not L2
+    cfg = tune(name, configs, lambda c: launch_config(c, a, x, y, backend, glu, glu_out), backend=be,
+               dtype=dtype_label(a), key=(nrows, ncols), cold=True)
+    return launch_config(cfg, a, x, y, backend, glu, glu_out)
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

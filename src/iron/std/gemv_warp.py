@@ -16,6 +16,12 @@ loaded once per warp, kept in registers as f32 (for ``GLU``: gated once) and reu
 takes: a warp takes blocks ``w, w + W, ...`` (``W`` warps launched: ``BPW`` blocks per warp). Longer rows (the down
 projection's 8192 columns) loop over chunks, x re-read per chunk from L1/L2 (and gated again: R rows share it).
 
+``GLU_OUT`` (std/gemv's ``glu_out``: SwiGLU inside a decode step's gate/up projection, so that the down projection
+is a plain GEMV without per-block gating): a is the gate rows then as many up rows, and a block's ``R`` rows (R even)
+are ``H = R / 2`` gate rows and the matching up rows, ``half`` rows apart; the SIMD group stores ``H`` values
+silu(g) * u, g and u rounded to T first and the product by the store, what std/elementwise swiglu_rows stores from
+the plain GEMV's output (bit for bit: the sums below do not depend on R).
+
 Sums are f32 FMAs; a lane adds its vectors in increasing column order into two partial sums per row (even/odd
 element: two independent chains), so the result depends only on ``S`` and ``VEC``, not on R, K, BPW or the group.
 
@@ -59,6 +65,7 @@ VEC = 4
 R = 2
 K = 4
 GLU = 0
+GLU_OUT = 0
 
 
 @func
@@ -83,17 +90,22 @@ def load_x(x, xs, c0, nvec, ncols, K, VEC, GLU, EXACT):
 
 
 @func
-def load_a(a, av, row0, nrows, ncols, c0, nvec, R, K, VEC, EXACT):
-    """av[(k R + r) VEC + j] = a[row0 + r, vector c0 + lane + k * S, element j]: R * K 16-byte loads, no branch
-    between them (EXACT = 0: the vector index clamped into the row; rows past the end re-read the last row, in
-    bounds, never stored)."""
+def load_a(a, av, row0, nrows, ncols, c0, nvec, R, K, VEC, EXACT, GLU_OUT):
+    """av[(k R + r) VEC + j] = a[row r of the block, vector c0 + lane + k * S, element j]: R * K 16-byte loads, no
+    branch between them (EXACT = 0: the vector index clamped into the row; rows past the end re-read the last row, in
+    bounds, never stored). Row r is row0 + r; GLU_OUT: gate row row0 + r for r < H = R / 2, up row nrows / 2 + row0
+    + r - H for the others."""
     S = simd_size()
     for k in static_range(K):
         v = c0 + simd_lane() + k * S
         if not EXACT:
             v = min(v, nvec - 1)
         for r in static_range(R):
-            ar = vload(a, min(row0 + r, nrows - 1) * ncols + v * VEC, VEC)
+            if GLU_OUT:
+                row = row0 + r % (R // 2) + nrows // 2 * (r // (R // 2))
+            else:
+                row = row0 + r
+            ar = vload(a, min(row, nrows - 1) * ncols + v * VEC, VEC)
             for j in static_range(VEC):
                 av[(k * R + r) * VEC + j] = ar[j]
 
@@ -121,6 +133,19 @@ def store_rows(y, acc, row0, nrows, R):
 
 
 @func
+def store_glu_rows(y, acc, row0, nout, R):
+    """y[row0 + i] = silu(g) * u for i < H = R / 2 (the rows below nout), g and u the SIMD group's sums of rows i and
+    H + i each rounded to T first, the product rounded to T by the store: what std/elementwise swiglu_rows stores
+    from the unfused GEMV's output."""
+    H = R // 2
+    for i in static_range(H):
+        g = cast(cast(simd_sum(acc[2 * i] + acc[2 * i + 1]), T), f32)
+        u = cast(cast(simd_sum(acc[2 * (H + i)] + acc[2 * (H + i) + 1]), T), f32)
+        if simd_lane() == i % simd_size() and row0 + i < nout:
+            y[row0 + i] = unary_op(g, SILU) * u
+
+
+@func
 def zero(acc, n):
     for i in static_range(n):
         acc[i] = 0.0
@@ -128,17 +153,25 @@ def zero(acc, n):
 
 @kernel
 def gemv_warp(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, VEC: constexpr, R: constexpr,
-              K: constexpr, GLU: constexpr):
+              K: constexpr, GLU: constexpr, GLU_OUT: constexpr):
     """y[r] = sum_c a[r, c] * x[c] for a row-major (nrows, ncols) matrix, ncols a multiple of VEC. Launch groups of
-    a whole number of SIMD groups; SIMD group w of the grid (W of them) computes rows [b R, b R + R) for blocks b =
-    w, w + W, ... < ceil(nrows / R). GLU = 1: x holds 2 ncols values (gate, up) and the vector is silu(gate) * up
-    rounded to T (std/gemv's GLU)."""
+    a whole number of SIMD groups; SIMD group w of the grid (W of them) computes the blocks of rows b = w, w + W, ...
+    < ceil(nrows / R), rows [b R, b R + R). GLU = 1: x holds 2 ncols values (gate, up) and the vector is silu(gate)
+    * up rounded to T (std/gemv's GLU). GLU_OUT = 1 (R even, nrows even): a holds nrows / 2 gate rows, then as many
+    up rows; block b is gate rows [b H, b H + H) and the matching up rows (H = R / 2), and y (nrows / 2 values) is
+    silu(g) * u of each pair's sums, each rounded to T (std/gemv's glu_out)."""
     S = simd_size()
     per_group = group_size(0) // S
     warp = group_id(0) * per_group + simd_group()
     nwarps = num_groups(0) * per_group
     nvec = ncols // VEC
-    nblocks = (nrows + R - 1) // R
+    if GLU_OUT:
+        H = R // 2  # output rows per block
+        nout = nrows // 2
+    else:
+        H = R
+        nout = nrows
+    nblocks = (nout + H - 1) // H
     CH = S * K
     xs = local_array(f32, K * VEC)
     av = local_array(T, R * K * VEC)
@@ -151,26 +184,33 @@ def gemv_warp(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, 
         for b in range(warp, nblocks, nwarps):
             zero(acc, 2 * R)
             if nvec == CH:
-                load_a(a, av, b * R, nrows, ncols, 0, nvec, R, K, VEC, 1)
+                load_a(a, av, b * H, nrows, ncols, 0, nvec, R, K, VEC, 1, GLU_OUT)
                 fma_chunk(av, xs, acc, 0, nvec, R, K, VEC, 1)
             else:
-                load_a(a, av, b * R, nrows, ncols, 0, nvec, R, K, VEC, 0)
+                load_a(a, av, b * H, nrows, ncols, 0, nvec, R, K, VEC, 0, GLU_OUT)
                 fma_chunk(av, xs, acc, 0, nvec, R, K, VEC, 0)
-            store_rows(y, acc, b * R, nrows, R)
+            if GLU_OUT:
+                store_glu_rows(y, acc, b * H, nout, R)
+            else:
+                store_rows(y, acc, b * H, nout, R)
     else:  # several chunks: whole ones without bounds, then the partial one; A's loads go out before x's (whose
         # GLU gating then overlaps them)
         full = nvec // CH * CH
         for b in range(warp, nblocks, nwarps):
             zero(acc, 2 * R)
             for c0 in range(0, full, CH):
-                load_a(a, av, b * R, nrows, ncols, c0, nvec, R, K, VEC, 1)
+                load_a(a, av, b * H, nrows, ncols, c0, nvec, R, K, VEC, 1, GLU_OUT)
                 load_x(x, xs, c0, nvec, ncols, K, VEC, GLU, 1)
                 fma_chunk(av, xs, acc, c0, nvec, R, K, VEC, 1)
             if full < nvec:
-                load_a(a, av, b * R, nrows, ncols, full, nvec, R, K, VEC, 0)
+                load_a(a, av, b * H, nrows, ncols, full, nvec, R, K, VEC, 0, GLU_OUT)
                 load_x(x, xs, full, nvec, ncols, K, VEC, GLU, 0)
                 fma_chunk(av, xs, acc, full, nvec, R, K, VEC, 0)
-            store_rows(y, acc, b * R, nrows, R)
+            if GLU_OUT:
+                store_glu_rows(y, acc, b * H, nout, R)
+            else:
+                store_rows(y, acc, b * H, nout, R)
+
 
 def _pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
@@ -185,18 +225,23 @@ def warp_constexprs(ncols: int, itemsize: int, width: int, rows: int, k: int) ->
 
 
 def launch_gemv_warp(a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False, warps: int = 4,
-                     rows: int = 2, k: int = 8, bpw: int = 1) -> tuple[int, int, int, int]:
+                     rows: int = 2, k: int = 8, bpw: int = 1, glu_out: bool = False) -> tuple[int, int, int, int]:
     """y = a @ x (``glu``: a @ (silu(gate) * up)) by ``gemv_warp``: groups of ``warps`` SIMD groups, ``rows`` rows
-    per SIMD group, at most ``k`` vectors per lane per row in flight, ``bpw`` blocks of rows per SIMD group. Returns
-    (group threads, VEC, rows, K)."""
+    per SIMD group, at most ``k`` vectors per lane per row in flight, ``bpw`` blocks of rows per SIMD group.
+    ``glu_out``: a is (2 inter, ncols), the gate rows then the up rows, ``rows`` even (half gate, half up), and y
+    (inter values) = silu(g) * u of g, u = a @ x's halves, each rounded to a's dtype. Returns (group threads, VEC,
+    rows, K)."""
     if not 1 <= rows <= MAX_R or not 1 <= k <= MAX_K or warps < 1 or bpw < 1:
         raise ValueError(f"gemv_warp: rows {rows} (1..{MAX_R}), k {k} (1..{MAX_K}), warps {warps}, bpw {bpw}")
     nrows, ncols = a.shape
+    if glu_out and (rows % 2 or nrows % 2 or glu):
+        raise ValueError(f"gemv_warp: glu_out needs an even number of rows per SIMD group ({rows}) and of matrix rows "
+                         f"({nrows}), and no glu ({glu})")
     width = get_backend(backend).simd_width()
     vec, r, kk = warp_constexprs(ncols, a.dtype.itemsize, width, rows, k)
-    blocks = -(-nrows // r)
+    blocks = -(-nrows // r)  # glu_out: nrows / 2 outputs, r / 2 a block: the same count
     need = -(-blocks // bpw)  # SIMD groups
     groups = -(-need // warps)
     block = warps * width
-    gemv_warp[groups * block, block](a, x, y, nrows, ncols, vec, r, kk, int(glu), backend=backend)
+    gemv_warp[groups * block, block](a, x, y, nrows, ncols, vec, r, kk, int(glu), int(glu_out), backend=backend)
     return block, vec, r, kk

@@ -251,7 +251,8 @@ if [ "$PART" = session9 ]; then
 fi
 if [ "$PART" = session9b ]; then
   IRON_TEST_BACKENDS=cuda timeout ${S9_TIMEOUT:-170} $PY -m pytest -p no:cacheprovider -q -rfEs \
-    tests/models/test_bench_rows.py tests/std/test_gemv_warp.py tests/models/test_decode_graph.py \
+    tests/models/test_bench_rows.py::test_transformers_reference_keeps_rope_in_float32 tests/std/test_gemv_warp.py \
+    tests/models/test_decode_graph.py \
     tests/runtime_cuda/test_tma_graph.py tests/runtime_cuda/test_gpu_time_streams.py --maxfail=30 2>&1 \
     | tee "$OUT/pytest_session9.txt" | tail -n 20
   pack

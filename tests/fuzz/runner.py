@@ -236,6 +236,11 @@ def _against(module, program, backends, inputs, want, report, arrays) -> None:
                 report.setdefault("skipped", []).append(f"vulkan: {why}")
                 continue
         try:
+            want_here = _reference_at(module, program, inputs, want, backend, arrays)
+        except IronError as e:  # the kernel at that backend's SIMD width: the interpreter refuses it there
+            report.setdefault("skipped", []).append(f"{backend}: the interpreter at its SIMD width: {e}")
+            continue
+        try:
             arrays[backend] = got = run_source(module, program, backend, inputs)
         except LaunchError as e:  # e.g. past IRON_VULKAN_TIMEOUT, or refused where the interpreter ran it
             report["outcome"] = "mismatch"
@@ -246,10 +251,34 @@ def _against(module, program, backends, inputs, want, report, arrays) -> None:
             report["messages"].append(f"{backend}: CompileError: {e}")
             continue
         report["compared"] += 1
-        bad = compare(want, got, backend, sg.SITES, report.setdefault("allowed", []))
+        bad = compare(want_here, got, backend, sg.SITES, report.setdefault("allowed", []))
         if bad:
             report["outcome"] = "mismatch"
             report["messages"] += bad
+
+
+def _reference_at(module, program, inputs, want, backend, arrays) -> dict:
+    """The interpreter's results at ``backend``'s SIMD width: ``want`` (the run at the interpreter's own width,
+    lavapipe's 8 by default) where the widths agree; else a run at that width (NVIDIA's 32 on the H200: SIMD ops,
+    ``simd_size()`` and shuffles see 32 lanes there), kept as ``cpu@W``."""
+    from iron.runtime import get_backend
+    from iron.runtime.cpu import simd_width
+
+    w = get_backend(backend).simd_width()
+    if w == simd_width():
+        return want
+    key = f"cpu@{w}"
+    if key not in arrays:
+        old = os.environ.get("IRON_CPU_SIMD_WIDTH")
+        os.environ["IRON_CPU_SIMD_WIDTH"] = str(w)
+        try:
+            arrays[key] = run_source(module, program, "cpu", inputs)
+        finally:
+            if old is None:
+                os.environ.pop("IRON_CPU_SIMD_WIDTH")
+            else:
+                os.environ["IRON_CPU_SIMD_WIDTH"] = old
+    return arrays[key]
 
 
 # -- IR kernels (the exact profile of the pass tests' generator) --------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from . import runner
@@ -107,3 +108,22 @@ def test_ir_kernels_report_a_zero_sign_difference_as_the_known_min_max_row(tmp_p
     report = runner.fuzz_ir(964067387, ["msl-cpu"], tmp_path)
     assert report["outcome"] == "known", report["messages"]
     assert all("[zero signs only]" in m for m in report["messages"])
+
+
+def test_a_backend_of_another_simd_width_is_compared_with_the_interpreter_at_its_width(monkeypatch, tmp_path):
+    """The reference runs at each backend's SIMD width: on the H200 (CUDA and NVIDIA's Vulkan, 32 lanes) the
+    runner compared them with the interpreter at lavapipe's 8 and reported 375 of 1,000 source kernels as
+    mismatches (seed 708000004: simd ops, simd_size() and shuffles see 32 lanes there). msl-cpu at 32 here."""
+    monkeypatch.setenv("IRON_MSL_CPU_SIMD_WIDTH", "32")
+    if "msl-cpu" not in runner.available_backends(["msl-cpu"]):
+        pytest.skip("msl-cpu is not available")
+    program = runner.sg.random_source(708000004)
+    module = runner.load_program(program)
+    inputs = runner.source_inputs(program)
+    at8 = runner.run_source(module, program, "cpu", inputs)
+    monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", "32")
+    at32 = runner.run_source(module, program, "cpu", inputs)
+    monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", "8")
+    assert any(not np.array_equal(at8[k], at32[k], equal_nan=True) for k in at8)  # the kernel sees the width
+    report = runner.fuzz_source(708000004, ["msl-cpu"], tmp_path)
+    assert report["outcome"] in ("ok", "known") and report["compared"] == 1, report["messages"]

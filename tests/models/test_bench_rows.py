@@ -96,5 +96,5 @@ def test_transformers_reference_keeps_rope_in_float32():
     assert tables and all(b.dtype == torch.float32 for b in tables.values()), {n: b.dtype for n, b in tables.items()}
     want = rope_inv_freq(NumpyConfig.from_json(cfg))
     for b in tables.values():
-        np.testing.assert_allclose(b.double().cpu().numpy(), want, rtol=2e-7)
+        np.testing.assert_allclose(b.double().cpu().numpy(), want, rtol=4e-6)  # f32 formulas; bf16: ~4e-3
     assert all(p.dtype == torch.bfloat16 for p in model.parameters())

@@ -345,7 +345,7 @@ def main() -> None:
     rec = {"shape": args.shape, "config": SHAPES[args.shape], "rope": ROPE, "torch": torch.__version__,
            "transformers": transformers.__version__, "device": torch.cuda.get_device_name() if device == "cuda"
            else "cpu", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-           "iron_cuda_pdl": os.environ.get("IRON_CUDA_PDL", "0")}  # programmatic dependent launch (runtime/cuda.py)
+           "iron_cuda_pdl": os.environ.get("IRON_CUDA_PDL", "default (on where cuda.core can)")}  # runtime/cuda.py
     prompt = np.random.default_rng(0).integers(0, SHAPES[args.shape]["vocab_size"], PROMPT_LEN).tolist()
     rec["prompt"] = prompt
     ref = None

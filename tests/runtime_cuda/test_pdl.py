@@ -82,22 +82,22 @@ def test_pdl_capable_targets():
 
 def _backend(monkeypatch, pdl: bool, arch: str = "sm_90") -> CudaBackend:
     monkeypatch.setenv("IRON_CUDA_ARCH", arch)
-    if pdl:
-        monkeypatch.setenv("IRON_CUDA_PDL", "1")
-    else:
-        monkeypatch.delenv("IRON_CUDA_PDL", raising=False)
+    monkeypatch.setenv("IRON_CUDA_PDL", "1" if pdl else "0")
     return CudaBackend()
 
 
 @needs_nvrtc
 def test_backend_switch_and_compile_cache_keys(monkeypatch):
-    """IRON_CUDA_PDL=1 gives the backend the PDL source (default off); the compile cache key hashes the source, so the
-    two binaries are cached apart; an sm_80 device gets the plain source either way."""
+    """IRON_CUDA_PDL=1 gives the backend the PDL source, =0 the plain one (unset: on where cuda.core can launch it);
+    the compile cache key hashes the source, so the two binaries are cached apart; an sm_80 device gets the plain
+    source either way."""
     keys = []
     monkeypatch.setattr(cuda_rt, "cached_binary", lambda kind, key, make: keys.append(key) or b"")
     variant = bump.variant(None)
-    assert not cuda_rt.pdl_enabled()
+    monkeypatch.delenv("IRON_CUDA_PDL", raising=False)
+    assert cuda_rt.pdl_enabled() == cuda_rt._pdl_supported()
     off = _backend(monkeypatch, False)
+    assert not cuda_rt.pdl_enabled()
     assert not off.emitted(variant).pdl and "griddepcontrol" not in off.source(variant)
     off.compile(variant)
     on = _backend(monkeypatch, True)  # (the switch is read at each emit: set it before a kernel's first launch)

@@ -12,15 +12,15 @@ run); each token is then one replay, and the host only counts. Sampling (tempera
 Kept across runs: ``kept(model, prompt_len, sampling)`` (what ``generate`` uses) keeps the DecodeGraph and its
 recording on the model, and a later run only rewrites ``state`` on the device (``restart``) and replays. A recording
 bakes in buffers and scalars, so reuse requires the same: the model's buffers (weights, KV caches, RoPE tables, the
-step's activations and logits; compared by identity, held weakly), its cache size and ``IRON_CUDA_PDL``; the
+step's activations and logits; compared by identity, held weakly), its cache size and whether PDL is on; the
 sampling parameters (one recording kept per set, ``KEEP`` at most); its own token/state/history arrays (history: one
 slot per cache position; never reallocated). The prompt length is not baked in (it lives in ``state``). The backends
 without a recording (the interpreter, msl-cpu, HIP, Metal) run the loop launch by launch.
 
-On CUDA, ``IRON_CUDA_PDL=1`` (opt-in, not yet measured to pay; ``runtime/cuda.py:pdl_enabled``) makes every kernel of
-the step wait for the previous one in-kernel and be launched with programmatic stream serialization, and the
-recording keeps those dependencies as programmatic edges: each kernel's launch and ramp may then overlap the previous
-kernel's run instead of following its end.
+On CUDA sm_90+, programmatic dependent launch (on by default, ``IRON_CUDA_PDL=0`` turns it off;
+``runtime/cuda.py:pdl_enabled``) makes every kernel of the step wait for the previous one in-kernel and be launched
+with programmatic stream serialization, and the recording keeps those dependencies as programmatic edges: each
+kernel's launch and ramp may then overlap the previous kernel's run instead of following its end.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 from ..frontend import kernel
 from ..lang import Tensor, constexpr, i32
+from ..runtime.cuda import pdl_enabled
 from ..runtime.device_array import Array, empty, graph
 from ..std.reductions import launch_argmax
 from ..std.sampling import launch_sample
@@ -161,7 +162,7 @@ class _Baked:
 
 def _scalars(model: Llama) -> tuple:
     return (model.backend, model.dtype, model.max_len, getattr(model, "chunk", None),
-            os.environ.get("IRON_CUDA_PDL", "0"))
+            model.backend == "cuda" and pdl_enabled())
 
 
 def _buffers(model: Llama) -> list[Array]:

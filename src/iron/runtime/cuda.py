@@ -10,6 +10,7 @@ or ``iron device`` asks for it, and compiling (``k.compile("cuda")``) needs no G
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -28,12 +29,29 @@ from .cuda_fast import make_fast_launch
 
 
 def pdl_enabled() -> bool:
-    """``IRON_CUDA_PDL=1``: programmatic dependent launch (sm_90+), opt-in and not yet measured to pay. Kernels are
-    then emitted waiting for the previous grid first and letting the next be scheduled early (``emit_cuda(pdl=True)``),
-    and every launch of such a kernel (full path, both fast launchers, graph captures) sets programmatic stream
-    serialization, so that on a decode step's chain of small kernels each one's launch and ramp can overlap the
-    previous one's run. A kernel emitted without it is always launched plainly."""
-    return os.environ.get("IRON_CUDA_PDL", "0") == "1"
+    """Programmatic dependent launch (sm_90+): on unless ``IRON_CUDA_PDL=0``, where cuda.core can ask for it (1.2+;
+    ``IRON_CUDA_PDL=1`` with an older one is a LaunchError at launch). Kernels are then emitted waiting for the
+    previous grid first and letting the next be scheduled early (``emit_cuda(pdl=True)``; a target before sm_90 gets
+    the plain source), and every launch of such a kernel (full path, both fast launchers, graph captures) sets
+    programmatic stream serialization, so that on a decode step's chain of small kernels each one's launch and ramp
+    overlap the previous one's run. Measured on the H200 (2026-12-03, the 1B-shaped decode step as a CUDA graph, one
+    machine, both orders): 1.174 -> 1.081 and 1.099 -> 0.970 ms per step; generate() 974 -> 1074 tokens/s."""
+    value = os.environ.get("IRON_CUDA_PDL")
+    if value is not None:
+        return value == "1"
+    return _pdl_supported()
+
+
+@functools.cache
+def _pdl_supported() -> bool:
+    """Whether this cuda.core's LaunchConfig takes programmatic_stream_serialization (1.2+)."""
+    try:
+        from cuda.core import LaunchConfig
+
+        LaunchConfig(grid=1, block=1, programmatic_stream_serialization=True)
+    except Exception:  # noqa: BLE001 - not installed, too old (TypeError), or unusable: PDL off
+        return False
+    return True
 
 
 def probe() -> str | None:
@@ -537,7 +555,7 @@ def launch_config(src, blocks, block, shmem: int):
     except TypeError:
         raise LaunchError("IRON_CUDA_PDL=1 needs cuda.core 1.2 or later (LaunchConfig's "
                           "programmatic_stream_serialization)", None,
-                          "upgrade cuda-core, or unset IRON_CUDA_PDL") from None
+                          "upgrade cuda-core, or set IRON_CUDA_PDL=0") from None
 
 
 def _device_of(value: Any, ptr: int) -> int | None:

@@ -48,6 +48,9 @@
 #                                 recording kept across generate calls, the reference's float32 rope), the model
 #                                 with PDL then without (the A/B of session9 in the other order), the long-prompt
 #                                 check vs transformers f32, a differential-fuzzer sample on CUDA and NVIDIA's Vulkan
+#   scripts/gpu_check.sh session9c (carry .gl/.whl) with PDL on by default: this session's tests, the conformance suite
+#                                 and the std kernels on CUDA; the differential fuzzer (source kernels at the
+#                                 backends' width) on CUDA and NVIDIA's Vulkan; the model on cuda
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -161,7 +164,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -268,6 +271,20 @@ if [ "$PART" = session9b ]; then
   timeout ${FZ_TIMEOUT:-110} $PY -m tests.fuzz.runner ${FZ_N:-2000} --jobs 12 --seed ${FZ_SEED:-708000000} \
     --max-seconds $(( ${FZ_TIMEOUT:-110} - 15 )) --backends cuda,vulkan --out "$OUT/fuzz" 2>&1 \
     | tee "$OUT/fuzz_gpu.txt" | tail -n 12
+  pack
+fi
+if [ "$PART" = session9c ]; then
+  IRON_TEST_BACKENDS=cuda timeout ${S9_TIMEOUT:-210} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/models/test_bench_rows.py::test_transformers_reference_keeps_rope_in_float32 \
+    tests/models/test_decode_graph.py tests/runtime_cuda tests/frontend/test_kernels.py tests/std --maxfail=30 2>&1 \
+    | tee "$OUT/pytest_session9c.txt" | tail -n 25
+  pack
+  timeout ${FZ_TIMEOUT:-60} $PY -m tests.fuzz.runner ${FZ_N:-2000} --jobs 12 --seed ${FZ_SEED:-708000000} \
+    --max-seconds $(( ${FZ_TIMEOUT:-60} - 12 )) --backends cuda,vulkan --out "$OUT/fuzz" 2>&1 \
+    | tee "$OUT/fuzz_gpu.txt" | grep -v "^  [0-9]*/" | tail -n 14
+  pack
+  timeout ${MODEL_TIMEOUT:-85} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda \
+    2>&1 | grep -v "Writing model" | cut -c1-300 | tail -n 2
   pack
 fi
 if [ "$PART" = modelbench ]; then

@@ -25,9 +25,18 @@ are zeros) is the KNOWN row of float min/max on every backend: which zero min(+0
 Outcomes are counted apart: ``mismatch`` (a backend disagrees with the interpreter: an Iron bug, or a difference the
 docs allow that the generator should avoid), ``refused`` (a CompileError on generated source: a generator bug or an
 Iron bug), ``exec_error`` (the interpreter raised an IronError: the generator wrote undefined behaviour),
-``internal`` (an exception that is not an IronError, anywhere: an Iron bug). Each mismatch, internal error and
-refusal is saved (source, inputs, outputs, message) under ``--out`` (``IRON_FUZZ_DIR``, default
-/tmp/iron-fuzz-failures).
+``internal`` (an exception that is not an IronError, anywhere: an Iron bug), ``hang`` (a launch that did not finish
+within ``IRON_VULKAN_TIMEOUT``: an endless loop, or a driver too slow for the kernel; it fails the run like a
+mismatch, the kernel was not compared). Each mismatch,
+internal error, refusal and hang is saved (source, inputs, outputs, message) under ``--out`` (``IRON_FUZZ_DIR``,
+default /tmp/iron-fuzz-failures).
+
+Kernels run in worker processes (``--jobs``), one kernel at a time each. A worker whose Vulkan device timed out
+exits after its report, and a fresh one takes its place: the device still runs the kernel, so that process cannot
+use it again (seed 707002911 of the 10,500-kernel run hung lavapipe, and the ~120 kernels its worker ran next were
+all reported as mismatches with that message, none compared; lavapipe was compiling its 197,761-word lanes module,
+which runtime/vulkan.py's ``LANES_MAX_WORDS`` now leaves unused); a worker that dies is replaced too, its kernel
+reported as ``internal``.
 """
 
 from __future__ import annotations
@@ -68,6 +77,9 @@ KNOWN = [("msl-cpu: CompileError", "undeclared identifier 'simd_lane_id'",
           "(test_found.py::test_min_max_of_zeros_and_values)"),
          ("", "`break` outside a loop", "helper returning from a loop, inlined into a while condition "
           "(test_found.py::test_helper_with_loop_return_in_while_condition)")]
+#: the runtime's message for a launch past IRON_VULKAN_TIMEOUT, and for every later launch of that process
+#: (runtime/vulkan_device.py, vulkan_queue.py)
+HANG = "cannot use it again"
 APPROX_RTOL = 2e-5
 APPROX_ATOL = 1e-5
 _MODULES = Path(tempfile.gettempdir()) / f"iron-fuzz-src-{os.getpid()}"
@@ -314,8 +326,7 @@ def _against(module, program, backends, inputs, want, report, arrays) -> None:
         try:
             arrays[backend] = got = run_source(module, program, backend, inputs)
         except LaunchError as e:  # e.g. past IRON_VULKAN_TIMEOUT, or refused where the interpreter ran it
-            report["outcome"] = "mismatch"
-            report["messages"].append(f"{backend}: LaunchError: {e}")
+            _launch_failed(report, backend, e)
             continue
         except CompileError as e:  # a backend that cannot spell what the front-end accepted
             report["outcome"] = "mismatch"
@@ -333,6 +344,19 @@ def _against(module, program, backends, inputs, want, report, arrays) -> None:
         if bad:
             report["outcome"] = "mismatch"
             report["messages"] += bad
+
+
+def _launch_failed(report: dict, backend: str, e: LaunchError) -> None:
+    """Record a LaunchError: a ``hang`` (the device lost to this process: ``device_lost``, so its worker is
+    replaced) where the launch ran past IRON_VULKAN_TIMEOUT, else a ``mismatch`` (refused where the interpreter ran
+    it). A mismatch of another backend of the same kernel outranks the hang."""
+    if HANG in str(e):
+        report["device_lost"] = True
+        if report["outcome"] == "ok":
+            report["outcome"] = "hang"
+    else:
+        report["outcome"] = "mismatch"
+    report["messages"].append(f"{backend}: LaunchError: {e}")
 
 
 def _flushed_reference(module, program, inputs, backend, arrays) -> dict | None:
@@ -403,7 +427,14 @@ def fuzz_ir(seed: int, backends: list[str], folder: Path) -> dict:
                 if lavapipe and td._folds_on_lavapipe(k):
                     continue
                 simd = get_backend("vulkan").simd_width() if backend == "vulkan" else td.SIMD
-                want, got = td._on("cpu", k, inputs, simd), td._on(backend, k, inputs)
+                want = td._on("cpu", k, inputs, simd)
+                try:
+                    got = td._on(backend, k, inputs)
+                except LaunchError as e:
+                    _launch_failed(report, backend, e)
+                    if report.get("device_lost"):
+                        raise _Lost from None
+                    continue
                 report["compared"] += 1
                 for name in ("oi", "ou", "of"):
                     bad = td._differences(want[name], got[name], zero_sign=backend != "vulkan")
@@ -413,14 +444,20 @@ def fuzz_ir(seed: int, backends: list[str], folder: Path) -> dict:
                         report["messages"].append(f"{backend} disagrees on {name}[{bad[0]}]: {got[name][bad[0]]!r}"
                                                   f" != {want[name][bad[0]]!r} ({bad.size} elements)"
                                                   + (" [zero signs only]" if zeros else ""))
+    except _Lost:  # the kernel that hung is ``text``; nothing more can run on that device in this process
+        pass
     except IronError as e:
-        report.update(outcome="mismatch" if isinstance(e, LaunchError) else "exec_error", messages=[str(e)])
+        report.update(outcome="exec_error", messages=[str(e)])
     except Exception as e:  # noqa: BLE001
         report.update(outcome="internal", messages=[f"{type(e).__name__}: {e}\n{traceback.format_exc()}"])
     _known(report)
     if report["outcome"] != "ok":
         report["saved"] = _save(folder, f"ir-{seed}", report, text, {})
     return report
+
+
+class _Lost(Exception):
+    """A launch of an IR kernel hung: the device is lost to this process, the kernel's other runs are skipped."""
 
 
 # -- the command line ---------------------------------------------------------------------------------------------
@@ -431,6 +468,92 @@ def _one(job: tuple) -> dict:
     report = (fuzz_source if kind == "source" else fuzz_ir)(seed, backends, Path(folder))
     report["seconds"] = time.perf_counter() - start
     return report
+
+
+#: kernels a worker runs before a fresh process replaces it (memory: every source kernel is a module of its own)
+TASKS_PER_WORKER = 100
+
+
+def _serve(conn, run) -> None:
+    """A worker process: runs the jobs ``conn`` brings with ``run`` (``_one``), one at a time, sending each report
+    back; leaves after a report whose device is lost (``device_lost``): os._exit, which also stops the kernel the
+    device still runs (lavapipe runs it on a thread of this process)."""
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        report = run(job)
+        conn.send(report)
+        if report.get("device_lost"):
+            conn.close()
+            os._exit(0)
+
+
+class _Worker:
+    def __init__(self, ctx, run):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, run), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: tuple | None = None
+        self.done = 0
+
+    def stop(self, wait: float = 0.0) -> None:
+        """End the process: an idle one leaves by itself once its pipe closes (``wait`` seconds granted), else it is
+        killed (a busy one at the end of a run)."""
+        self.conn.close()
+        self.proc.join(wait)
+        if self.proc.exitcode is None:
+            self.proc.kill()
+            self.proc.join()
+
+
+def _workers(jobs: list[tuple], count: int, run=None, tasks_per_worker: int = TASKS_PER_WORKER):
+    """The reports of ``jobs`` run with ``run`` (default ``_one``) in ``count`` worker processes, in the order they
+    finish. A worker is replaced after ``tasks_per_worker`` jobs, after a report whose device it lost
+    (``device_lost``: its Vulkan device still runs the kernel that timed out), and when it dies; the job a worker
+    died on is reported as ``internal``. Closing the generator stops the workers."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")
+    run = run or _one
+    queue = list(reversed(jobs))
+    pool: list[_Worker] = []
+
+    def give(w: _Worker) -> None:
+        w.job = queue.pop()
+        w.conn.send(w.job)
+
+    try:
+        for _ in range(min(count, len(queue))):
+            pool.append(_Worker(ctx, run))
+            give(pool[-1])
+        while pool:
+            ready = set(wait([w.conn for w in pool] + [w.proc.sentinel for w in pool]))
+            for w in [w for w in pool if w.conn in ready or w.proc.sentinel in ready]:
+                try:
+                    report = w.conn.recv()
+                except (EOFError, OSError):  # died without a report (a crash of a backend, or killed)
+                    w.proc.join()
+                    kind, seed = w.job[0], w.job[1]
+                    report = {"kind": kind, "seed": seed, "outcome": "internal", "compared": 0,
+                              "messages": [f"the worker process died (exit code {w.proc.exitcode}) running {kind} "
+                                           f"seed {seed}"], "device_lost": True}
+                w.done += 1
+                yield report
+                if report.get("device_lost") or w.done >= tasks_per_worker or not queue:
+                    pool.remove(w)
+                    w.stop(wait=30.0)
+                    if queue:
+                        pool.append(_Worker(ctx, run))
+                        give(pool[-1])
+                else:
+                    give(w)
+    finally:
+        for w in pool:
+            w.stop()
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -471,7 +594,7 @@ def _summary(reports: list[dict], args, backends: list[str], seconds: float) -> 
         lines.append(f"  {kind:6}: {len(mine)} kernels, {sum(r['compared'] for r in mine)} comparisons "
                      f"({skipped} skipped for driver allowances), mismatches {counts['mismatch']}, compile refusals "
                      f"{counts['refused']}, interpreter errors {counts['exec_error']}, internal errors "
-                     f"{counts['internal']}, known bugs {counts['known']}")
+                     f"{counts['internal']}, known bugs {counts['known']}, hangs {counts['hang']}")
     for r in reports:
         if r["outcome"] != "ok":
             first = r["messages"][0].splitlines()[0] if r["messages"] else ""
@@ -489,14 +612,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{', '.join(backends)}; failures go to {args.out}", flush=True)
     start = time.perf_counter()
     reports = []
-    pool = None
-    if args.jobs <= 1:
-        results = map(_one, jobs)
-    else:
-        import multiprocessing
-
-        pool = multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=100)
-        results = pool.imap_unordered(_one, jobs, chunksize=4)
+    results = _workers(jobs, max(args.jobs, 1))
     for i, report in enumerate(results, 1):
         reports.append(report)
         if report["outcome"] != "ok" and args.verbose:
@@ -508,10 +624,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_seconds is not None and time.perf_counter() - start > args.max_seconds:
             print(f"  stopped after {args.max_seconds:.0f} s (--max-seconds)", flush=True)
             break
-    if pool is not None:
-        pool.terminate()
+    results.close()  # stops the workers
     print(_summary(reports, args, backends, time.perf_counter() - start))
-    failed = any(r["outcome"] in ("mismatch", "internal") for r in reports)
+    failed = any(r["outcome"] in ("mismatch", "internal", "hang") for r in reports)
     return 1 if failed else 0
 
 

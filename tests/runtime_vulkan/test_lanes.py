@@ -121,3 +121,40 @@ def test_kernels_with_a_return_or_a_2d_grid_have_no_lanes_module(be):
     assert lanes_plan(early.variant(iron.f32).kernel) is None
     assert lanes_plan(scale_shift.variant(iron.f32).kernel) is not None
     assert be._device_module(scale_shift.variant(iron.f32), (16, 2, 1)).lanes == 1
+
+
+@kernel
+def many_loops(x: Tensor[iron.i32], out: Tensor[iron.i32]):
+    i = program_id(0)
+    acc = x[i]
+    for k in iron.static_range(70):  # unrolled: 70 loops, each with its own trip count
+        j = 0
+        while j < (i + k) % 3:
+            acc = acc * 3 + k
+            j += 1
+    out[i] = acc
+
+
+def test_a_kernel_whose_lanes_module_is_huge_runs_its_plain_one(be, rng):
+    """The lanes module holds the body 8 times (4 elements, full path and tail); fuzz seed 707002911's 149 loops made
+    it 197,761 words, which lavapipe had not compiled after 150 s and then crashed on (its plain module: 1.9 s). Over
+    LANES_MAX_WORDS (65,536) a launch takes the plain module; this kernel's lanes module is 81,379 words, its plain
+    one 10,784."""
+    from iron.codegen.spirv import emit_spirv
+
+    variant = many_loops.variant(None)
+    plan = lanes_plan(variant.kernel)
+    assert plan is not None and len(emit_spirv(variant.kernel, lanes=plan).words) // 4 > 1 << 16
+    n = 37
+    lanes = be._device_module(variant, (n, 1, 1)).lanes
+    assert lanes == 1, lanes
+    assert _module(be, scale_shift, "f32", n).lanes == 4  # small kernels keep theirs
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out = np.full(n, -12345, np.int32)
+    many_loops[n](x, out, backend="vulkan")
+    want = x.astype(np.int64)
+    for k in range(70):
+        for j in range(3):
+            step = j < (np.arange(n) + k) % 3
+            want = np.where(step, (want * 3 + k + 2**31) % 2**32 - 2**31, want)
+    assert np.array_equal(out, want.astype(np.int32))

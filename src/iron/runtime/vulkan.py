@@ -15,7 +15,8 @@ submission and returns the mean GPU time of one, in ms.
 
 Elementwise kernels on a 1-D grid run through their *lanes module* (``codegen.spirv.lanes_plan``): each invocation
 handles 4 consecutive elements (8 for 16-bit buffers), with the loads of all of them in flight at once;
-``IRON_VULKAN_VECTORIZE=0`` turns it off.
+``IRON_VULKAN_VECTORIZE=0`` turns it off, and a kernel whose lanes module is over ``LANES_MAX_WORDS`` keeps the plain
+one.
 
 Nothing here touches Vulkan until a launch, ``iron device`` or ``probe()`` asks; ``compile()`` needs no device.
 """
@@ -36,6 +37,14 @@ from .backend import Backend, LaunchRecorder
 from .vulkan_shared import launch_lengths
 
 _PROBE: list[str | None] = []
+#: the largest lanes module (in 32-bit words) a launch uses; a kernel whose lanes module is bigger runs its plain one.
+#: The lanes module holds the kernel's body 2 x width times (the full path and the tail: 8 or 16 copies), and a
+#: driver's compile time grows faster than the module: fuzz seed 707002911 (149 loops after unrolling) has a plain
+#: module of 25,292 words, which lavapipe compiled and ran in 1.9 s, and a lanes module of 197,761, which it had not
+#: compiled after 150 s (a LaunchError past IRON_VULKAN_TIMEOUT), its LLVM then overflowing its stack and killing
+#: the process after about 170 s; the lanes modules of its first 40 and 80 loops, 54,480 and 106,824 words, took
+#: 8.4 s and 35 s. The biggest lanes module of a kernel Iron ships or tests is 21,291 words (float_rem in f16).
+LANES_MAX_WORDS = 1 << 16
 #: PCI vendor ids of the GPUs Iron knows by name
 _VENDORS = {0x10DE: "nvidia", 0x1002: "amd", 0x8086: "intel", 0x106B: "apple"}
 
@@ -219,7 +228,7 @@ class VulkanBackend(Backend):
                      simd_width=ctx.subgroup_size, coopmat=coopmat, coopmat_emulation=mode == "emulate")
         if grid is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_VULKAN_VECTORIZE", "1") != "0":
             spk = self.emitted(variant, lanes=True, **modes)
-            if spk is not None:
+            if spk is not None and len(spk.words) // 4 <= LANES_MAX_WORDS:
                 refuse_missing_dtypes(variant.kernel, spk, has, ctx.phys.name)
                 return spk
         spk = self.emitted(variant, **modes)

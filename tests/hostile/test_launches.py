@@ -23,8 +23,9 @@ import iron.runtime.cuda_fast as cf
 from iron import LaunchError, Tensor, program_id
 from iron.runtime.arrays import shares_memory
 
+from ..runtime_cuda.conftest import recorder  # noqa: F401 - a fixture
 from ..runtime_cuda.test_fast_c import driver  # noqa: F401 - the fake CUDA driver fixture
-from ..runtime_cuda.test_fast_path import FakeTensor, _Backend, recorder  # noqa: F401 - recorder: a fixture
+from ..runtime_cuda.test_fast_path import FakeTensor, _Backend
 
 THIS_FILE = os.path.abspath(__file__)
 BIG = 2**31

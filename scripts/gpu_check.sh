@@ -51,6 +51,8 @@
 #   scripts/gpu_check.sh session9c (carry .gl/.whl) with PDL on by default: this session's tests, the conformance suite
 #                                 and the std kernels on CUDA; the differential fuzzer (source kernels at the
 #                                 backends' width) on CUDA and NVIDIA's Vulkan; the model on cuda
+#   scripts/gpu_check.sh fuzz    issue 17 (carry .gl/.whl): the differential fuzzer, FZ_N kernels from FZ_SEED on
+#                                 FZ_BACKENDS (default cuda,vulkan) for FZ_TIMEOUT s, 12 workers -> fuzz/, fuzz_gpu.txt
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -164,7 +166,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -285,6 +287,12 @@ if [ "$PART" = session9c ]; then
   pack
   timeout ${MODEL_TIMEOUT:-85} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda \
     2>&1 | grep -v "Writing model" | cut -c1-300 | tail -n 2
+  pack
+fi
+if [ "$PART" = fuzz ]; then
+  timeout ${FZ_TIMEOUT:-90} $PY -m tests.fuzz.runner ${FZ_N:-5000} --jobs 12 --seed ${FZ_SEED:-710000000} \
+    --max-seconds $(( ${FZ_TIMEOUT:-90} - 15 )) --backends ${FZ_BACKENDS:-cuda,vulkan} --out "$OUT/fuzz" 2>&1 \
+    | tee "$OUT/fuzz_gpu.txt" | grep -v "^  [0-9]*/" | tail -n 14
   pack
 fi
 if [ "$PART" = modelbench ]; then

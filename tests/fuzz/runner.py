@@ -31,12 +31,8 @@ mismatch, the kernel was not compared). Each mismatch,
 internal error, refusal and hang is saved (source, inputs, outputs, message) under ``--out`` (``IRON_FUZZ_DIR``,
 default /tmp/iron-fuzz-failures).
 
-Kernels run in worker processes (``--jobs``), one kernel at a time each. A worker whose Vulkan device timed out
-exits after its report, and a fresh one takes its place: the device still runs the kernel, so that process cannot
-use it again (seed 707002911 of the 10,500-kernel run hung lavapipe, and the ~120 kernels its worker ran next were
-all reported as mismatches with that message, none compared; lavapipe was compiling its 197,761-word lanes module,
-which runtime/vulkan.py's ``LANES_MAX_WORDS`` now leaves unused); a worker that dies is replaced too, its kernel
-reported as ``internal``.
+Kernels run in worker processes (``--jobs``, tests/fuzz/workers.py), one kernel at a time each; a worker whose
+Vulkan device timed out, or that died, is replaced.
 """
 
 from __future__ import annotations
@@ -59,6 +55,7 @@ import numpy as np
 from iron.errors import CompileError, IronError, LaunchError
 
 from . import source_gen as sg
+from . import workers
 
 #: the interpreter and msl-cpu run at lavapipe's subgroup size, so SIMD ops agree across the three; set by ``main``
 #: and by the tests' fixtures, never at import (an import would change the width for a whole pytest session)
@@ -470,92 +467,6 @@ def _one(job: tuple) -> dict:
     return report
 
 
-#: kernels a worker runs before a fresh process replaces it (memory: every source kernel is a module of its own)
-TASKS_PER_WORKER = 100
-
-
-def _serve(conn, run) -> None:
-    """A worker process: runs the jobs ``conn`` brings with ``run`` (``_one``), one at a time, sending each report
-    back; leaves after a report whose device is lost (``device_lost``): os._exit, which also stops the kernel the
-    device still runs (lavapipe runs it on a thread of this process)."""
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        report = run(job)
-        conn.send(report)
-        if report.get("device_lost"):
-            conn.close()
-            os._exit(0)
-
-
-class _Worker:
-    def __init__(self, ctx, run):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, run), daemon=True)
-        self.proc.start()
-        child.close()
-        self.job: tuple | None = None
-        self.done = 0
-
-    def stop(self, wait: float = 0.0) -> None:
-        """End the process: an idle one leaves by itself once its pipe closes (``wait`` seconds granted), else it is
-        killed (a busy one at the end of a run)."""
-        self.conn.close()
-        self.proc.join(wait)
-        if self.proc.exitcode is None:
-            self.proc.kill()
-            self.proc.join()
-
-
-def _workers(jobs: list[tuple], count: int, run=None, tasks_per_worker: int = TASKS_PER_WORKER):
-    """The reports of ``jobs`` run with ``run`` (default ``_one``) in ``count`` worker processes, in the order they
-    finish. A worker is replaced after ``tasks_per_worker`` jobs, after a report whose device it lost
-    (``device_lost``: its Vulkan device still runs the kernel that timed out), and when it dies; the job a worker
-    died on is reported as ``internal``. Closing the generator stops the workers."""
-    import multiprocessing
-    from multiprocessing.connection import wait
-
-    ctx = multiprocessing.get_context("spawn")
-    run = run or _one
-    queue = list(reversed(jobs))
-    pool: list[_Worker] = []
-
-    def give(w: _Worker) -> None:
-        w.job = queue.pop()
-        w.conn.send(w.job)
-
-    try:
-        for _ in range(min(count, len(queue))):
-            pool.append(_Worker(ctx, run))
-            give(pool[-1])
-        while pool:
-            ready = set(wait([w.conn for w in pool] + [w.proc.sentinel for w in pool]))
-            for w in [w for w in pool if w.conn in ready or w.proc.sentinel in ready]:
-                try:
-                    report = w.conn.recv()
-                except (EOFError, OSError):  # died without a report (a crash of a backend, or killed)
-                    w.proc.join()
-                    kind, seed = w.job[0], w.job[1]
-                    report = {"kind": kind, "seed": seed, "outcome": "internal", "compared": 0,
-                              "messages": [f"the worker process died (exit code {w.proc.exitcode}) running {kind} "
-                                           f"seed {seed}"], "device_lost": True}
-                w.done += 1
-                yield report
-                if report.get("device_lost") or w.done >= tasks_per_worker or not queue:
-                    pool.remove(w)
-                    w.stop(wait=30.0)
-                    if queue:
-                        pool.append(_Worker(ctx, run))
-                        give(pool[-1])
-                else:
-                    give(w)
-    finally:
-        for w in pool:
-            w.stop()
-
-
 def _parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scripts/fuzz.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("n", type=int, nargs="?", default=200, help="kernels to run (split between the kinds)")
@@ -612,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{', '.join(backends)}; failures go to {args.out}", flush=True)
     start = time.perf_counter()
     reports = []
-    results = _workers(jobs, max(args.jobs, 1))
+    results = workers.reports(jobs, max(args.jobs, 1), _one)
     for i, report in enumerate(results, 1):
         reports.append(report)
         if report["outcome"] != "ok" and args.verbose:

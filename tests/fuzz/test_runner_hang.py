@@ -16,7 +16,7 @@ import pytest
 
 from iron.errors import LaunchError
 
-from . import runner
+from . import runner, workers
 
 HANGS_ON = 3  # the seed whose launch times out
 LOST = ("k did not finish within 1 s on Vulkan device fake (an endless loop?); the device is still running it, so "
@@ -69,7 +69,7 @@ def _run_on_fake_vulkan(job: tuple) -> dict:
 
 def test_a_hang_is_its_own_outcome_and_its_worker_is_replaced(tmp_path):
     jobs = [("source", seed, ["vulkan"], str(tmp_path)) for seed in range(1, 7)]
-    reports = sorted(runner._workers(jobs, 1, _run_on_fake_vulkan), key=lambda r: r["seed"])
+    reports = sorted(workers.reports(jobs, 1, _run_on_fake_vulkan), key=lambda r: r["seed"])
     assert [r["seed"] for r in reports] == list(range(1, 7))
     hang = reports[HANGS_ON - 1]
     assert hang["outcome"] == "hang" and hang["device_lost"] and "cannot use it again" in hang["messages"][0], hang
@@ -93,7 +93,7 @@ def test_in_one_process_later_launches_are_refused_and_also_counted_as_hangs(mon
 
 def test_a_worker_that_dies_is_reported_and_replaced(tmp_path):
     jobs = [("source", seed, [], str(tmp_path)) for seed in (1, 2, 3)]
-    reports = sorted(runner._workers(jobs, 2, _die_on_two), key=lambda r: r["seed"])
+    reports = sorted(workers.reports(jobs, 2, _die_on_two), key=lambda r: r["seed"])
     assert [r["outcome"] for r in reports] == ["ok", "internal", "ok"], reports
     assert "died (exit code 7)" in reports[1]["messages"][0]
 

@@ -188,29 +188,53 @@ def iron_run(folder: Path, backend: str, prompt: list[int], ref: dict | None, re
 
     @stage("profile")
     def _profile():
-        if backend != "cuda":
+        if backend not in ("cuda", "vulkan"):
             return
         from iron.model.decode_graph import DecodeGraph
         from iron.model.llama import slot_array
+        from iron.runtime import get_backend
         from iron.runtime.device_array import asarray
 
         m = state["m"]
         steps = 20
-        m.reset(PROMPT_LEN + steps + 4)
-        run = DecodeGraph(m, asarray(slot_array(np.zeros(steps + 4, np.int64)), backend=backend), PROMPT_LEN)
-        run.first(m.prefill(prompt))
-        run.step()
-        run.step()  # the first eager, the second recorded: the rest replay the graph
+        m.reset(PROMPT_LEN + 2 * steps + 4)
+        if backend == "vulkan":  # the recording writes a timestamp after every dispatch (vulkan_record.py)
+            get_backend("vulkan").profile_recordings = True
+        try:
+            run = DecodeGraph(m, asarray(slot_array(np.zeros(2 * steps + 4, np.int64)), backend=backend), PROMPT_LEN)
+            run.first(m.prefill(prompt))
+            run.step()
+            run.step()  # the first eager, the second recorded: the rest replay the graph
+        finally:
+            if backend == "vulkan":
+                get_backend("vulkan").profile_recordings = False
         synchronize(backend)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        if backend == "vulkan":
+            kernels: dict[str, list[float]] = {}
+            for _ in range(steps):  # one replay at a time: the timestamps are those of the last one that finished
+                run.step()
+                synchronize(backend)
+                for name, ms in run.graph.timings() or []:
+                    kernels.setdefault(name, [0.0, 0])
+                    kernels[name][0] += 1e3 * ms
+                    kernels[name][1] += 1
             t = time.perf_counter()
             for _ in range(steps):
                 run.step()
             synchronize(backend)
             wall = time.perf_counter() - t
-        kernels = kernel_times(prof)
+            r["profile_what"] = ("decode steps replayed as one Vulkan command buffer (model/decode_graph.py); GPU time "
+                                 "per dispatch by timestamps, each from the previous dispatch's end (barrier included)")
+        else:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                t = time.perf_counter()
+                for _ in range(steps):
+                    run.step()
+                synchronize(backend)
+                wall = time.perf_counter() - t
+            kernels = kernel_times(prof)
+            r["profile_what"] = "decode steps replayed as a CUDA graph (model/decode_graph.py)"
         total = sum(v[0] for v in kernels.values())
-        r["profile_what"] = "decode steps replayed as a CUDA graph (model/decode_graph.py)"
         r["profile_wall_ms_per_step"] = 1e3 * wall / steps
         r["profile_gpu_ms_per_step"] = total / 1e3 / steps
         r["profile_launches_per_step"] = sum(v[1] for v in kernels.values()) / steps

@@ -107,3 +107,42 @@ def test_nothing_waits_inside_a_recording(backend):
         with iron.graph(backend):
             x.numpy()
     x.numpy()  # usable again after the failed recording
+
+
+def test_a_profiled_vulkan_recording_times_each_dispatch(rng):
+    """With the backend's profile_recordings set, a recording writes a timestamp after each dispatch: timings() gives
+    the kernel of every dispatch of the last replay, in order, with a GPU time; the results are unchanged."""
+    try:
+        be = iron.runtime.get_backend("vulkan")
+        be.context()
+    except Exception as e:  # noqa: BLE001 - no Vulkan device here
+        pytest.skip(f"no Vulkan device: {e}")
+    if not be.context().phys.timestamp_bits:
+        pytest.skip("this Vulkan device has no timestamps")
+    n = 4096
+    xs = rng.standard_normal(n).astype(np.float32)
+    src = iron.asarray(xs, backend="vulkan")
+    dst = iron.empty((n,), iron.f32, backend="vulkan")
+    acc = iron.zeros((n,), iron.f32, backend="vulkan")
+    copy[n](src, dst)
+    accumulate[n](dst, acc)
+    iron.synchronize("vulkan")
+    with iron.graph("vulkan") as plain:
+        copy[n](src, dst)
+    assert plain.timings() is None
+    be.profile_recordings = True
+    try:
+        with iron.graph("vulkan") as g:
+            copy[n](src, dst)
+            accumulate[n](dst, acc)
+            accumulate[n](dst, acc)
+    finally:
+        be.profile_recordings = False
+    for _ in range(3):
+        g.launch()
+    iron.synchronize("vulkan")
+    np.testing.assert_allclose(acc.numpy(), 7 * (2.0 * xs.astype(np.float64)), rtol=1e-6)  # 1 + 3 replays x 2
+    times = g.timings()
+    names = [name for name, _ in times]
+    assert len(names) == 3 and "copy" in names[0] and all("accumulate" in x for x in names[1:]), names
+    assert all(ms >= 0.0 for _, ms in times) and sum(ms for _, ms in times) > 0.0, times

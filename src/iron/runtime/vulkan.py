@@ -85,6 +85,8 @@ class VulkanBackend(Backend):
     name = "vulkan"
     timer_name = "Vulkan timestamp queries"
     writes_artifacts = True
+    #: recordings made while set write a timestamp per dispatch (``g.timings()``; vulkan_record.py): a tool's switch
+    profile_recordings = False
 
     def __init__(self) -> None:
         self._ctx = None

@@ -192,6 +192,8 @@ class VulkanQueue:
             self._barrier(cmd)
         if self.recording is not None:
             self.recording.dispatches += 1
+            if self.recording.stamps is not None:
+                self.recording.stamp(cmd, spk.entry)
             return
         self.count += 1
         if self.count >= BATCH:

@@ -11,6 +11,12 @@ its lifetime. ``launch()`` submits the command buffer without waiting: a decode 
 What a recording reads and writes is fixed when it is made: the buffers (and their offsets), the push constants
 (scalar arguments, grid sizes) and the pipelines. Arrays it uses that were made before it must outlive it. Nothing
 can wait while recording (``synchronize()``, ``x.numpy()`` and copies into arrays raise).
+
+A recording made while the backend's ``profile_recordings`` is set (a tool's switch: scripts/gpu_model.py sets it to
+see where a Vulkan decode step's time goes) also writes a timestamp before its first dispatch and after each one;
+``g.timings()`` reads those of the last replay that finished: per dispatch, its kernel's entry point and the GPU time
+from the end of the dispatch before it to its own end (its barrier included) — the Vulkan counterpart of the kernel
+list CUPTI gives for a CUDA graph.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from ..errors import LaunchError
 #: descriptor sets per pool of a recording (a new pool is made when one is full)
 _POOL_SETS = 256
 _MAX_BINDINGS = 32
+#: timestamps a profiled recording holds (one before its first dispatch, one after each; later dispatches go unstamped)
+PROFILE_QUERIES = 4096
 
 
 class VulkanRecording:
     """One recorded command buffer, its descriptor pools and the buffers it keeps."""
 
-    def __init__(self, queue) -> None:
+    def __init__(self, queue, profile: bool = False) -> None:
         ctx = queue.ctx
         vk, dev = ctx.vk, ctx.device
         self.queue = queue
@@ -42,6 +50,33 @@ class VulkanRecording:
         self.keep: list[Any] = []  # stores of arrays made while recording
         self.held: list[tuple[str, Any]] = []  # pool buffers (scratch, freed arrays') released with the recording
         self.dispatches = 0
+        self.stamps: list[str] | None = None  # a profiled recording's kernel names, one per timestamp after the first
+        self.query_pool = None
+        if profile and ctx.phys.timestamp_bits:
+            self.query_pool = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(
+                queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=PROFILE_QUERIES), None)
+            vk.vkCmdResetQueryPool(self.cmd, self.query_pool, 0, PROFILE_QUERIES)
+            vk.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.query_pool, 0)
+            self.stamps = []
+
+    def stamp(self, cmd, name: str) -> None:
+        """After a dispatch (and its barrier) of a profiled recording: a timestamp written once it has finished."""
+        if len(self.stamps) + 1 < PROFILE_QUERIES:
+            self.stamps.append(name)
+            self.queue.ctx.vk.vkCmdWriteTimestamp(cmd, self.queue.ctx.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                                  self.query_pool, len(self.stamps))
+
+    def timings(self) -> list[tuple[str, float]]:
+        """(entry point, ms) per stamped dispatch of the last replay that finished (waits for it)."""
+        ctx = self.queue.ctx
+        vk, n = ctx.vk, len(self.stamps) + 1
+        out = ctx.ffi.new(f"uint64_t[{n}]")
+        vk.vkGetQueryPoolResults(ctx.device, self.query_pool, 0, n, 8 * n, out, 8,
+                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        bits = ctx.phys.timestamp_bits
+        mask = (1 << bits) - 1 if bits < 64 else 2**64 - 1
+        ms = ctx.timestamp_period_ns / 1e6
+        return [(name, ((int(out[i + 1]) - int(out[i])) & mask) * ms) for i, name in enumerate(self.stamps)]
 
     def descriptor_set(self, spk, prog, binds: dict[str, tuple]) -> tuple[Any, int]:
         """A new descriptor set binding each buffer parameter of ``spk`` to its range (``binds``), as the queue holds
@@ -68,6 +103,9 @@ class VulkanRecording:
         vk.vkFreeCommandBuffers(dev, ctx.cmd_pool, 1, [self.cmd])
         for pool in self.pools:
             vk.vkDestroyDescriptorPool(dev, pool, None)
+        if self.query_pool is not None:
+            vk.vkDestroyQueryPool(dev, self.query_pool, None)
+            self.query_pool = None
         for kind, buf in self.held:
             ctx.put_buffer(kind, buf)
         self.pools, self.held, self.keep = [], [], []
@@ -78,6 +116,7 @@ class VulkanGraph:
 
     def __init__(self, backend) -> None:
         self.backend = backend
+        self.profile = bool(getattr(backend, "profile_recordings", False))
         self._rec: VulkanRecording | None = None
 
     def __enter__(self) -> VulkanGraph:
@@ -86,7 +125,7 @@ class VulkanGraph:
             if queue.recording is not None:
                 raise LaunchError("a Vulkan recording cannot be nested in another")
             queue.synchronize()
-            queue.recording = VulkanRecording(queue)
+            queue.recording = VulkanRecording(queue, self.profile)
             queue.bound = (None, None)
         return self
 
@@ -106,6 +145,13 @@ class VulkanGraph:
     def dispatches(self) -> int:
         """How many dispatches the recording holds."""
         return 0 if self._rec is None else self._rec.dispatches
+
+    def timings(self) -> list[tuple[str, float]] | None:
+        """A profiled recording's GPU time per dispatch of its last finished replay, [(entry point, ms)]; None when
+        it was not profiled or the device has no timestamps. Call after ``iron.synchronize``."""
+        if self._rec is None or self._rec.stamps is None:
+            return None
+        return self._rec.timings()
 
     def launch(self) -> None:
         """Submit the recorded launches (asynchronous: ``iron.synchronize`` waits)."""

@@ -105,9 +105,20 @@ def test_backend_switch_and_compile_cache_keys(monkeypatch):
     on.compile(variant)
     assert len(keys) == 2 and keys[0] != keys[1]
     old = _backend(monkeypatch, True, "sm_80")
-    variant.artifacts.pop("cuda-src-pdl", None)  # the source is emitted once per variant (and device)
-    assert not old.emitted(variant).pdl
-    variant.artifacts.pop("cuda-src-pdl", None)
+    assert not old.emitted(variant).pdl and "griddepcontrol" not in old.source(variant)
+    # an sm_90 device compiling for an older target emits for that target (NVRTC refuses griddepcontrol there)
+    assert on.emitted(variant, "sm_80").pdl is False and "griddepcontrol" not in on.source(variant, "sm_80")
+
+
+@needs_nvrtc
+def test_an_older_target_compiles_with_pdl_on(monkeypatch, tmp_path):
+    """k.compile("cuda", target="sm_80") and k.source(..., target=...) with PDL on (the default on sm_90): the
+    source for sm_80 has no griddepcontrol, and NVRTC compiles it (before: ptxas refused the sm_90 prologue)."""
+    monkeypatch.setenv("IRON_CUDA_PDL", "1")
+    monkeypatch.setenv("IRON_CACHE_DIR", str(tmp_path))
+    assert WAIT in bump.source("cuda", target="sm_90")
+    assert "griddepcontrol" not in bump.source("cuda", target="sm_80")
+    assert len(bump.compile("cuda", target="sm_80")) > 0
 
 
 @needs_nvrtc

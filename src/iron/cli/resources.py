@@ -13,7 +13,6 @@ import os
 from typing import Any
 
 from ..codegen import nvrtc
-from ..codegen.cfamily.cuda import pdl_capable
 from ..frontend.kernel import KernelFunction
 
 #: the report's columns: (header, field of :func:`nvrtc.parse_ptxas_log`)
@@ -40,29 +39,12 @@ def _local_memory(res: dict) -> str:
     return "yes: " + ", ".join(parts)
 
 
-def _source_for(k: KernelFunction, arch: str, dtype: Any, constexprs: dict[str, Any]) -> str:
-    """The kernel's CUDA source as the runtime emits it, without programmatic dependent launch's prologue where
-    ``arch`` cannot run it (the runtime emits for its own device, an sm_90 by default: ``--arch sm_80`` would get
-    griddepcontrol, which NVRTC refuses there)."""
-    if pdl_capable(arch) or os.environ.get("IRON_CUDA_PDL") == "0":
-        return k.source("cuda", dtype=dtype, **constexprs)
-    old = os.environ.get("IRON_CUDA_PDL")
-    os.environ["IRON_CUDA_PDL"] = "0"
-    try:
-        return k.source("cuda", dtype=dtype, **constexprs)
-    finally:
-        if old is None:
-            os.environ.pop("IRON_CUDA_PDL")
-        else:
-            os.environ["IRON_CUDA_PDL"] = old
-
-
 def variant_reports(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], arch: str
                     ) -> list[tuple[str, dict[str, dict]]]:
     """[(variant label, report per function)] for each dtype of ``dtypes`` (``[None]`` for a kernel without T)."""
     out = []
     for dtype in dtypes:
-        source = _source_for(k, arch, dtype, constexprs)
+        source = k.source("cuda", dtype=dtype, target=arch, **constexprs)  # for arch: no PDL prologue before sm_90
         if arch == "sm_90" and "wgmma.mma_async" in source:  # warpgroup_mma as wgmma: the sm_90a target
             arch = "sm_90a"
         label = ", ".join([*([f"T={dtype}"] if dtype is not None else []),

@@ -212,11 +212,12 @@ class KernelFunction(KernelMarker):
         return self._compile(dt, cv, record=True, simd_width=simd_width, absent=absent).snapshots
 
     @user_facing
-    def source(self, backend: str, dtype: Any = None, **constexprs: Any) -> str:
-        """The generated source for ``backend`` (C-family / SPIR-V disassembly), for the SIMD width it runs at."""
+    def source(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> str:
+        """The generated source for ``backend`` (C-family / SPIR-V disassembly), for the SIMD width it runs at, or
+        for ``target`` as ``compile`` takes it (``sm_80``, ``gfx1030``)."""
         dt, cv, absent = self._resolve(dtype, constexprs)
         be = get_backend(backend)
-        return be.source(self.variant(dt, cv, lambda: backend_simd_width(be), absent))
+        return be.source(self.variant(dt, cv, lambda: backend_simd_width(be, target), absent), target=target)
 
     @user_facing
     def compile(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> Any:

@@ -54,7 +54,8 @@ class Backend:
 
     # -- compile -----------------------------------------------------------------------------------------------------
 
-    def source(self, variant: Variant) -> str:
+    def source(self, variant: Variant, target: str | None = None) -> str:
+        """The generated source of a variant (for ``target`` where the backend compiles for several)."""
         raise LaunchError(f"backend '{self.name}' has no generated source")
 
     def compile(self, variant: Variant, target: str | None = None) -> Any:

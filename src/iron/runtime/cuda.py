@@ -185,25 +185,29 @@ class CudaBackend(Backend):
 
     # -- compile --------------------------------------------------------------------------------------------------
 
-    def emitted(self, variant):
-        pdl = pdl_enabled()
-        key = "cuda-src-pdl" if pdl else "cuda-src"  # the compile cache key hashes the source, which differs
+    def emitted(self, variant, arch: str | None = None):
+        """The CUDA source of a variant for ``arch`` (default: this device's): with programmatic dependent launch's
+        prologue where it is on and the target has griddepcontrol (sm_90+), so ``compile(target="sm_80")`` works."""
+        from ..codegen import emit_cuda
+        from ..codegen.cfamily.cuda import pdl_capable
+
+        arch = arch or self.arch
+        pdl = pdl_enabled() and pdl_capable(arch)
+        key = ("cuda-src", arch, pdl)  # the compile cache key hashes the source, which differs
         src = variant.artifacts.get(key)
         if src is None:
-            from ..codegen import emit_cuda
-
-            src = variant.artifacts[key] = emit_cuda(variant.kernel, arch=self.arch, pdl=pdl)
+            src = variant.artifacts[key] = emit_cuda(variant.kernel, arch=arch, pdl=pdl)
         return src
 
-    def source(self, variant) -> str:
-        return self.emitted(variant).source
+    def source(self, variant, target: str | None = None) -> str:
+        return self.emitted(variant, target).source
 
     def compile(self, variant, target: str | None = None) -> bytes:
         """The sm_XX cubin (or compute_XX PTX) of a variant; needs NVRTC, not a GPU. Disk-cached."""
         from ..codegen import nvrtc
 
-        src = self.emitted(variant)
         arch = target or self.arch
+        src = self.emitted(variant, arch)
         if src.arch is not None and arch == self.arch:  # wgmma source: the device's architecture-specific target
             arch = src.arch
         options = nvrtc.default_options()

@@ -296,8 +296,8 @@ class HipBackend(Backend):
             src = variant.artifacts[key] = emit_hip(variant.kernel, wavefront)
         return src
 
-    def source(self, variant) -> str:
-        return self.emitted(variant).source
+    def source(self, variant, target: str | None = None) -> str:
+        return self.emitted(variant, target).source
 
     def compile(self, variant, target: str | None = None) -> bytes:
         """The code object of a variant for the AMD ``target`` (``gfx90a``, ``gfx1030``, ...); needs hipRTC, not a

@@ -136,7 +136,7 @@ class MetalBackend(Backend):
     def emitted(self, variant):
         return emitted_msl(variant)
 
-    def source(self, variant) -> str:
+    def source(self, variant, target: str | None = None) -> str:
         return self.emitted(variant).source
 
     def compile(self, variant, target: str | None = None) -> Any:

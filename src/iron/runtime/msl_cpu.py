@@ -254,7 +254,7 @@ class MslCpuBackend(Backend):
     def emitted(self, variant):
         return emitted_msl(variant)
 
-    def source(self, variant) -> str:
+    def source(self, variant, target: str | None = None) -> str:
         return self.emitted(variant).source
 
     def library(self, variant) -> Library:

@@ -237,7 +237,7 @@ class VulkanBackend(Backend):
         refuse_missing_dtypes(variant.kernel, spk, has, ctx.phys.name)
         return spk
 
-    def source(self, variant) -> str:
+    def source(self, variant, target: str | None = None) -> str:
         from ..codegen.spirv import disassemble
 
         return disassemble(self.emitted(variant).words)

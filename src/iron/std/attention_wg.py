@@ -67,14 +67,20 @@ def scores(sq, sk, qi, kbase, c, D, BN):
 
 
 @func
-def softmax_pv(s0, s1, m, l, o, sv, vbase, row0, k0, n, scale2, D, NC, CAUSAL):
+def softmax_pv(s0, s1, m, l, o, sv, vbase, row0, k0, n, scale2, D, NC, CAUSAL, MASK):
     """The online softmax of one block's scores (chunks s0, s1) in registers, O rescaled, then O += P V issued with
-    P straight from the registers (warpgroup_mma's fragment A, rounded to the input type). Returns (o, m, l)."""
-    x0 = frag_mask(s0 * scale2, row0, k0, n, CAUSAL, -math.inf)
+    P straight from the registers (warpgroup_mma's fragment A, rounded to the input type). Returns (o, m, l).
+    MASK = False for a block every row of the tile sees whole (no key past the sequence or the diagonal): the mask's
+    compares and selects per score are skipped, the results the same."""
+    x0 = s0 * scale2
+    if MASK:
+        x0 = frag_mask(x0, row0, k0, n, CAUSAL, -math.inf)
     mx = frag_row_max(x0)
     x1 = x0
     if NC == 2:
-        x1 = frag_mask(s1 * scale2, row0, k0 + 64, n, CAUSAL, -math.inf)
+        x1 = s1 * scale2
+        if MASK:
+            x1 = frag_mask(x1, row0, k0 + 64, n, CAUSAL, -math.inf)
         mx = max(mx, frag_row_max(x1))
     m_new = max(m, mx)
     alpha = exp2(m - m_new)
@@ -131,6 +137,9 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
     if CAUSAL:
         kend = min(n, q0 + BM)
     nblk = (kend + BN - 1) // BN
+    nfree = n // BN  # blocks before nfree need no mask: every key is in the sequence and (causal) before the tile
+    if CAUSAL:
+        nfree = min(n, q0 + 1) // BN
     for s in static_range(STAGES - 1):
         if s < nblk:
             load_kv(k, v, sk, sv, s, s, n, kld, hk, D, BN)
@@ -153,7 +162,10 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
             if NC == 2:
                 c1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
             warpgroup_wait(0)
-            o, m, l = softmax_pv(c0, c1, m, l, o, sv, st * BN * D, row0, j * BN, n, scale2, D, NC, CAUSAL)
+            if j < nfree:
+                o, m, l = softmax_pv(c0, c1, m, l, o, sv, st * BN * D, row0, j * BN, n, scale2, D, NC, CAUSAL, False)
+            else:
+                o, m, l = softmax_pv(c0, c1, m, l, o, sv, st * BN * D, row0, j * BN, n, scale2, D, NC, CAUSAL, True)
             warpgroup_wait(0)
         if row0 < n:
             frag_store(out, row0 * qld + h * D, qld, o / l, n - row0, D)
@@ -175,7 +187,8 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
             b0 = scores(sq, sk, qi, st * BN * D, 0, D, BN)
             if NC == 2:
                 b1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
-        o, m, l = softmax_pv(a0, a1, m, l, o, sv, (j % STAGES) * BN * D, row0, j * BN, n, scale2, D, NC, CAUSAL)
+        o, m, l = softmax_pv(a0, a1, m, l, o, sv, (j % STAGES) * BN * D, row0, j * BN, n, scale2, D, NC, CAUSAL,
+                             True)
         if j + 1 < nblk:
             warpgroup_wait(0)
             barrier()
@@ -187,7 +200,7 @@ def attn_prefill_wg(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n:
                 if NC == 2:
                     a1 = scores(sq, sk, qi, st * BN * D, 1, D, BN)
             o, m, l = softmax_pv(b0, b1, m, l, o, sv, ((j + 1) % STAGES) * BN * D, row0, (j + 1) * BN, n, scale2,
-                                 D, NC, CAUSAL)
+                                 D, NC, CAUSAL, True)
     warpgroup_wait(0)
     if row0 < n:
         frag_store(out, row0 * qld + h * D, qld, o / l, n - row0, D)

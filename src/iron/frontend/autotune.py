@@ -10,6 +10,10 @@ Usage (a std module's launch function)::
 
     cfg = tune("std/gemm", CONFIGS, lambda c: run(c), backend=name, dtype="bf16", key=(m, n, k))
     run(cfg)
+
+Tuning tables (a std module's configurations per backend) are read through ``table_for``: a Vulkan device that is a
+GPU (NVIDIA's or AMD's driver; not lavapipe) times CUDA's list, as the hardware is the same class (on the H200 it is
+the same GPU); a CPU device times nothing, so tests there run one configuration, deterministically.
 """
 
 from __future__ import annotations
@@ -33,6 +37,19 @@ _MEMORY: dict[str, int] = {}  # cache key -> index of the winner, this process
 _QUICK: dict[tuple, int] = {}  # (backend object, name, dtype, key, configs) -> index of the winner, this process
 _DEVICE: dict[int, str] = {}  # id(backend object) -> its device's name
 _REPEATS = 5
+
+
+_BORROWS: dict[str, bool] = {}  # backend name -> whether it takes CUDA's tuning tables
+
+
+def table_for(table: dict[str, Any], backend: str) -> Any:
+    """``backend``'s entry of a tuning table: its own; CUDA's for a Vulkan device that is a GPU; else None."""
+    if backend in table:
+        return table[backend]
+    borrows = _BORROWS.get(backend)
+    if borrows is None:
+        borrows = _BORROWS[backend] = backend == "vulkan" and get_backend(backend).is_gpu()
+    return table.get("cuda") if borrows else None
 
 
 def bucket(key: Sequence[int]) -> tuple[int, ...]:

@@ -153,12 +153,15 @@ class LaunchRecorder:
         if self.samples is not None:
             self.samples.append(seconds)
 
-    def median(self, fn: Callable[[], Any], repeats: int) -> float | None:
-        """Median over ``repeats`` calls of ``fn`` of the recorded seconds (summed per call), after a warm-up."""
+    def median(self, fn: Callable[[], Any], repeats: int, before: Callable[[], Any] | None = None) -> float | None:
+        """Median over ``repeats`` calls of ``fn`` of the recorded seconds (summed per call), after a warm-up;
+        ``before`` runs ahead of each call, untimed."""
         fn()  # warm-up: compiles the variant, builds the pipeline
         samples = []
         try:
             for _ in range(repeats):
+                if before is not None:
+                    before()
                 self.samples = []
                 fn()
                 if not self.samples or any(s is None for s in self.samples):

@@ -81,6 +81,10 @@ def _probe() -> str | None:
     return None
 
 
+#: bytes l2_flush overwrites: 5x the H200's 50 MB L2, more than any GPU's last-level cache of 2026
+FLUSH_BYTES = 256 << 20
+
+
 class VulkanBackend(Backend):
     name = "vulkan"
     timer_name = "Vulkan timestamp queries"
@@ -92,6 +96,7 @@ class VulkanBackend(Backend):
         self._ctx = None
         self._queue = None
         self._timer = LaunchRecorder()
+        self._flush = None  # (the buffer, the function) of l2_flush
         self._init_lock = threading.RLock()  # two threads' first launches create one context, one queue
 
     # -- device ---------------------------------------------------------------------------------------------------
@@ -352,9 +357,26 @@ class VulkanBackend(Backend):
         self._timer.record(None if ms is None else ms * 1e-3)
         return ms
 
-    def gpu_time(self, fn, repeats: int) -> float | None:
-        """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed)."""
-        return self._timer.median(fn, repeats)
+    def gpu_time(self, fn, repeats: int, before=None) -> float | None:
+        """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed);
+        ``before`` (e.g. ``l2_flush()``) runs ahead of each repeat, untimed."""
+        return self._timer.median(fn, repeats, before)
+
+    def l2_flush(self):
+        """On a GPU device, a function that overwrites ``FLUSH_BYTES`` of device memory (vkCmdFillBuffer) and waits:
+        the autotuner's cold timings of kernels that stream their inputs from memory (the decode step's GEMVs), as
+        CUDA's. None on a CPU device (lavapipe), where nothing is tuned."""
+        if not self.is_gpu():
+            return None
+        if self._flush is None:
+            store, queue = self.array_store(FLUSH_BYTES), self.queue()
+
+            def flush() -> None:
+                queue.fill(store.buf, store.nbytes)
+                queue.synchronize()
+
+            self._flush = (store, flush)
+        return self._flush[1]
 
     # -- ahead-of-time builds -------------------------------------------------------------------------------------
 

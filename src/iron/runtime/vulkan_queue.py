@@ -449,6 +449,14 @@ class VulkanQueue:
         vk.vkEndCommandBuffer(cmd)
         ctx._submit_and_wait("copy")
 
+    def fill(self, buf, nbytes: int) -> None:
+        """Queue zeros over the first ``nbytes`` (a multiple of 4) of ``buf`` on the device, ordered with the
+        launches around it (barriers), without waiting."""
+        with self.lock:
+            cmd = self._begin()
+            self.ctx.vk.vkCmdFillBuffer(cmd, buf.handle, 0, nbytes, 0)
+            self._barrier(cmd)
+
     def copy_gbps(self, nbytes: int = 256 << 20, repeats: int = 5) -> float | None:
         """Median device-to-device copy rate of ``nbytes`` (read + write, GB/s) by timestamp queries, or None."""
         ctx, vk = self.ctx, self.ctx.vk

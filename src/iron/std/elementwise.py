@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
-from ..frontend.autotune import tune
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -310,7 +310,7 @@ def launch_lanes(name: str, n: int, vec: int, like: Any, backend: str | None, la
     if n <= 0:
         return
     be = backend or get_backend(None).name
-    configs = [{"EPT": e} for e in TUNING.get(be, (ELEMS,))]
+    configs = [{"EPT": e} for e in table_for(TUNING, be) or (ELEMS,)]
 
     def run(cfg: dict) -> None:
         per = max(1, cfg["EPT"] // vec)

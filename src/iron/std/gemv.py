@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import kernel
-from ..frontend.autotune import tune
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -157,9 +157,9 @@ def gemv_configs(backend: str, nrows: int, ncols: int, itemsize: int, glu_out: b
     if not glu_out:
         block, vec, rows, unroll = plan_gemv(nrows, ncols, itemsize)
         configs.append({"BLOCK": block, "ROWS": rows, "UNROLL": unroll})
-        configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in GEMV_TUNING.get(backend, [])
+        configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in (table_for(GEMV_TUNING, backend) or [])
                     if (b, r, u) != (block, rows, unroll) and (vec == 1 or b * vec * u <= max(ncols, vec))]
-    warp = [c for c in GEMV_WARP_TUNING.get(backend, []) if not glu_out or c[1] % 2 == 0]
+    warp = [c for c in (table_for(GEMV_WARP_TUNING, backend) or []) if not glu_out or c[1] % 2 == 0]
     if glu_out and not warp:
         warp = [GLU_OUT_DEFAULT]
     if warp:

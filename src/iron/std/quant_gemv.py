@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import kernel
-from ..frontend.autotune import tune
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -174,7 +174,7 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
     block, rows, unroll = plan(nrows, ncols, bits)
     be = backend or get_backend(None).name
     configs = [{"BLOCK": block, "ROWS": rows, "UNROLL": unroll}]
-    configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in TUNING.get(be, [])
+    configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in (table_for(TUNING, be) or [])
                 if (b, r, u) != (block, rows, unroll)]
     xv = 16 // x.dtype.itemsize
 

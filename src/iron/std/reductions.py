@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
-from ..frontend.autotune import tune
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -280,9 +280,9 @@ def _run(name: str, x: Any, backend: str | None, run, plan: RowPlan | None) -> R
     rows, ncols = x.shape
     size = x.dtype.itemsize
     be = backend or get_backend(None).name
-    epts = ROW_TUNING.get(be, (ELEMS_PER_THREAD,))
+    epts = table_for(ROW_TUNING, be) or (ELEMS_PER_THREAD,)
     configs = [{"EPT": e, "LOOP": False} for e in epts]
-    if be in ROW_TUNING:  # a GPU that autotunes: also the loop, where plan_rows splits the rows
+    if table_for(ROW_TUNING, be):  # a GPU that autotunes: also the loop, where plan_rows splits the rows
         configs += [{"EPT": e, "LOOP": True} for e in epts if plan_rows(rows, ncols, size, e).chunks > 1]
     cfg = tune(name, configs, lambda c: run(_plan(rows, ncols, size, c["EPT"], c["LOOP"])), backend=be,
                dtype=dtype_label(x), key=(rows, ncols))

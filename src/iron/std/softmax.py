@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
-from ..frontend.autotune import tune
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -127,7 +127,7 @@ def tuned_rows(name: str, x: Any, backend: str | None, launch_plan) -> RowPlan:
     """Launch a row kernel with the plan autotuning picks (``launch_plan(plan)`` launches one); returns the plan."""
     rows, ncols = x.shape
     be = backend or get_backend(None).name
-    configs = [{"EPT": e} for e in ROW_TUNING.get(be, (ELEMS_PER_THREAD,))]
+    configs = [{"EPT": e} for e in table_for(ROW_TUNING, be) or (ELEMS_PER_THREAD,)]
 
     def run(cfg: dict) -> None:
         launch_plan(plan_rows(rows, ncols, x.dtype.itemsize, cfg["EPT"]))

@@ -60,7 +60,7 @@ _DEVICE = []  # the worker's fake device, made on its first job (a worker proces
 
 
 def _run_on_fake_vulkan(job: tuple) -> dict:
-    """A worker's job (``runner._workers``'s ``run``): ``runner._one`` with the fake Vulkan."""
+    """A worker's job (``workers.reports``'s ``run``): ``runner._one`` with the fake Vulkan."""
     if not _DEVICE:
         _DEVICE.append(_fake_device(pytest.MonkeyPatch()))
     os.environ.update(runner.SIMD_ENV)

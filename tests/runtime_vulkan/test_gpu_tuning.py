@@ -98,3 +98,39 @@ def test_gemv_tunes_cold_on_a_vulkan_gpu_and_answers_right(vulkan, monkeypatch, 
     assert seen and seen[0][0] == "std/gemv" and seen[0][1] > 5 and seen[0][2], seen
     want = a.astype(np.float64) @ xv.astype(np.float64)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-4)
+
+
+def test_a_tuned_launch_inside_a_recording_takes_the_first_configuration(vulkan, monkeypatch, tmp_path, rng):
+    """Nothing can be timed while iron.graph() records: the first tuned launch there runs configs[0], untimed and not
+    remembered (before: every configuration failed to synchronise and tune raised); the replay answers right."""
+    _as_gpu(monkeypatch, vulkan, True)
+    monkeypatch.setenv("IRON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("IRON_AUTOTUNE", "1")
+    a = rng.standard_normal((160, 128)).astype(np.float32)
+    xv = rng.standard_normal(128).astype(np.float32)
+    ad, xd = iron.asarray(a, backend="vulkan"), iron.asarray(xv, backend="vulkan")
+    y = iron.asarray(np.full(160, np.nan, np.float32), backend="vulkan")
+    with iron.graph("vulkan") as g:
+        gemv_mod.launch_gemv(ad, xd, y, backend="vulkan")
+        with pytest.raises(iron.LaunchError, match="cannot be recorded"):
+            vulkan.queue().fill(y.store.buf, y.nbytes)
+    assert not (tmp_path / "autotune.json").exists()
+    g.launch()
+    iron.synchronize("vulkan")
+    np.testing.assert_allclose(y.numpy(), a.astype(np.float64) @ xv.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+def test_the_flush_is_remade_after_close(vulkan, monkeypatch):
+    """close() drops the flush with the context its buffer lived in (a backend of its own: the shared one keeps its
+    arrays)."""
+    _as_gpu(monkeypatch, vulkan, True)
+    be = vulkan_rt.VulkanBackend()
+    try:
+        first = be.l2_flush()
+        first()
+        be.close()
+        again = be.l2_flush()
+        assert again is not first
+        again()
+    finally:
+        be.close()

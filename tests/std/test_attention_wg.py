@@ -56,6 +56,8 @@ def test_one_stage_fits_32_kib(backend, causal, rng):
     (300, 2, 1, 64, (1, 1, 3, 1), True, "bf16"),
     (64, 1, 1, 64, (1, 2, 2, 0), True, "bf16"),
     (190, 2, 1, 128, (2, 1, 2, 0), True, "bf16"),
+    (192, 2, 1, 64, (1, 1, 2, 0), False, "bf16"),  # every block whole: none masked
+    (256, 2, 1, 64, (1, 2, 2, 0), True, "f16"),  # causal, n a multiple of the tile: masked on the diagonal only
 ])
 def test_configurations_on_the_interpreter(monkeypatch, n, hq, hkv, d, cfg, causal, dtype, rng):
     """The H200's configurations (up to ~200 KiB of shared memory), with the interpreter's limit raised."""

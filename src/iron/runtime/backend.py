@@ -125,10 +125,15 @@ class Backend:
 
     # -- timing ------------------------------------------------------------------------------------------------------
 
-    def gpu_time(self, fn: Callable[[], Any], repeats: int) -> float | None:
+    def gpu_time(self, fn: Callable[[], Any], repeats: int, before: Callable[[], Any] | None = None) -> float | None:
         """Median GPU seconds of ``fn`` (summed over every launch it makes on this backend), measured by the
-        backend's own timer after a warm-up; None where the backend has no timer or a launch could not be timed."""
+        backend's own timer after a warm-up, ``before`` run untimed ahead of each repeat; None where the backend has
+        no timer or a launch could not be timed."""
         return None
+
+    def recording(self) -> bool:
+        """Whether launches are being recorded for replay (``iron.graph``) rather than run: nothing can be timed."""
+        return False
 
     # -- ahead-of-time builds ----------------------------------------------------------------------------------------
 
@@ -161,6 +166,7 @@ class LaunchRecorder:
         try:
             for _ in range(repeats):
                 if before is not None:
+                    self.samples = None  # its launches are not timed
                     before()
                 self.samples = []
                 fn()

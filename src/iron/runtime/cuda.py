@@ -208,7 +208,7 @@ class CudaBackend(Backend):
 
         arch = target or self.arch
         src = self.emitted(variant, arch)
-        if src.arch is not None and arch == self.arch:  # wgmma source: the device's architecture-specific target
+        if src.arch is not None and arch in ("sm_90", "sm_90a"):  # wgmma source: the architecture-specific target
             arch = src.arch
         options = nvrtc.default_options()
         key = cache_key(self.name, src.source, arch, options, nvrtc.nvrtc_version())
@@ -480,6 +480,9 @@ class CudaBackend(Backend):
                 return event_seconds(fn, repeats, before=before)
         finally:
             outer.wait_stream(mine)
+
+    def recording(self) -> bool:
+        return self.capture is not None
 
     def l2_flush(self):
         """A function that queues an L2 eviction (a 256 MiB memset, 5x the H200's L2) on torch's stream, which

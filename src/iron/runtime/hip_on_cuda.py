@@ -23,8 +23,9 @@ class HipOnCudaBackend(CudaBackend):
     torch_device = False  # the bench times it like the other host-array backends (as before the contract)
     timer_name = None
 
-    def emitted(self, variant):
-        """The HIP source for a 32-lane wavefront, behind the compatibility header (one CUDA translation unit)."""
+    def emitted(self, variant, arch: str | None = None):
+        """The HIP source for a 32-lane wavefront, behind the compatibility header (one CUDA translation unit); the
+        same for every ``arch`` (no wgmma, no programmatic dependent launch)."""
         src = variant.artifacts.get("hip-on-cuda-src")
         if src is None:
             from ..codegen.cfamily.hip import HIP_ON_NVIDIA, emit_source, for_nvidia

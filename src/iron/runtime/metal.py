@@ -240,9 +240,10 @@ class MetalBackend(Backend):
             view = np.frombuffer(buf.contents().as_buffer(arr.nbytes), dtype=np.uint8)
             arr.view(np.uint8)[...] = view
 
-    def gpu_time(self, fn, repeats: int) -> float | None:
-        """Median GPU seconds of ``fn`` from Metal's command-buffer GPU start/end times (summed over its launches)."""
-        return self._timer.median(fn, repeats)
+    def gpu_time(self, fn, repeats: int, before=None) -> float | None:
+        """Median GPU seconds of ``fn`` from Metal's command-buffer GPU start/end times (summed over its launches);
+        ``before`` runs untimed ahead of each repeat."""
+        return self._timer.median(fn, repeats, before)
 
     # -- ahead-of-time builds -------------------------------------------------------------------------------------
 

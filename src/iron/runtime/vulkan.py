@@ -123,6 +123,7 @@ class VulkanBackend(Backend):
         with self._init_lock:
             ctx, self._ctx = self._ctx, None
             queue, self._queue = self._queue, None
+            self._flush = None  # its buffer belongs to the context destroyed here
         if ctx is not None:
             with ctx.lock:
                 if queue is not None:
@@ -361,6 +362,9 @@ class VulkanBackend(Backend):
         """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed);
         ``before`` (e.g. ``l2_flush()``) runs ahead of each repeat, untimed."""
         return self._timer.median(fn, repeats, before)
+
+    def recording(self) -> bool:
+        return self._queue is not None and self._queue.recording is not None
 
     def l2_flush(self):
         """On a GPU device, a function that overwrites ``FLUSH_BYTES`` of device memory (vkCmdFillBuffer) and waits:

@@ -368,6 +368,7 @@ class VulkanQueue:
                 self.ctx.device, vk.VkFenceCreateInfo(), None)
             vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[rec.cmd])],
                              fence)
+            rec.replays += 1
             self.inflight.append((None, fence, []))
 
     def retire(self, rec) -> None:
@@ -452,7 +453,11 @@ class VulkanQueue:
     def fill(self, buf, nbytes: int) -> None:
         """Queue zeros over the first ``nbytes`` (a multiple of 4) of ``buf`` on the device, ordered with the
         launches around it (barriers), without waiting."""
+        if nbytes % 4:
+            raise ValueError(f"fill: {nbytes} bytes is not a whole number of 4-byte words")
         with self.lock:
+            if self.recording is not None:
+                raise LaunchError("a fill cannot be recorded into an iron.graph() (it is a timing tool's)")
             cmd = self._begin()
             self.ctx.vk.vkCmdFillBuffer(cmd, buf.handle, 0, nbytes, 0)
             self._barrier(cmd)

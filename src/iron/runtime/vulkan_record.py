@@ -50,6 +50,7 @@ class VulkanRecording:
         self.keep: list[Any] = []  # stores of arrays made while recording
         self.held: list[tuple[str, Any]] = []  # pool buffers (scratch, freed arrays') released with the recording
         self.dispatches = 0
+        self.replays = 0  # submitted so far (the timestamps are undefined before the first has run)
         self.stamps: list[str] | None = None  # a profiled recording's kernel names, one per timestamp after the first
         self.query_pool = None
         if profile and ctx.phys.timestamp_bits:
@@ -71,8 +72,11 @@ class VulkanRecording:
         ctx = self.queue.ctx
         vk, n = ctx.vk, len(self.stamps) + 1
         out = ctx.ffi.new(f"uint64_t[{n}]")
-        vk.vkGetQueryPoolResults(ctx.device, self.query_pool, 0, n, 8 * n, out, 8,
-                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        try:
+            vk.vkGetQueryPoolResults(ctx.device, self.query_pool, 0, n, 8 * n, out, 8,
+                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        except (vk.VkError, vk.VkException) as e:
+            raise LaunchError(f"reading a recording's timestamps failed: {type(e).__name__}") from None
         bits = ctx.phys.timestamp_bits
         mask = (1 << bits) - 1 if bits < 64 else 2**64 - 1
         ms = ctx.timestamp_period_ns / 1e6
@@ -148,8 +152,9 @@ class VulkanGraph:
 
     def timings(self) -> list[tuple[str, float]] | None:
         """A profiled recording's GPU time per dispatch of its last finished replay, [(entry point, ms)]; None when
-        it was not profiled or the device has no timestamps. Call after ``iron.synchronize``."""
-        if self._rec is None or self._rec.stamps is None:
+        it was not profiled, the device has no timestamps or it has not been replayed. Call after
+        ``iron.synchronize``."""
+        if self._rec is None or self._rec.stamps is None or self._rec.replays == 0:
             return None
         return self._rec.timings()
 

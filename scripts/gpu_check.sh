@@ -53,6 +53,10 @@
 #                                 backends' width) on CUDA and NVIDIA's Vulkan; the model on cuda
 #   scripts/gpu_check.sh fuzz    issue 17 (carry .gl/.whl): the differential fuzzer, FZ_N kernels from FZ_SEED on
 #                                 FZ_BACKENDS (default cuda,vulkan) for FZ_TIMEOUT s, 12 workers -> fuzz/, fuzz_gpu.txt
+#   scripts/gpu_check.sh session10 (carry .gl/.whl) the tenth session's tests on CUDA and NVIDIA's Vulkan (autotuning on
+#                                 a Vulkan GPU, recording timestamps, CUDA source per target, attention's unmasked
+#                                 blocks), attn_prefill_wg timed beside SDPA, the model on cuda and vulkan (with the
+#                                 Vulkan decode step's per-kernel timestamps) -> model_1b.json
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -166,7 +170,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -287,6 +291,19 @@ if [ "$PART" = session9c ]; then
   pack
   timeout ${MODEL_TIMEOUT:-85} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda \
     2>&1 | grep -v "Writing model" | cut -c1-300 | tail -n 2
+  pack
+fi
+if [ "$PART" = session10 ]; then
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${S10_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/runtime_vulkan/test_gpu_tuning.py tests/arrays/test_graph.py tests/runtime_cuda/test_targets.py \
+    tests/runtime_cuda/test_pdl.py tests/std/test_attention_wg.py tests/std/test_gemv_warp.py --maxfail=30 2>&1 \
+    | tee "$OUT/pytest_session10.txt" | tail -n 20
+  pack
+  ATTN_CFGS=${ATTN_CFGS:-"2,2,2,0 2,2,3,0"} timeout ${ATTN_TIMEOUT:-120} $PY bench/experiments/attn_wg_sweep.py \
+    "$OUT/attn_wg_sweep.json" 2>&1 | tee "$OUT/attn_wg_sweep.txt" | tail -n 12
+  pack
+  timeout ${MODEL_TIMEOUT:-290} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda,vulkan \
+    2>&1 | grep -v "Writing model" | cut -c1-400 | tee "$OUT/model_1b.txt" | tail -n 30
   pack
 fi
 if [ "$PART" = fuzz ]; then

@@ -57,6 +57,8 @@
 #                                 a Vulkan GPU, recording timestamps, CUDA source per target, attention's unmasked
 #                                 blocks), attn_prefill_wg timed beside SDPA, the model on cuda and vulkan (with the
 #                                 Vulkan decode step's per-kernel timestamps) -> model_1b.json
+#   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
+#                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
@@ -304,6 +306,11 @@ if [ "$PART" = session10 ]; then
   pack
   timeout ${MODEL_TIMEOUT:-290} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda,vulkan \
     2>&1 | grep -v "Writing model" | cut -c1-400 | tee "$OUT/model_1b.txt" | tail -n 30
+  pack
+fi
+if [ "$PART" = attnvar ]; then
+  timeout ${ATTNVAR_TIMEOUT:-300} $PY bench/experiments/attn_variants.py "$OUT/attn_variants.json" 2>&1 \
+    | tee "$OUT/attn_variants.txt" | tail -n 14
   pack
 fi
 if [ "$PART" = fuzz ]; then

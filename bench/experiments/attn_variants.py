@@ -55,25 +55,10 @@ def edit(source: str, edits: list[str]) -> str:
     return source
 
 
-def timed(fn, reps: int = 20) -> float:
-    import torch
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
-
-
 def one(name: str, edits: list[str]) -> None:
     import torch
     import torch.nn.functional as F
+    from attn_wg_sweep import timed  # this folder is on sys.path when the script runs
 
     sys.path.insert(0, "src")
     import iron.codegen as cg

@@ -143,9 +143,10 @@ class _FakeVulkan:
         return 32
 
 
-def _on_a_flushing_device(monkeypatch, tmp_path, features=()):
+def _on_a_flushing_device(monkeypatch, tmp_path, features=(), wrong=None):
     """``vulkan`` is the interpreter at 32 lanes on the kernel and inputs with f32 subnormals flushed (what NVIDIA's
-    driver did on the H200); every other backend is itself."""
+    driver did on the H200); every other backend is itself. ``wrong(subnormal_in_inputs)``: whether the fake device
+    also writes 12345.0 to oa[216], a value neither reference gives."""
     import iron.runtime
 
     fake = _FakeVulkan(features)
@@ -155,12 +156,16 @@ def _on_a_flushing_device(monkeypatch, tmp_path, features=()):
     def run_source(module, program, backend, inputs):
         if backend != "vulkan":
             return real_run(module, program, backend, inputs)
+        tiny = bool(((np.abs(inputs["xf"]) < 1.2e-38) & (inputs["xf"] != 0)).any())
         flushed = dataclasses.replace(program, source=program.source.replace("1e-40", "0.0"))
         module = runner.load_program(flushed, tmp_path / "fake-device")
         inputs = dict(inputs, xf=np.where(np.abs(inputs["xf"]) < 1.2e-38, np.float32(0), inputs["xf"]))
         with monkeypatch.context() as m:
             m.setenv("IRON_CPU_SIMD_WIDTH", "32")
-            return real_run(module, flushed, "cpu", inputs)
+            out = real_run(module, flushed, "cpu", inputs)
+        if wrong is not None and wrong(tiny):
+            out["oa"][216] = 12345.0
+        return out
 
     monkeypatch.setattr(runner, "run_source", run_source)
 
@@ -181,6 +186,23 @@ def test_a_device_that_keeps_subnormals_is_compared_strictly(monkeypatch, tmp_pa
     report = runner.fuzz_source(708000032, ["vulkan"], tmp_path)
     assert report["outcome"] == "mismatch" and "oa[216]" in report["messages"][0], report
     assert not report["allowed"]
+
+
+def test_a_difference_that_goes_with_the_subnormals_is_an_allowance(monkeypatch, tmp_path):
+    """H200 fuzz seed 710000802: NVIDIA's driver found x = 1e-40 equal to 0.0 and ceil(x) = 1 in one kernel, a mix
+    neither reference gives. Run again with no subnormal in the kernel or its inputs, the device agrees with the
+    flushed reference bit for bit: the difference came with the subnormals, an allowance."""
+    _on_a_flushing_device(monkeypatch, tmp_path, wrong=lambda tiny: tiny)
+    report = runner.fuzz_source(708000032, ["vulkan"], tmp_path)
+    assert report["outcome"] == "ok" and report["compared"] == 1, report["messages"]
+    assert any("only while a subnormal" in a for a in report["allowed"]), report["allowed"]
+
+
+def test_a_difference_that_stays_without_subnormals_is_a_mismatch(monkeypatch, tmp_path):
+    _on_a_flushing_device(monkeypatch, tmp_path, wrong=lambda tiny: True)
+    report = runner.fuzz_source(708000032, ["vulkan"], tmp_path)
+    assert report["outcome"] == "mismatch" and "oa[216]" in report["messages"][0], report
+    assert not any("only while a subnormal" in a for a in report["allowed"]), report["allowed"]
 
 
 def test_the_flushed_reference_allows_element_by_element():

@@ -134,3 +134,17 @@ def test_the_flush_is_remade_after_close(vulkan, monkeypatch):
         again()
     finally:
         be.close()
+
+
+def test_no_vulkan_here_borrows_nothing(monkeypatch):
+    """Asking for Vulkan's table where the Vulkan backend cannot be made (no driver, no bindings: the sanitizer runs
+    on the H200 had no bindings) answers None, as for any backend that times nothing; it does not raise."""
+    from iron.errors import LaunchError
+
+    def unavailable(name):
+        raise LaunchError("the vulkan backend is not available")
+
+    monkeypatch.setattr(autotune, "get_backend", unavailable)
+    monkeypatch.setattr(autotune, "_BORROWS", {})
+    assert autotune.table_for({"cuda": [(1, 2)]}, "vulkan") is None
+    assert autotune.table_for({"cuda": [(1, 2)]}, "cuda") == [(1, 2)]

@@ -13,6 +13,7 @@ import pytest
 
 import iron
 from iron.codegen.nvrtc import resource_report, unavailable_reason
+from iron.frontend.autotune import table_for
 from iron.ir import types as t
 from iron.runtime import get_backend
 from iron.std import gemv as G
@@ -187,15 +188,23 @@ def test_launch_gemv_glu_out(backend, rng):
     width = get_backend(backend).simd_width()
     a, x, y = _glu_out_inputs(rng, 37, 300, "bf16")
     ran = G.launch_gemv(a, x, y, backend, glu_out=True)
-    if backend != "cuda":
+    if not _times(backend):
         assert ran[0] == G.GLU_OUT_DEFAULT[0] * width and ran[2:] == (2, 0)
     assert ran[3] == 0 and ran[2] % 2 == 0
     _check_glu_out(a, x, y, "bf16")
-    cfgs = G.gemv_configs("cuda", 16384, 2048, 2, True)
-    assert len(cfgs) >= 5 and all("WARPS" in c and c["R"] % 2 == 0 for c in cfgs)
-    for name in ("cpu", "vulkan", "msl-cpu", "hip"):
-        w, r, k, bpw = G.GLU_OUT_DEFAULT
-        assert [(c["WARPS"], c["R"], c["BPW"]) for c in G.gemv_configs(name, 16384, 2048, 2, True)] == [(w, r, bpw)]
+    for name in ("cuda", "cpu", "vulkan", "msl-cpu", "hip"):
+        cfgs = G.gemv_configs(name, 16384, 2048, 2, True)
+        if _times(name):
+            assert len(cfgs) >= 5 and all("WARPS" in c and c["R"] % 2 == 0 for c in cfgs)
+        else:
+            w, r, k, bpw = G.GLU_OUT_DEFAULT
+            assert [(c["WARPS"], c["R"], c["BPW"]) for c in cfgs] == [(w, r, bpw)]
+
+
+def _times(backend: str) -> bool:
+    """Whether launch_gemv times configurations on ``backend``: CUDA, and Vulkan where its device is a GPU (it
+    borrows CUDA's tables); the rest run one configuration untimed."""
+    return backend == "cuda" or table_for(G.GEMV_WARP_TUNING, backend) is not None
 
 
 # --- launch_gemv's autotuning -------------------------------------------------------------------------------------
@@ -205,8 +214,9 @@ DECODE = [(3072, 2048, False), (2048, 2048, False), (16384, 2048, False), (2048,
 
 
 def test_tuned_on_cuda_only():
-    """CUDA times the SIMD-group kernel beside the group kernel's configurations (K capped at a row's vectors per
-    lane); every other backend keeps plan_gemv's single choice, so the new kernel is never picked there untimed."""
+    """CUDA (and a Vulkan GPU, with CUDA's tables) times the SIMD-group kernel beside the group kernel's
+    configurations (K capped at a row's vectors per lane); every other backend keeps plan_gemv's single choice, so the
+    new kernel is never picked there untimed."""
     for nrows, ncols, _ in DECODE:
         cfgs = G.gemv_configs("cuda", nrows, ncols, 2)
         block, _, rows, unroll = G.plan_gemv(nrows, ncols, 2)
@@ -215,7 +225,7 @@ def test_tuned_on_cuda_only():
         assert len(warp) == len({tuple(c.values()) for c in warp}) >= 5
         assert max(c["K"] for c in warp) == 8  # 2048 columns: 256 16-byte vectors, 8 a lane of 32
     for name in ("cpu", "vulkan", "msl-cpu", "hip", "metal"):
-        assert all("WARPS" not in c for c in G.gemv_configs(name, 3072, 2048, 2))
+        assert any("WARPS" in c for c in G.gemv_configs(name, 3072, 2048, 2)) == _times(name), name
 
 
 def test_launch_gemv_runs_and_reports_the_warp_kernel(backend, rng, monkeypatch):

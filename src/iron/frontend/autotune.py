@@ -39,16 +39,22 @@ _DEVICE: dict[int, str] = {}  # id(backend object) -> its device's name
 _REPEATS = 5
 
 
-_BORROWS: dict[str, bool] = {}  # backend name -> whether it takes CUDA's tuning tables
+_BORROWS: dict[str, bool] = {}  # backend name -> whether it takes CUDA's tuning tables (this process)
 
 
 def table_for(table: dict[str, Any], backend: str) -> Any:
-    """``backend``'s entry of a tuning table: its own; CUDA's for a Vulkan device that is a GPU; else None."""
+    """``backend``'s entry of a tuning table: its own; CUDA's for a Vulkan device that is a GPU; else None (also
+    where Vulkan is not available here)."""
     if backend in table:
         return table[backend]
-    borrows = _BORROWS.get(backend)
-    if borrows is None:
-        borrows = _BORROWS[backend] = backend == "vulkan" and get_backend(backend).is_gpu()
+    if backend != "vulkan":
+        return None
+    try:
+        borrows = _BORROWS.get(backend)
+        if borrows is None:
+            borrows = _BORROWS[backend] = bool(get_backend(backend).is_gpu())
+    except IronError:  # no Vulkan here: nothing to borrow for
+        return None
     return table.get("cuda") if borrows else None
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from iron.std import softmax_ext as S
-from iron.std.softmax import RowPlan
+from iron.std.softmax import RowPlan, plan_rows, row_plans
 
 from ..frontend.test_kernels import as_dtype, f64
 
@@ -35,10 +35,11 @@ def _close(got, want, log):
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_log_softmax_long_row(backend, log, rng):
     x = as_dtype(rng.standard_normal((2, 20000)) * 4, "f32")
-    out = np.full_like(x, np.nan)
-    plan = S.launch_softmax_ext(x, out, 0.5, log_softmax=log, backend=backend)
-    assert plan.chunks > 1
-    _close(out, _want(f64(x) * 0.5, log), log)
+    for forced in (None, plan_rows(2, 20000, 4)):  # as tuned, then split (untuned: 20000 splits; tuning may not)
+        out = np.full_like(x, np.nan)
+        plan = S.launch_softmax_ext(x, out, 0.5, log_softmax=log, backend=backend, plan=forced)
+        assert plan in row_plans(2, 20000, 4, backend) and (forced is None or plan.chunks > 1)
+        _close(out, _want(f64(x) * 0.5, log), log)
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
@@ -74,12 +75,15 @@ def test_additive_mask(backend, shape, dtype, rng):
     mask[rng.random(shape) < 0.25] = -np.inf
     mask[:, 0] = 1.5
     mask[::4, 1:] = -np.inf  # rows masked everywhere but the first column
-    out = as_dtype(np.full(shape, np.nan), dtype)
-    plan = S.launch_softmax_ext(x, out, 0.25, mask=mask, backend=backend)
-    assert (plan.chunks > 1) == (shape[1] == 20000)
     want = _want(f64(x) * 0.25 + f64(mask), False)
-    if dtype == "f32":
-        _close(out, want, False)
-    else:
-        assert np.allclose(f64(out), want, rtol=2e-3, atol=1e-4)
-    assert (f64(out)[::4, 0] == 1.0).all() and (f64(out)[::4, 1:] == 0).all()
+    split = plan_rows(*shape, x.dtype.itemsize)  # untuned: a 20000 row splits (tuning may pick one longer chunk)
+    assert (split.chunks > 1) == (shape[1] == 20000)
+    for forced in (None, split):
+        out = as_dtype(np.full(shape, np.nan), dtype)
+        plan = S.launch_softmax_ext(x, out, 0.25, mask=mask, backend=backend, plan=forced)
+        assert plan in row_plans(*shape, x.dtype.itemsize, backend) or plan == split
+        if dtype == "f32":
+            _close(out, want, False)
+        else:
+            assert np.allclose(f64(out), want, rtol=2e-3, atol=1e-4)
+        assert (f64(out)[::4, 0] == 1.0).all() and (f64(out)[::4, 1:] == 0).all()

@@ -123,6 +123,11 @@ def dtype_label(x: Any) -> str:
         .replace("float32", "f32")
 
 
+def row_plans(rows: int, ncols: int, itemsize: int, backend: str) -> list[RowPlan]:
+    """The plans ``tuned_rows`` chooses among on ``backend`` (one where it times nothing)."""
+    return [plan_rows(rows, ncols, itemsize, e) for e in table_for(ROW_TUNING, backend) or (ELEMS_PER_THREAD,)]
+
+
 def tuned_rows(name: str, x: Any, backend: str | None, launch_plan) -> RowPlan:
     """Launch a row kernel with the plan autotuning picks (``launch_plan(plan)`` launches one); returns the plan."""
     rows, ncols = x.shape

@@ -57,6 +57,7 @@
 #                                 a Vulkan GPU, recording timestamps, CUDA source per target, attention's unmasked
 #                                 blocks), attn_prefill_wg timed beside SDPA, the model on cuda and vulkan (with the
 #                                 Vulkan decode step's per-kernel timestamps) -> model_1b.json
+#   scripts/gpu_check.sh session11 (carry .gl/.whl) the tests mended after session10's run, on CUDA and NVIDIA's Vulkan
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
@@ -172,7 +173,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -306,6 +307,15 @@ if [ "$PART" = session10 ]; then
   pack
   timeout ${MODEL_TIMEOUT:-290} $PY scripts/gpu_model.py "$OUT/model_1b.json" --backends cuda,vulkan \
     2>&1 | grep -v "Writing model" | cut -c1-400 | tee "$OUT/model_1b.txt" | tail -n 30
+  pack
+fi
+if [ "$PART" = session11 ]; then
+  # the tests the 2026-12-03 (eleventh) session mended after session10's run: tuning on a Vulkan GPU, the row
+  # kernels' split path under CUDA tuning, table_for without Vulkan, the gemm_f32 register bound per NVRTC
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${S11_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/runtime_vulkan/test_gpu_tuning.py tests/std/test_scan.py tests/std/test_softmax_ext.py \
+    "tests/std/test_gemv_warp.py::test_launch_gemv_glu_out" "tests/std/test_gemv_warp.py::test_tuned_on_cuda_only" \
+    tests/std/test_gemm_f32.py --maxfail=30 2>&1 | tee "$OUT/pytest_session11.txt" | tail -n 20
   pack
 fi
 if [ "$PART" = attnvar ]; then

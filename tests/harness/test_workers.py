@@ -170,6 +170,25 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
             advance(i)
 
 
+def test_line_progress_prints_each_cases_times(monkeypatch, capsys):
+    """IRON_PROGRESS=lines: each finished bench case's line carries Iron's time and the reference's, so a run cut
+    off at a job's time limit still leaves its figures in the log (an H200 run lost a 160-row table that way)."""
+    from iron.harness.runner import measure_sweep
+
+    monkeypatch.setenv("IRON_PROGRESS", "lines")
+    sweep = measure_sweep("std/binary/add", "cpu", ("f32",), 2)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("iron bench on cpu:")]
+    assert len(lines) == len(sweep.cases) >= 1
+    for line, answer in zip(lines, sweep.answers):
+        assert f"iron {answer['iron_s'] * 1e6:.1f} us" in line and " us, " in line, line
+    with sweep_progress(2, "sweep", ["a", "b"]) as advance:
+        advance(0, {"error": "boom"})
+        advance(1, {"iron_s": 2e-6, "refs": {"torch": 1e-6, "triton": 4e-6}, "ok": False})
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].endswith(": error") and "a (" in err[0]
+    assert err[1].endswith(": iron 2.0 us, torch 1.0 us, triton 4.0 us (wrong result)"), err[1]
+
+
 def test_rows_keep_their_seeded_inputs_reproducible():
     rng = np.random.default_rng(5)
     a = run("test", "--backend", "cpu", "--filter", "std/binary/add", "--dtype", "f32", "--seed", "5")

@@ -212,12 +212,16 @@ def _drive(kind: str, todo: list[int], cases: list[dict], backend: str, options:
 
 
 def run_cases(kind: str, cases: list[dict], backend: str, entries, options: dict | None = None,
-              on_done: Callable[[int], None] | None = None) -> list[dict]:
+              on_done: Callable[[int, dict], None] | None = None) -> list[dict]:
     """Results of ``cases`` (dicts with kernel, dtype, shape, seed), in order: through workers, or in this process
-    with ``IRON_BENCH_INPROCESS=1``. ``on_done(index)`` is called as each case finishes (the progress bar)."""
+    with ``IRON_BENCH_INPROCESS=1``. ``on_done(index, result)`` is called as each case finishes (the progress
+    bar)."""
     options = options or {}
-    done = on_done or (lambda i: None)
     results: list[Any] = [None] * len(cases)
+
+    def done(i: int) -> None:
+        if on_done is not None:
+            on_done(i, results[i])
     if inprocess():
         for i, case in enumerate(cases):
             results[i] = execute(kind, case, backend, options)

@@ -20,3 +20,34 @@ def test_without_bias(backend, shape, rng):
     mu = f64(x).mean(axis=1, keepdims=True)
     want = (f64(x) - mu) / np.sqrt(((f64(x) - mu) ** 2).mean(axis=1, keepdims=True) + L.EPS) * f64(w)
     assert np.allclose(out, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["early", "late"])
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+def test_weight_and_bias_loaded_before_or_after_the_statistics(backend, late, bias, rng):
+    """LATE (what GPUs may tune to: the affine rows read after both reductions) gives what the early loads give."""
+    x = (rng.standard_normal((9, 1000)) * 3 - 4).astype(np.float32)
+    w, b = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
+    out = np.full(x.shape, np.nan, np.float32)
+    plan = L.launch_layer_norm(x, w, b if bias else None, out, L.EPS, backend, late=late)
+    assert plan.chunks == 1
+    mu = f64(x).mean(axis=1, keepdims=True)
+    want = (f64(x) - mu) / np.sqrt(((f64(x) - mu) ** 2).mean(axis=1, keepdims=True) + L.EPS) * f64(w)
+    assert np.allclose(out, want + (f64(b) if bias else 0), rtol=2e-5, atol=2e-5)
+
+
+def test_gpus_time_the_late_loads_beside_the_early_ones(monkeypatch):
+    """Where the row kernels autotune (CUDA, a Vulkan GPU), each elements-per-thread figure is timed with the
+    affine rows loaded early and late; elsewhere one configuration runs."""
+    from iron.frontend import autotune
+
+    seen = []
+    monkeypatch.setattr(L, "tune", lambda name, configs, run, **kw: seen.append(list(configs)) or configs[0])
+    monkeypatch.setattr(L, "_launch_plan", lambda *a: None)
+    monkeypatch.setattr(L, "table_for", lambda table, be: table.get("cuda") if be == "cuda" else None)
+    x = np.zeros((4, 8192), np.float32)
+    L.launch_layer_norm(x, x[0], None, x, L.EPS, "cuda")
+    L.launch_layer_norm(x, x[0], None, x, L.EPS, "cpu")
+    epts = autotune.table_for(L.ROW_TUNING, "cuda")
+    assert seen[0] == [{"EPT": e, "LATE": lt} for e in epts for lt in (False, True)]
+    assert seen[1] == [{"EPT": L.ELEMS_PER_THREAD, "LATE": False}]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -31,13 +32,28 @@ from ..lang import (
     static_range,
     vstore,
 )
-from .softmax import BLOCK, PER, VEC, RowPlan, chunk_span, group_total, load_vectors, scratch_f32, tuned_rows
+from ..runtime import get_backend
+from .softmax import (
+    BLOCK,
+    ELEMS_PER_THREAD,
+    PER,
+    ROW_TUNING,
+    VEC,
+    RowPlan,
+    chunk_span,
+    dtype_label,
+    group_total,
+    load_vectors,
+    plan_rows,
+    scratch_f32,
+)
 
-__all__ = ["BLOCK", "EPS", "HAS_BIAS", "PER", "VEC", "launch_layer_norm", "layer_norm_chunk_apply",
+__all__ = ["BLOCK", "EPS", "HAS_BIAS", "LATE", "PER", "VEC", "launch_layer_norm", "layer_norm_chunk_apply",
            "layer_norm_chunk_stats", "layer_norm_rows", "layer_norm_strided"]
 
 EPS = 1e-5
 HAS_BIAS = True  # iron build's default
+LATE = False  # layer_norm_rows: weight and bias loaded before the statistics (iron build's default; tuned on GPUs)
 STRIDED_BLOCK = 1024
 
 
@@ -84,22 +100,32 @@ def store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIA
 
 @kernel
 def layer_norm_rows(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], ncols: int, eps: float,
-                    BLOCK: constexpr, VEC: constexpr, PER: constexpr, HAS_BIAS: constexpr):
+                    BLOCK: constexpr, VEC: constexpr, PER: constexpr, HAS_BIAS: constexpr, LATE: constexpr):
     """One group of BLOCK threads per row, the row in registers (ncols <= BLOCK * PER * VEC, a multiple of VEC); the
-    weight and bias rows wait in registers too (raw T), loaded before the reductions."""
+    weight and bias rows wait in registers too (raw T), loaded before the reductions, or with ``LATE`` after them
+    (from L1/L2, shared by every row: fewer registers held across the two reductions, more rows in flight)."""
     start = group_id(0) * ncols
     nvec = ncols // VEC
     vals = local_array(f32, PER * VEC)
     wv = local_array(T, PER * VEC)
     bv = local_array(T, PER * VEC)
     load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
-    load_vectors(w, wv, 0, nvec, 0.0, BLOCK, VEC, PER)
-    if HAS_BIAS:
-        load_vectors(b, bv, 0, nvec, 0.0, BLOCK, VEC, PER)
+    if not LATE:
+        load_affine(w, b, wv, bv, nvec, BLOCK, VEC, PER, HAS_BIAS)
     mean = group_total(thread_sum(vals, PER, VEC), shared(f32, BLOCK), BLOCK) / cast(ncols, f32)
     var = group_total(centred_squares(vals, mean, nvec, BLOCK, VEC, PER), shared(f32, BLOCK), BLOCK)
     scale = rsqrt(var / cast(ncols, f32) + eps)
+    if LATE:
+        load_affine(w, b, wv, bv, nvec, BLOCK, VEC, PER, HAS_BIAS)
     store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
+
+
+@func
+def load_affine(w, b, wv, bv, nvec, BLOCK, VEC, PER, HAS_BIAS):
+    """wv, bv <- this thread's vectors of the weight and (with HAS_BIAS) bias rows, raw T."""
+    load_vectors(w, wv, 0, nvec, 0.0, BLOCK, VEC, PER)
+    if HAS_BIAS:
+        load_vectors(b, bv, 0, nvec, 0.0, BLOCK, VEC, PER)
 
 
 @kernel
@@ -170,19 +196,32 @@ def layer_norm_strided(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T],
         out[start + c] = cast(y, T)
 
 
-def launch_layer_norm(x: Any, w: Any, b: Any | None, out: Any, eps: float = EPS,
-                      backend: str | None = None) -> RowPlan:
+def launch_layer_norm(x: Any, w: Any, b: Any | None, out: Any, eps: float = EPS, backend: str | None = None,
+                      late: bool | None = None) -> RowPlan:
     """out = layer_norm(x) * w (+ b) over the rows of a C-contiguous (rows, ncols) matrix; ``b`` None for no bias
-    (``w`` is then passed in its place, unread). Returns the plan it ran."""
-    return tuned_rows("std/layer_norm", x, backend, lambda p: _launch_plan(x, w, b, out, eps, p, backend))
+    (``w`` is then passed in its place, unread). Where the backend autotunes, the elements per thread and ``LATE``
+    (weight and bias loaded after the statistics) are timed together; ``late`` forces the latter. Returns the plan
+    it ran."""
+    rows, ncols = x.shape
+    be = backend or get_backend(None).name
+    lates = (LATE, not LATE) if late is None and table_for(ROW_TUNING, be) else (LATE if late is None else late,)
+    configs = [{"EPT": e, "LATE": lt} for e in table_for(ROW_TUNING, be) or (ELEMS_PER_THREAD,) for lt in lates]
+
+    def run(cfg: dict) -> RowPlan:
+        p = plan_rows(rows, ncols, x.dtype.itemsize, cfg["EPT"])
+        _launch_plan(x, w, b, out, eps, p, backend, cfg["LATE"])
+        return p
+
+    return run(tune("std/layer_norm", configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols)))
 
 
-def _launch_plan(x: Any, w: Any, b: Any | None, out: Any, eps: float, p: RowPlan, backend: str | None) -> None:
+def _launch_plan(x: Any, w: Any, b: Any | None, out: Any, eps: float, p: RowPlan, backend: str | None,
+                 late: bool = False) -> None:
     rows, ncols = x.shape
     has_bias = b is not None
     bias = b if has_bias else w
     if p.chunks == 1:
-        layer_norm_rows[rows * p.block, p.block](x, w, bias, out, ncols, eps, p.block, p.vec, p.per, has_bias,
+        layer_norm_rows[rows * p.block, p.block](x, w, bias, out, ncols, eps, p.block, p.vec, p.per, has_bias, late,
                                                  backend=backend)
         return
     stats = scratch_f32(x, 2 * rows * p.chunks)

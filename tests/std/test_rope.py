@@ -10,7 +10,7 @@ import pytest
 
 from iron.std import rope as R
 
-from ..frontend.test_kernels import as_dtype
+from ..frontend.test_kernels import as_dtype, f64
 
 LAYOUTS = pytest.mark.parametrize("interleaved", [False, True], ids=["rotate_half", "interleaved"])
 #: one rounding of the f32 result to the output dtype, on top of a few f32 ulp of the products
@@ -142,3 +142,28 @@ def test_misaligned_device_view_takes_the_scalar_path(backend, interleaved, rng)
     assert R.plan_rope(*shape, 2, interleaved, aligned=False) == (1, 1)
     R.launch_rope(x, out, cos, sin, pos, 5, interleaved, backend)
     _check(out.numpy(), _oracle(flat[1:].reshape(shape), cos, sin, pos, 5, interleaved), "bf16")
+
+
+def test_gpus_time_heads_per_thread_beside_the_plan():
+    """CUDA (and a Vulkan GPU) times every heads-per-thread figure that divides the heads and keeps <= MAX_VECTORS
+    x vectors a thread, plan_rope's first; backends that time nothing run plan_rope's alone; the scalar path one."""
+    assert R.rope_configs(4096, 32, 128, 2, False, True, "cuda") == [
+        {"VEC": 8, "HPT": 4}, {"VEC": 8, "HPT": 1}, {"VEC": 8, "HPT": 2}]
+    assert R.rope_configs(4096, 32, 128, 2, True, True, "cuda") == [
+        {"VEC": 8, "HPT": 8}, {"VEC": 8, "HPT": 1}, {"VEC": 8, "HPT": 2}, {"VEC": 8, "HPT": 4}]
+    assert R.rope_configs(5, 3, 128, 2, False, True, "cuda") == [{"VEC": 8, "HPT": 1}]  # 3 heads: 1 divides
+    assert R.rope_configs(4096, 32, 128, 2, False, True, "cpu") == [{"VEC": 8, "HPT": 4}]
+    assert R.rope_configs(3, 4, 64, 2, False, False, "cuda") == [{"VEC": 1, "HPT": 1}]
+
+
+@pytest.mark.parametrize("hpt", [1, 2, 4])
+def test_every_timed_configuration_is_right(backend, hpt, rng):
+    """Each heads-per-thread figure autotuning may pick gives the oracle's answer (bf16, rotate-half, 4 heads)."""
+    x = as_dtype(rng.standard_normal((6, 4, 64)), "bf16")
+    cos, sin = R.rope_tables(40, 64)
+    pos = rng.integers(0, 30, 6).astype(np.int32)
+    out = as_dtype(np.full(x.shape, np.nan), "bf16")
+    n = R.rope_grid(6, 4, 64, False, 8, hpt)
+    R.rope[n](x, out, cos, sin, pos, 4, 64, 3, False, 8, hpt, backend=backend)
+    want = R.oracle({"x": x, "cos": cos, "sin": sin, "pos": pos}, 3, False)
+    assert np.allclose(f64(out), want, rtol=8e-3, atol=8e-3)

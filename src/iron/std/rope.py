@@ -29,9 +29,12 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import T, Tensor, cast, constexpr, f32, i32, local_array, program_id, static_range, vload, vstore
+from ..runtime import get_backend
 from .elementwise import device_offset
+from .softmax import dtype_label
 
 #: iron build's default layout and vector shape (valid for every dtype: 4 elements, one head a thread)
 INTERLEAVED = False
@@ -43,6 +46,9 @@ BASE = 10000.0
 #: each are ~8 MB of loads in flight, well past what its bandwidth-latency product needs)
 MAX_VECTORS = 8
 MIN_THREADS = 1 << 16
+#: heads a thread that GPUs time beside plan_rope's choice (plan_rope's one-wave launches of the long-prompt shapes
+#: reached 2561-3013 GB/s of a 4275 ceiling on the H200, 2026-12-02)
+ROPE_TUNING = {"cuda": (1, 2, 4, 8)}
 
 
 @func
@@ -192,18 +198,43 @@ def rope_grid(tokens: int, heads: int, dim: int, interleaved: bool, vec: int, hp
     return tokens * -(-heads // hpt) * (span // vec)
 
 
+def rope_configs(tokens: int, heads: int, dim: int, itemsize: int, interleaved: bool, aligned: bool,
+                 backend: str) -> list[dict]:
+    """The (VEC, HPT) configurations ``launch_rope`` times on ``backend``: ``plan_rope``'s first, then, where the
+    backend autotunes (``ROPE_TUNING``), the other heads-per-thread figures that divide the heads and keep at most
+    ``MAX_VECTORS`` x vectors a thread (fewer heads a thread: more, lighter threads, several waves instead of one)."""
+    vec, hpt = plan_rope(tokens, heads, dim, itemsize, interleaved, aligned)
+    configs = [{"VEC": vec, "HPT": hpt}]
+    loads = 1 if interleaved else 2
+    candidates = (table_for(ROPE_TUNING, backend) or ()) if vec > 1 else ()  # the scalar path has no HPT
+    for h in candidates:
+        if h != hpt and heads % h == 0 and h * loads <= MAX_VECTORS:
+            configs.append({"VEC": vec, "HPT": h})
+    return configs
+
+
 def launch_rope(x: Any, out: Any, cos: Any, sin: Any, pos: Any, offset: int = 0, interleaved: bool = False,
-                backend: str | None = None) -> None:
+                backend: str | None = None) -> dict:
+    """out = x rotated (module docstring); ``out`` may be ``x``. Returns the configuration run ({VEC, HPT})."""
     tokens, heads, dim = x.shape
     aligned = not any((device_offset(a) or 0) % 16 for a in (x, out, cos, sin))
-    vec, hpt = plan_rope(tokens, heads, dim, _itemsize(x), interleaved, aligned)
-    n = rope_grid(tokens, heads, dim, interleaved, vec, hpt)
-    if n <= 0:
-        return
-    if out is x:  # one buffer both read and written (dsl.md: no aliasing between two arguments)
-        rope_inplace[n](x, cos, sin, pos, heads, dim, offset, interleaved, vec, hpt, backend=backend)
-    else:
-        rope[n](x, out, cos, sin, pos, heads, dim, offset, interleaved, vec, hpt, backend=backend)
+    be = backend or get_backend(None).name
+    configs = rope_configs(tokens, heads, dim, _itemsize(x), interleaved, aligned, be)
+
+    def run(cfg: dict) -> None:
+        n = rope_grid(tokens, heads, dim, interleaved, cfg["VEC"], cfg["HPT"])
+        if n <= 0:
+            return
+        if out is x:  # one buffer both read and written (dsl.md: no aliasing between two arguments)
+            rope_inplace[n](x, cos, sin, pos, heads, dim, offset, interleaved, cfg["VEC"], cfg["HPT"],
+                            backend=backend)
+        else:
+            rope[n](x, out, cos, sin, pos, heads, dim, offset, interleaved, cfg["VEC"], cfg["HPT"], backend=backend)
+
+    cfg = tune(f"std/rope/{'interleaved' if interleaved else 'rotate_half'}", configs, run, backend=be,
+               dtype=dtype_label(x), key=(tokens, heads, dim))
+    run(cfg)
+    return cfg
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:
     tokens, heads, dim = gen.shape
     max_pos = tokens + 64

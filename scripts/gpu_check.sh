@@ -58,6 +58,8 @@
 #                                 blocks), attn_prefill_wg timed beside SDPA, the model on cuda and vulkan (with the
 #                                 Vulkan decode step's per-kernel timestamps) -> model_1b.json
 #   scripts/gpu_check.sh session11 (carry .gl/.whl) the tests mended after session10's run, on CUDA and NVIDIA's Vulkan
+#   scripts/gpu_check.sh session12 (carry .gl/.whl) the tiny checkpoints on cuda, hip-on-cuda and NVIDIA's Vulkan; the
+#                                 replay of fuzz seed 710000802
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
@@ -173,7 +175,7 @@ if [ "$PART" = stdnew ]; then
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
 fi
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
     echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
@@ -316,6 +318,17 @@ if [ "$PART" = session11 ]; then
     tests/runtime_vulkan/test_gpu_tuning.py tests/std/test_scan.py tests/std/test_softmax_ext.py \
     "tests/std/test_gemv_warp.py::test_launch_gemv_glu_out" "tests/std/test_gemv_warp.py::test_tuned_on_cuda_only" \
     tests/std/test_gemm_f32.py --maxfail=30 2>&1 | tee "$OUT/pytest_session11.txt" | tail -n 20
+  pack
+fi
+if [ "$PART" = session12 ]; then
+  # issue 19 item 4: the tiny checkpoints against transformers' recorded logits and tokens on CUDA, hip-on-cuda and
+  # NVIDIA's Vulkan; issue 17: H200 fuzz seed 710000802 replayed with the runner's new allowance, then a sample
+  IRON_TEST_BACKENDS=cuda,hip-on-cuda,vulkan timeout ${S12_TIMEOUT:-200} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/models/test_model_runner.py tests/models/test_refs_data.py --maxfail=30 2>&1 \
+    | tee "$OUT/pytest_models_3backends.txt" | tail -n 20
+  pack
+  timeout 60 $PY -m tests.fuzz.runner 1 --kind source --jobs 1 --seed 710000802 --backends cuda,vulkan -v \
+    --out "$OUT/fuzz_replay" 2>&1 | tee "$OUT/fuzz_replay.txt" | tail -n 6
   pack
 fi
 if [ "$PART" = attnvar ]; then

@@ -59,7 +59,8 @@
 #                                 Vulkan decode step's per-kernel timestamps) -> model_1b.json
 #   scripts/gpu_check.sh session11 (carry .gl/.whl) the tests mended after session10's run, on CUDA and NVIDIA's Vulkan
 #   scripts/gpu_check.sh session12 (carry .gl/.whl) the tiny checkpoints on cuda, hip-on-cuda and NVIDIA's Vulkan; the
-#                                 replay of fuzz seed 710000802
+#                                 eleventh session's changed std tests on cuda and vulkan; the replay of fuzz seed
+#                                 710000802
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
@@ -326,6 +327,13 @@ if [ "$PART" = session12 ]; then
   IRON_TEST_BACKENDS=cuda,hip-on-cuda,vulkan timeout ${S12_TIMEOUT:-200} $PY -m pytest -p no:cacheprovider -q -rfEs \
     tests/models/test_model_runner.py tests/models/test_refs_data.py --maxfail=30 2>&1 \
     | tee "$OUT/pytest_models_3backends.txt" | tail -n 20
+  pack
+  # the eleventh session's changed and mended tests on CUDA and NVIDIA's Vulkan (tuned RoPE in place, layer_norm's
+  # LATE, the row kernels' split path under tuning)
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${S12B_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/std/test_rope.py tests/std/test_layer_norm.py tests/std/test_reductions.py tests/std/test_scan.py \
+    tests/std/test_softmax_ext.py tests/std/test_gemv_warp.py --maxfail=30 2>&1 | tee "$OUT/pytest_session11b.txt" \
+    | tail -n 20
   pack
   timeout 60 $PY -m tests.fuzz.runner 1 --kind source --jobs 1 --seed 710000802 --backends cuda,vulkan -v \
     --out "$OUT/fuzz_replay" 2>&1 | tee "$OUT/fuzz_replay.txt" | tail -n 6

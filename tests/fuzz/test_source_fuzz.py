@@ -143,10 +143,11 @@ class _FakeVulkan:
         return 32
 
 
-def _on_a_flushing_device(monkeypatch, tmp_path, features=(), wrong=None):
+def _on_a_flushing_device(monkeypatch, tmp_path, features=(), wrong=None, where=216):
     """``vulkan`` is the interpreter at 32 lanes on the kernel and inputs with f32 subnormals flushed (what NVIDIA's
     driver did on the H200); every other backend is itself. ``wrong(subnormal_in_inputs)``: whether the fake device
-    also writes 12345.0 to oa[216], a value neither reference gives."""
+    also writes 12345.0 to oa[where], a value neither reference gives (oa[216], thread 9's, reads the subnormal
+    xf[9] in seed 708000032; oa[0] does not)."""
     import iron.runtime
 
     fake = _FakeVulkan(features)
@@ -164,7 +165,7 @@ def _on_a_flushing_device(monkeypatch, tmp_path, features=(), wrong=None):
             m.setenv("IRON_CPU_SIMD_WIDTH", "32")
             out = real_run(module, flushed, "cpu", inputs)
         if wrong is not None and wrong(tiny):
-            out["oa"][216] = 12345.0
+            out["oa"][where] = 12345.0
         return out
 
     monkeypatch.setattr(runner, "run_source", run_source)
@@ -196,6 +197,14 @@ def test_a_difference_that_goes_with_the_subnormals_is_an_allowance(monkeypatch,
     report = runner.fuzz_source(708000032, ["vulkan"], tmp_path)
     assert report["outcome"] == "ok" and report["compared"] == 1, report["messages"]
     assert any("only while a subnormal" in a for a in report["allowed"]), report["allowed"]
+
+
+def test_a_difference_the_subnormals_do_not_reach_is_a_mismatch(monkeypatch, tmp_path):
+    """The same mix on an element whose reference value does not change with the subnormals flushed (oa[0]): the
+    flushed re-run agreeing is no excuse there."""
+    _on_a_flushing_device(monkeypatch, tmp_path, wrong=lambda tiny: tiny, where=0)
+    report = runner.fuzz_source(708000032, ["vulkan"], tmp_path)
+    assert report["outcome"] == "mismatch" and "oa[0]" in report["messages"][0], report
 
 
 def test_a_difference_that_stays_without_subnormals_is_a_mismatch(monkeypatch, tmp_path):

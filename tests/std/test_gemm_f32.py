@@ -167,7 +167,8 @@ def test_cuda_pipelined_configurations_keep_their_registers(config):
     if config[:2] == (128, 128):
         # NVRTC 13.0's ptxas (the H200 machine's, 2026-12-03) gives the UNROLL2 one 129: one group per SM there,
         # a configuration autotuning then passes over; 13.5 keeps it at 128
-        assert res["registers"] <= (128 if nvrtc_version() >= (13, 5) else 132), res
+        unroll2_on_13_0 = nvrtc_version() < (13, 5) and len(config) > 5 and config[5]
+        assert res["registers"] <= (129 if unroll2_on_13_0 else 128), res
 
 
 def test_kernel_is_f32_only():

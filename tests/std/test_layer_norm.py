@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from iron.std import layer_norm as L
+from iron.std.softmax import FEW_ROWS
 
 from ..frontend.test_kernels import f64
 
@@ -45,9 +46,12 @@ def test_gpus_time_the_late_loads_beside_the_early_ones(monkeypatch):
     monkeypatch.setattr(L, "tune", lambda name, configs, run, **kw: seen.append(list(configs)) or configs[0])
     monkeypatch.setattr(L, "_launch_plan", lambda *a: None)
     monkeypatch.setattr(L, "table_for", lambda table, be: table.get("cuda") if be == "cuda" else None)
-    x = np.zeros((4, 8192), np.float32)
+    x = np.zeros((FEW_ROWS, 8192), np.float32)  # enough rows to stay on the register path at every EPT
     L.launch_layer_norm(x, x[0], None, x, L.EPS, "cuda")
     L.launch_layer_norm(x, x[0], None, x, L.EPS, "cpu")
+    long = np.zeros((2, 128256), np.float32)  # the split path at every EPT: no LATE to time
+    L.launch_layer_norm(long, long[0], None, long, L.EPS, "cuda")
     epts = autotune.table_for(L.ROW_TUNING, "cuda")
     assert seen[0] == [{"EPT": e, "LATE": lt} for e in epts for lt in (False, True)]
     assert seen[1] == [{"EPT": L.ELEMS_PER_THREAD, "LATE": False}]
+    assert seen[2] == [{"EPT": e, "LATE": False} for e in epts]

@@ -167,3 +167,28 @@ def test_every_timed_configuration_is_right(backend, hpt, rng):
     R.rope[n](x, out, cos, sin, pos, 4, 64, 3, False, 8, hpt, backend=backend)
     want = R.oracle({"x": x, "cos": cos, "sin": sin, "pos": pos}, 3, False)
     assert np.allclose(f64(out), want, rtol=8e-3, atol=8e-3)
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in_place"])
+def test_tuned_launches_rotate_once(backend, in_place, monkeypatch, rng):
+    """With tuning on (every heads-per-thread figure timed, as on a GPU), the result is one rotation: in place the
+    timed runs go to a scratch array, not to x (each would rotate x again). tokens = 0 launches and times nothing."""
+    from iron.frontend import autotune
+
+    monkeypatch.setitem(R.ROPE_TUNING, backend, (1, 2, 4))
+    monkeypatch.setattr(autotune, "_MEMORY", {})
+    monkeypatch.setattr(autotune, "_QUICK", {})
+    monkeypatch.setenv("IRON_CACHE_DIR", str(__import__("tempfile").mkdtemp()))
+    x = as_dtype(rng.standard_normal((3, 4, 64)), "f32")
+    cos, sin = R.rope_tables(40, 64)
+    pos = rng.integers(0, 30, 3).astype(np.int32)
+    want = R.oracle({"x": x, "cos": cos, "sin": sin, "pos": pos}, 5, False)
+    out = x if in_place else np.full_like(x, np.nan)
+    cfg = R.launch_rope(x, out, cos, sin, pos, 5, False, backend)
+    assert cfg in R.rope_configs(3, 4, 64, 4, False, True, backend)
+    assert np.allclose(f64(out), want, rtol=1e-5, atol=1e-5)
+    calls = []
+    monkeypatch.setattr(R, "tune", lambda *a, **k: calls.append(a))
+    empty = np.zeros((0, 4, 64), np.float32)
+    assert R.launch_rope(empty, empty, cos, sin, pos[:0], 0, False, backend) == R.rope_configs(
+        0, 4, 64, 4, False, True, backend)[0] and not calls

@@ -200,12 +200,13 @@ def launch_layer_norm(x: Any, w: Any, b: Any | None, out: Any, eps: float = EPS,
                       late: bool | None = None) -> RowPlan:
     """out = layer_norm(x) * w (+ b) over the rows of a C-contiguous (rows, ncols) matrix; ``b`` None for no bias
     (``w`` is then passed in its place, unread). Where the backend autotunes, the elements per thread and ``LATE``
-    (weight and bias loaded after the statistics) are timed together; ``late`` forces the latter. Returns the plan
-    it ran."""
+    (weight and bias loaded after the statistics; the register path only, the split path has no such choice) are
+    timed together; ``late`` forces the latter. Returns the plan it ran."""
     rows, ncols = x.shape
     be = backend or get_backend(None).name
     lates = (LATE, not LATE) if late is None and table_for(ROW_TUNING, be) else (LATE if late is None else late,)
-    configs = [{"EPT": e, "LATE": lt} for e in table_for(ROW_TUNING, be) or (ELEMS_PER_THREAD,) for lt in lates]
+    configs = [{"EPT": e, "LATE": lt} for e in table_for(ROW_TUNING, be) or (ELEMS_PER_THREAD,) for lt in lates
+               if lt == lates[0] or plan_rows(rows, ncols, x.dtype.itemsize, e).chunks == 1]  # split: no LATE
 
     def run(cfg: dict) -> RowPlan:
         p = plan_rows(rows, ncols, x.dtype.itemsize, cfg["EPT"])

@@ -241,7 +241,7 @@ def argmax_combine(pval: Tensor[f32], pidx: Tensor[i32], out: Tensor[i32], outf:
 # --- launches -------------------------------------------------------------------------------------------------------
 
 
-def _scratch(like: Any, n: int, dtype: Any = None) -> Any:
+def scratch_like(like: Any, n: int, dtype: Any = None) -> Any:
     """n elements of ``dtype`` (an Iron scalar type; default ``like``'s) where ``like`` lives: NumPy, an Iron device
     array, torch or CuPy."""
     if isinstance(like, np.ndarray):
@@ -296,7 +296,7 @@ def reduce_partials(x: Any, p: RowPlan, backend: str | None, out: Any = None, op
     rows, ncols = x.shape
     part = scratch_f32(x, rows * p.chunks if p.chunks > 1 else 1)
     if out is None:  # a T-typed dummy: with several spans per row, reduce_rows writes only the partials
-        out = _scratch(x, 1)
+        out = scratch_like(x, 1)
     reduce_rows[rows * p.chunks * p.block, p.block](x, out, part, ncols, p.chunks,
                                                     span_columns(ncols, p), op, p.block, p.vec, p.per,
                                                     backend=backend)
@@ -319,13 +319,13 @@ def launch_reduce(x: Any, out: Any, op: str, backend: str | None = None, plan: R
 def launch_argmax(x: Any, out: Any, backend: str | None = None, plan: RowPlan | None = None) -> RowPlan:
     """out[r] = the first column of x[r, :]'s maximum; out (rows,) i32, or f32 (indices written exactly)."""
     as_f32 = dtype_label(out) == "f32"
-    dummy = _scratch(x, 1, i32) if as_f32 else scratch_f32(x, 1)
+    dummy = scratch_like(x, 1, i32) if as_f32 else scratch_f32(x, 1)
     out_i, out_f = (dummy, out) if as_f32 else (out, dummy)
 
     def run(p: RowPlan) -> None:
         rows, ncols = x.shape
         n = rows * p.chunks if p.chunks > 1 else 1
-        pval, pidx = scratch_f32(x, n), _scratch(x, n, i32)
+        pval, pidx = scratch_f32(x, n), scratch_like(x, n, i32)
         argmax_rows[rows * p.chunks * p.block, p.block](x, out_i, out_f, pval, pidx, ncols, p.chunks,
                                                         span_columns(ncols, p), as_f32, p.block, p.vec, p.per,
                                                         backend=backend)

@@ -1,0 +1,99 @@
+"""Issue 14's and 18's speed targets against `iron bench --json` results: one line per target row found.
+
+    python scripts/targets.py bench/results/2026-12-03-h200-*.json [--all]
+
+Each target names a bench row (kernel, shape, dtypes), a measure (GB/s, TF/s, or % of the run's measured copy
+ceiling) and a threshold, as the issues state them. A row found in several files is reported from each (newest
+last). ``--all`` also lists the targets no file has a row for. Prints; writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from fnmatch import fnmatchcase
+
+#: (kernel glob, shape or None for every shape, dtypes, measure, threshold, source)
+TARGETS = [
+    ("std/gemm/gemm", (4096, 4096, 4096), ("bf16", "f16"), "tflops", 600, "14"),
+    ("std/gemm/gemm", (8192, 8192, 8192), ("bf16", "f16"), "tflops", 600, "14"),
+    ("std/gemm/gemm_f32", (4096, 4096, 4096), ("f32",), "tflops", 45, "14"),
+    ("std/softmax/row", (16384, 8192), ("bf16",), "gbps", 4050, "14"),
+    ("std/softmax/row", (4096, 4096), ("bf16",), "gbps", 3150, "14"),
+    ("std/softmax/row", (32, 128256), ("bf16",), "gbps", 900, "14"),
+    ("std/norm/rms_norm", (16384, 8192), ("bf16",), "gbps", 3950, "14"),
+    ("std/norm/rms_norm", (4096, 4096), ("bf16",), "gbps", 2900, "14"),
+    ("std/norm/rms_norm", (32, 128256), ("bf16",), "gbps", 900, "14"),
+    ("std/gemv/gemv", (16384, 16384), ("bf16",), "gbps", 4050, "14"),
+    ("std/gemv/gemv", (4096, 4096), ("bf16",), "gbps", 1800, "14"),
+    ("std/gemv/gemv", (128256, 4096), ("bf16",), "gbps", 4100, "14"),
+    ("std/elementwise/*", (268435456,), ("f32", "f16", "bf16"), "pct_ceiling", 97, "18"),
+    ("std/cast/*", (268435456,), ("f32", "f16", "bf16"), "pct_ceiling", 97, "18"),
+    ("std/norm/add_rms_norm", (16384, 8192), ("bf16",), "gbps", 3900, "18"),
+    ("std/norm/layer_norm", (16384, 8192), ("bf16",), "gbps", 3900, "18"),
+    ("std/rope/rotate_half", None, ("bf16",), "gbps", 3900, "18"),
+    ("std/rope/interleaved", None, ("bf16",), "gbps", 3900, "18"),
+    ("std/reduce/argmax", (32, 128256), ("bf16",), "gbps", 2000, "18"),
+    ("std/sample/topk", (32, 128256), ("bf16",), "gbps", 2000, "18"),
+    ("std/quant/gemv_q4", (16384, 16384), ("bf16", "f16"), "gbps", 3500, "18"),
+    ("std/attention/prefill", (4096, 32, 8, 128), ("bf16",), "tflops", 430, "18"),
+    ("std/attention/decode", (32, 8192, 32, 8, 128), ("bf16",), "gbps", 4350, "18"),
+]
+#: the copy ceiling where a file was run without -v (H200, 2026-12-01)
+CEILING_GBPS = 4275.0
+
+
+def measure(row: dict, what: str, ceiling: float) -> float | None:
+    """The row's figure in the target's measure (None where the row did not time Iron)."""
+    if row.get("iron_gbps") is None:
+        return None
+    if what == "tflops":
+        return row["gflops"] / 1000.0
+    if what == "pct_ceiling":
+        return 100.0 * row["iron_gbps"] / ceiling
+    return row["iron_gbps"]
+
+
+def peers(row: dict, what: str) -> str:
+    """The references' figures in the same measure (GB/s or TF/s)."""
+    refs = row.get("refs") or {}
+    key, scale = ("gflops", 1e-3) if what == "tflops" else ("gbps", 1.0)
+    return ", ".join(f"{family} {r[key] * scale:.0f}" for family, r in refs.items() if r.get(key))
+
+
+def report(paths: list[str], show_all: bool = False) -> list[str]:
+    lines, seen = [], set()
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        ceiling = (doc.get("ceiling") or {}).get("copy_gbps") or CEILING_GBPS
+        for row in doc.get("rows", []):
+            for i, (glob, shape, dtypes, what, threshold, issue) in enumerate(TARGETS):
+                if not fnmatchcase(row["kernel"], glob) or row["dtype"] not in dtypes:
+                    continue
+                if shape is not None and tuple(row["shape"]) != shape:
+                    continue
+                got = measure(row, what, ceiling)
+                seen.add(i)
+                unit = {"tflops": "TF/s", "gbps": "GB/s", "pct_ceiling": "% of copy ceiling"}[what]
+                verdict = "no figure" if got is None else ("met" if got >= threshold else "MISSED")
+                figure = "-" if got is None else f"{got:.1f}"
+                shape_s = "x".join(map(str, row["shape"]))
+                lines.append(f"#{issue} {row['kernel']} {row['dtype']} {shape_s}: {figure} {unit} (target "
+                             f"{threshold}) {verdict}; peers: {peers(row, what) or '-'} [{path}]")
+    if show_all:
+        lines += [f"#{t[5]} {t[0]} {t[2]} {t[1]}: no row" for i, t in enumerate(TARGETS) if i not in seen]
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    paths = [a for a in argv if not a.startswith("--")]
+    if not paths:
+        print(__doc__)
+        return 2
+    print("\n".join(report(paths, "--all" in argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

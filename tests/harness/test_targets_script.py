@@ -1,0 +1,38 @@
+"""scripts/targets.py: the issues' speed targets read from `iron bench --json` documents."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "targets.py"
+
+
+def _targets():
+    spec = importlib.util.spec_from_file_location("targets_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rows_are_judged_in_the_targets_measure(tmp_path):
+    rows = [
+        {"kernel": "std/norm/layer_norm", "shape": [16384, 8192], "dtype": "bf16", "iron_gbps": 3950.0,
+         "gflops": 1.0, "refs": {"triton": {"gbps": 3733.0, "gflops": 1.0}}},
+        {"kernel": "std/attention/prefill", "shape": [4096, 32, 8, 128], "dtype": "bf16", "iron_gbps": 10.0,
+         "gflops": 373400.0, "refs": {"torch": {"gbps": 1.0, "gflops": 474000.0}}},
+        {"kernel": "std/elementwise/silu", "shape": [268435456], "dtype": "bf16", "iron_gbps": 3961.0,
+         "gflops": 1.0},
+        {"kernel": "std/norm/layer_norm", "shape": [4096, 4096], "dtype": "bf16", "iron_gbps": 1.0, "gflops": 1.0},
+        {"kernel": "std/sample/topk", "shape": [32, 128256], "dtype": "bf16", "ok": False, "error": "boom"},
+    ]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"ceiling": {"copy_gbps": 4000.0}, "rows": rows}))
+    lines = _targets().report([str(path)], show_all=True)
+    assert any("layer_norm bf16 16384x8192: 3950.0 GB/s (target 3900) met; peers: triton 3733" in ln for ln in lines)
+    assert any("prefill bf16 4096x32x8x128: 373.4 TF/s (target 430) MISSED; peers: torch 474" in ln for ln in lines)
+    assert any("silu bf16 268435456: 99.0 % of copy ceiling (target 97) met" in ln for ln in lines)
+    assert any("topk bf16 32x128256: - GB/s (target 2000) no figure" in ln for ln in lines)
+    assert not any("4096x4096" in ln and "layer_norm" in ln for ln in lines)  # no target at that shape
+    assert any(ln.startswith("#18 std/quant/gemv_q4") and ln.endswith("no row") for ln in lines)

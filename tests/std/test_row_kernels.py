@@ -74,3 +74,44 @@ def test_every_plan_covers_its_row(ncols, itemsize):
         assert p.chunk * p.chunks >= ncols and (p.chunks == 1 or p.chunk * (p.chunks - 1) < ncols)
         assert all(v & (v - 1) == 0 for v in (p.block, p.vec, p.per)) and 64 <= p.block <= 1024
         assert p.per * p.vec <= 16
+
+
+@pytest.mark.parametrize("groups", [1, 3, 7], ids=["one_group", "three", "seven"])
+def test_softmax_rows_ahead(backend, groups, rng):
+    """The persistent softmax (rows g, g + G, ...; the next row's loads issued before this row's reductions) against
+    float64 NumPy: 10 rows over 1, 3 (an uneven share) and 7 groups, a row with -inf entries, a constant row; the
+    shared reduction slots are reused row after row."""
+    from iron.std import softmax as S
+
+    x = (rng.standard_normal((10, 700)) * 4).astype(np.float32)
+    x[3, ::3] = -np.inf
+    x[5] = 2.5
+    out = np.full_like(x, np.nan)
+    plan = S.launch_softmax(x, out, backend, ahead=groups)
+    assert plan.chunks == 1
+    z = x.astype(np.float64)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    assert np.allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_gpus_time_the_persistent_softmax(monkeypatch):
+    """Where rows autotune and the device reports its multiprocessors, AHEAD_PER_SM x multiprocessors groups are
+    timed beside one group a row, at each elements-per-thread value whose plan keeps a row in registers."""
+    from iron.std import softmax as S
+
+    class Fake:
+        def info(self):
+            return {"sms": 4}
+
+    seen = []
+    monkeypatch.setattr(S, "tune", lambda name, configs, run, **kw: seen.append(list(configs)) or configs[0])
+    monkeypatch.setattr(S, "_launch_plan", lambda *a: None)
+    monkeypatch.setattr(S, "table_for", lambda table, be: table.get("cuda") if be == "cuda" else None)
+    monkeypatch.setattr(S, "get_backend", lambda name: Fake())
+    x = np.zeros((1000, 4096), np.float32)
+    S.launch_softmax(x, x, "cuda")
+    S.launch_softmax(x, x, "cpu")
+    epts = S.ROW_TUNING["cuda"]
+    assert seen[0] == ([{"EPT": e, "AHEAD": 0} for e in epts]
+                       + [{"EPT": e, "AHEAD": 4 * k} for e in epts for k in S.AHEAD_PER_SM])
+    assert seen[1] == [{"EPT": S.ELEMS_PER_THREAD, "AHEAD": 0}]

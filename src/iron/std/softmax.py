@@ -47,6 +47,7 @@ from ..lang import (
     group_id,
     local_array,
     local_id,
+    num_groups,
     shared,
     simd_group,
     simd_lane,
@@ -73,6 +74,8 @@ REGISTER_ROW_MAX = MAX_BLOCK * ELEMS_PER_THREAD
 SPLIT_BLOCK = 256
 #: below this many rows, a row of at least two chunks is split so that the GPU gets enough groups (H200: 132 SMs)
 FEW_ROWS = 128
+#: softmax_rows_ahead's groups per multiprocessor that GPUs time (launch_softmax)
+AHEAD_PER_SM = (2, 4)
 
 
 # --- the row layout, shared with norm.py ---------------------------------------------------------------------------
@@ -261,6 +264,34 @@ def softmax_rows(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr, VEC
 
 
 @kernel
+def softmax_rows_ahead(x: Tensor[T], out: Tensor[T], nrows: int, ncols: int, BLOCK: constexpr, VEC: constexpr,
+                       PER: constexpr):
+    """``softmax_rows`` by a fixed number of groups (launch fewer groups than rows: ``AHEAD_PER_SM`` per
+    multiprocessor): group g does rows g, g + G, ... (G = num_groups(0)) and issues the next row's loads before the
+    current row's reductions, so a row is always on its way while the group waits at its barriers (Triton's fused
+    softmax tutorial pipelines its persistent row loop the same way). The two reductions keep their own shared
+    slots: a row's first reduction writes its slots only after every SIMD group passed the previous row's second
+    barrier, by which point all of them had read the previous row's slots."""
+    nvec = ncols // VEC
+    cur = local_array(f32, PER * VEC)
+    nxt = local_array(f32, PER * VEC)
+    pmax = shared(f32, BLOCK)
+    psum = shared(f32, BLOCK)
+    r = group_id(0)
+    load_vectors(x, cur, r * ncols, nvec, -math.inf, BLOCK, VEC, PER)
+    while r < nrows:
+        after = r + num_groups(0)
+        if after < nrows:
+            load_vectors(x, nxt, after * ncols, nvec, -math.inf, BLOCK, VEC, PER)
+        m = group_max(thread_max(cur, PER, VEC), pmax, BLOCK)
+        s = group_total(exp_shifted_sum(cur, m, PER, VEC), psum, BLOCK)
+        store_vectors(out, cur, r * ncols, nvec, 1.0 / s, BLOCK, VEC, PER)
+        for i in static_range(PER * VEC):
+            cur[i] = nxt[i]
+        r = after
+
+
+@kernel
 def softmax_chunk_stats(x: Tensor[T], stats: Tensor[f32], ncols: int, nchunks: int, BLOCK: constexpr,
                         VEC: constexpr, PER: constexpr):
     """Split path, pass 1: stats[2g], stats[2g + 1] = max and sum of exp(x - max) over group g's chunk."""
@@ -334,13 +365,34 @@ def softmax(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr):
         out[base + c] = exp(x[base + c] - m) * inv
 
 
-def launch_softmax(x: Any, out: Any, backend: str | None = None) -> RowPlan:
-    """out = softmax(x, axis=1) for a C-contiguous (rows, ncols) matrix; returns the plan it ran."""
-    return tuned_rows("std/softmax", x, backend, lambda p: _launch_plan(x, out, p, backend))
-
-
-def _launch_plan(x: Any, out: Any, p: RowPlan, backend: str | None) -> None:
+def launch_softmax(x: Any, out: Any, backend: str | None = None, ahead: int | None = None) -> RowPlan:
+    """out = softmax(x, axis=1) for a C-contiguous (rows, ncols) matrix; returns the plan it ran. Where the backend
+    autotunes and reports its multiprocessors, ``softmax_rows_ahead`` with ``AHEAD_PER_SM`` groups per
+    multiprocessor is timed beside the one-group-a-row launch at every elements-per-thread value (register path
+    only); ``ahead`` forces that kernel with that many groups (0: the one-group-a-row launch)."""
     rows, ncols = x.shape
+    size = x.dtype.itemsize
+    be = backend or get_backend(None).name
+    tuned = table_for(ROW_TUNING, be)
+    configs = [{"EPT": e, "AHEAD": 0 if ahead is None else ahead} for e in tuned or (ELEMS_PER_THREAD,)]
+    if ahead is None and tuned:
+        sms = int(get_backend(be).info().get("sms") or 0)
+        configs += [{"EPT": e, "AHEAD": k * sms} for e in tuned for k in AHEAD_PER_SM
+                    if 0 < k * sms < rows and plan_rows(rows, ncols, size, e).chunks == 1]
+
+    def run(cfg: dict) -> RowPlan:
+        p = plan_rows(rows, ncols, size, cfg["EPT"])
+        _launch_plan(x, out, p, backend, cfg["AHEAD"])
+        return p
+
+    return run(tune("std/softmax", configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols)))
+
+
+def _launch_plan(x: Any, out: Any, p: RowPlan, backend: str | None, ahead: int = 0) -> None:
+    rows, ncols = x.shape
+    if p.chunks == 1 and 0 < ahead < rows:
+        softmax_rows_ahead[ahead * p.block, p.block](x, out, rows, ncols, p.block, p.vec, p.per, backend=backend)
+        return
     if p.chunks == 1:
         softmax_rows[rows * p.block, p.block](x, out, ncols, p.block, p.vec, p.per, backend=backend)
         return

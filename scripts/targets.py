@@ -3,8 +3,11 @@
     python scripts/targets.py bench/results/2026-12-03-h200-*.json [--all]
 
 Each target names a bench row (kernel, shape, dtypes), a measure (GB/s, TF/s, or % of the run's measured copy
-ceiling) and a threshold, as the issues state them. A row found in several files is reported from each (newest
-last). ``--all`` also lists the targets no file has a row for. Prints; writes nothing.
+ceiling) and a threshold, as the issues state them; the targets are CUDA's, so only files run on the cuda backend
+are judged (each line names its file). A row found in several files is reported from each, oldest run first (the
+files' dates). A row that timed a wrong answer is "wrong result", never met. ``--all`` also lists the targets no
+file has a row for. The relative targets (Vulkan against CUDA, paged against contiguous decode, q4 GEMV against
+torch) are not judged here. Prints; writes nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ TARGETS = [
     ("std/sample/topk", (32, 128256), ("bf16",), "gbps", 2000, "18"),
     ("std/quant/gemv_q4", (16384, 16384), ("bf16", "f16"), "gbps", 3500, "18"),
     ("std/attention/prefill", (4096, 32, 8, 128), ("bf16",), "tflops", 430, "18"),
+    ("std/attention/prefill", (4096, 32, 32, 128), ("bf16",), "tflops", 430, "18"),
     ("std/attention/decode", (32, 8192, 32, 8, 128), ("bf16",), "gbps", 4350, "18"),
 ]
 #: the copy ceiling where a file was run without -v (H200, 2026-12-01)
@@ -63,9 +67,14 @@ def peers(row: dict, what: str) -> str:
 
 def report(paths: list[str], show_all: bool = False) -> list[str]:
     lines, seen = [], set()
+    docs = []
     for path in paths:
         with open(path) as f:
-            doc = json.load(f)
+            docs.append((json.load(f), path))
+    for doc, path in sorted(docs, key=lambda d: str(d[0].get("date", ""))):
+        if doc.get("backend", "cuda") != "cuda":
+            lines.append(f"(not judged: {path} ran on {doc['backend']})")
+            continue
         ceiling = (doc.get("ceiling") or {}).get("copy_gbps") or CEILING_GBPS
         for row in doc.get("rows", []):
             for i, (glob, shape, dtypes, what, threshold, issue) in enumerate(TARGETS):
@@ -76,7 +85,8 @@ def report(paths: list[str], show_all: bool = False) -> list[str]:
                 got = measure(row, what, ceiling)
                 seen.add(i)
                 unit = {"tflops": "TF/s", "gbps": "GB/s", "pct_ceiling": "% of copy ceiling"}[what]
-                verdict = "no figure" if got is None else ("met" if got >= threshold else "MISSED")
+                verdict = ("no figure" if got is None else "wrong result" if row.get("ok") is False
+                           else "met" if got >= threshold else "MISSED")
                 figure = "-" if got is None else f"{got:.1f}"
                 shape_s = "x".join(map(str, row["shape"]))
                 lines.append(f"#{issue} {row['kernel']} {row['dtype']} {shape_s}: {figure} {unit} (target "

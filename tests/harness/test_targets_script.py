@@ -26,10 +26,17 @@ def test_rows_are_judged_in_the_targets_measure(tmp_path):
          "gflops": 1.0},
         {"kernel": "std/norm/layer_norm", "shape": [4096, 4096], "dtype": "bf16", "iron_gbps": 1.0, "gflops": 1.0},
         {"kernel": "std/sample/topk", "shape": [32, 128256], "dtype": "bf16", "ok": False, "error": "boom"},
+        {"kernel": "std/reduce/argmax", "shape": [32, 128256], "dtype": "bf16", "ok": False, "iron_gbps": 9000.0,
+         "gflops": 1.0},
     ]
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"ceiling": {"copy_gbps": 4000.0}, "rows": rows}))
-    lines = _targets().report([str(path)], show_all=True)
+    path.write_text(json.dumps({"backend": "cuda", "ceiling": {"copy_gbps": 4000.0}, "rows": rows}))
+    vulkan = tmp_path / "vulkan.json"
+    vulkan.write_text(json.dumps({"backend": "vulkan", "rows": rows}))
+    lines = _targets().report([str(path), str(vulkan)], show_all=True)
+    assert any(ln.startswith("(not judged:") and "vulkan" in ln for ln in lines)
+    assert sum("layer_norm bf16 16384x8192" in ln for ln in lines) == 1
+    assert any("argmax bf16 32x128256: 9000.0 GB/s (target 2000) wrong result" in ln for ln in lines)
     assert any("layer_norm bf16 16384x8192: 3950.0 GB/s (target 3900) met; peers: triton 3733" in ln for ln in lines)
     assert any("prefill bf16 4096x32x8x128: 373.4 TF/s (target 430) MISSED; peers: torch 474" in ln for ln in lines)
     assert any("silu bf16 268435456: 99.0 % of copy ceiling (target 97) met" in ln for ln in lines)

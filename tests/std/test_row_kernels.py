@@ -76,22 +76,33 @@ def test_every_plan_covers_its_row(ncols, itemsize):
         assert p.per * p.vec <= 16
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("groups", [1, 3, 7], ids=["one_group", "three", "seven"])
-def test_softmax_rows_ahead(backend, groups, rng):
+def test_softmax_rows_ahead(backend, groups, dtype, rng):
     """The persistent softmax (rows g, g + G, ...; the next row's loads issued before this row's reductions) against
-    float64 NumPy: 10 rows over 1, 3 (an uneven share) and 7 groups, a row with -inf entries, a constant row; the
-    shared reduction slots are reused row after row."""
+    float64 NumPy: 10 rows of 1024 (16-byte vectors in every dtype) over 1, 3 (an uneven share) and 7 groups, a row
+    with -inf entries, a constant row; the shared reduction slots are reused row after row. Also launched directly
+    with more groups than rows: the extra groups do nothing."""
     from iron.std import softmax as S
 
-    x = (rng.standard_normal((10, 700)) * 4).astype(np.float32)
+    from ..frontend.test_kernels import as_dtype, f64
+
+    x = rng.standard_normal((10, 1024)) * 4
     x[3, ::3] = -np.inf
     x[5] = 2.5
-    out = np.full_like(x, np.nan)
+    x = as_dtype(x, dtype)
+    z = f64(x)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    tol = {"f32": (1e-5, 1e-7), "bf16": (8e-3, 1e-5)}[dtype]
+    out = as_dtype(np.full(x.shape, np.nan), dtype)
     plan = S.launch_softmax(x, out, backend, ahead=groups)
     assert plan.chunks == 1
-    z = x.astype(np.float64)
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    assert np.allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert np.allclose(f64(out), want, rtol=tol[0], atol=tol[1])
+    out = as_dtype(np.full(x.shape, np.nan), dtype)
+    S.softmax_rows_ahead[12 * plan.block, plan.block](x, out, 10, 1024, plan.block, plan.vec, plan.per,
+                                                       backend=backend)
+    assert np.allclose(f64(out), want, rtol=tol[0], atol=tol[1])
 
 
 def test_gpus_time_the_persistent_softmax(monkeypatch):
@@ -102,6 +113,8 @@ def test_gpus_time_the_persistent_softmax(monkeypatch):
     class Fake:
         def info(self):
             return {"sms": 4}
+
+    monkeypatch.setattr(S, "_PROCESSORS", {})
 
     seen = []
     monkeypatch.setattr(S, "tune", lambda name, configs, run, **kw: seen.append(list(configs)) or configs[0])

@@ -266,19 +266,20 @@ def softmax_rows(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr, VEC
 @kernel
 def softmax_rows_ahead(x: Tensor[T], out: Tensor[T], nrows: int, ncols: int, BLOCK: constexpr, VEC: constexpr,
                        PER: constexpr):
-    """``softmax_rows`` by a fixed number of groups (launch fewer groups than rows: ``AHEAD_PER_SM`` per
-    multiprocessor): group g does rows g, g + G, ... (G = num_groups(0)) and issues the next row's loads before the
-    current row's reductions, so a row is always on its way while the group waits at its barriers (Triton's fused
-    softmax tutorial pipelines its persistent row loop the same way). The two reductions keep their own shared
-    slots: a row's first reduction writes its slots only after every SIMD group passed the previous row's second
-    barrier, by which point all of them had read the previous row's slots."""
+    """``softmax_rows`` by a fixed number of groups G = num_groups(0) (any G; ``launch_softmax`` launches
+    ``AHEAD_PER_SM`` per multiprocessor): group g does rows g, g + G, ... and issues the next row's loads (raw T,
+    converted after this row's store) before the current row's reductions, so a row is on its way while the group
+    waits at its barriers. The two reductions keep their own shared slots: a row's ``pmax`` is written only after
+    every SIMD group passed the previous row's second barrier, after reading the previous ``pmax``; a row's ``psum``
+    only after the first barrier, after reading the previous ``psum``."""
     nvec = ncols // VEC
     cur = local_array(f32, PER * VEC)
-    nxt = local_array(f32, PER * VEC)
+    nxt = local_array(T, PER * VEC)
     pmax = shared(f32, BLOCK)
     psum = shared(f32, BLOCK)
     r = group_id(0)
-    load_vectors(x, cur, r * ncols, nvec, -math.inf, BLOCK, VEC, PER)
+    if r < nrows:
+        load_vectors(x, cur, r * ncols, nvec, -math.inf, BLOCK, VEC, PER)
     while r < nrows:
         after = r + num_groups(0)
         if after < nrows:
@@ -367,18 +368,19 @@ def softmax(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr):
 
 def launch_softmax(x: Any, out: Any, backend: str | None = None, ahead: int | None = None) -> RowPlan:
     """out = softmax(x, axis=1) for a C-contiguous (rows, ncols) matrix; returns the plan it ran. Where the backend
-    autotunes and reports its multiprocessors, ``softmax_rows_ahead`` with ``AHEAD_PER_SM`` groups per
-    multiprocessor is timed beside the one-group-a-row launch at every elements-per-thread value (register path
-    only); ``ahead`` forces that kernel with that many groups (0: the one-group-a-row launch)."""
+    autotunes and reports its multiprocessors (CUDA), ``softmax_rows_ahead`` with ``AHEAD_PER_SM`` groups per
+    multiprocessor is timed beside the one-group-a-row launch at every elements-per-thread value that keeps a row in
+    registers, for at least two rows a group. ``ahead`` = G (1 <= G < rows) runs that kernel with G groups
+    wherever the plan keeps a row in registers (a split plan, or G >= rows, runs the usual kernels)."""
     rows, ncols = x.shape
     size = x.dtype.itemsize
     be = backend or get_backend(None).name
     tuned = table_for(ROW_TUNING, be)
     configs = [{"EPT": e, "AHEAD": 0 if ahead is None else ahead} for e in tuned or (ELEMS_PER_THREAD,)]
-    if ahead is None and tuned:
-        sms = int(get_backend(be).info().get("sms") or 0)
-        configs += [{"EPT": e, "AHEAD": k * sms} for e in tuned for k in AHEAD_PER_SM
-                    if 0 < k * sms < rows and plan_rows(rows, ncols, size, e).chunks == 1]
+    whole = [e for e in tuned or () if plan_rows(rows, ncols, size, e).chunks == 1]
+    if ahead is None and whole:
+        sms = _processors(be)
+        configs += [{"EPT": e, "AHEAD": k * sms} for e in whole for k in AHEAD_PER_SM if 0 < 2 * k * sms <= rows]
 
     def run(cfg: dict) -> RowPlan:
         p = plan_rows(rows, ncols, size, cfg["EPT"])
@@ -386,6 +388,17 @@ def launch_softmax(x: Any, out: Any, backend: str | None = None, ahead: int | No
         return p
 
     return run(tune("std/softmax", configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols)))
+
+
+_PROCESSORS: dict[int, int] = {}
+
+
+def _processors(name: str) -> int:
+    """The device's multiprocessors (0 where it does not say), asked once per backend object."""
+    be = get_backend(name)
+    if id(be) not in _PROCESSORS:
+        _PROCESSORS[id(be)] = int(be.info().get("sms") or 0)
+    return _PROCESSORS[id(be)]
 
 
 def _launch_plan(x: Any, out: Any, p: RowPlan, backend: str | None, ahead: int = 0) -> None:

@@ -56,3 +56,27 @@ def test_an_endless_dispatch_is_a_launch_error(tmp_path):
     assert "FINISHED" not in r.stdout, r.stdout + r.stderr
     assert "LAUNCH-ERROR" in r.stdout and "did not finish within 2 s" in r.stdout, r.stdout + r.stderr
     assert "REFUSED" in r.stdout and "cannot use it again" in r.stdout, r.stdout + r.stderr
+
+
+def test_closing_a_lost_device_does_not_wait_for_it(monkeypatch):
+    """After a dispatch that never finished (ctx.lost), close() and the context's destroy() do not call into the
+    device: vkDeviceWaitIdle on it crashed the process (SIGSEGV in a 2026-12-03 test run under load). A later
+    launch starts on a fresh context."""
+    from iron.runtime.vulkan import VulkanBackend, probe
+
+    if probe():
+        pytest.skip(f"Vulkan unavailable: {probe()}")
+    be = VulkanBackend()
+    ctx = be.context()
+    be.queue()
+    ctx.lost = "a dispatch did not finish (test)"
+
+    def refuse(*args):
+        raise AssertionError("called into a lost device")
+
+    monkeypatch.setattr(ctx.vk, "vkDeviceWaitIdle", refuse)
+    be.close()
+    ctx.destroy()
+    monkeypatch.undo()
+    assert be.context() is not ctx and not be.context().lost
+    be.close()

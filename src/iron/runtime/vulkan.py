@@ -126,6 +126,8 @@ class VulkanBackend(Backend):
             self._flush = None  # its buffer belongs to the context destroyed here
         if ctx is not None:
             with ctx.lock:
+                if ctx.lost:  # a dispatch never finished: waiting on or destroying the device can crash the process
+                    return  # (seen as SIGSEGV in vkDeviceWaitIdle); its objects are left to the process's exit
                 if queue is not None:
                     ctx.vk.vkDeviceWaitIdle(ctx.device)
                     queue.destroy()

@@ -474,9 +474,10 @@ class VulkanContext:
     # -- teardown -------------------------------------------------------------------------------------------------
 
     def destroy(self) -> None:
-        """Release every Vulkan object (idempotent); registered with atexit by the backend."""
+        """Release every Vulkan object (idempotent); registered with atexit by the backend. Not on a lost device (a
+        dispatch that never finished): waiting for it can crash the process, so its objects go with the process."""
         with self.lock:
-            if self._destroyed:
+            if self._destroyed or self.lost:
                 return
             self._destroyed = True
             self._destroy()

@@ -105,6 +105,25 @@ PY=${PY:-python3}
 for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
+if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
+   { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
+  if [ ! -d .gl ] || [ ! -d .whl ]; then
+    echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
+    exit 2
+  fi
+  if [ -z "${VULKAN_READY:-}" ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH=$PYTHONPATH:/tmp/site VULKAN_READY=1
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    J=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    [ -f "$J" ] && export VK_DRIVER_FILES=$J
+    $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
+      2>&1 | tee -a "$OUT/env.txt"
+  fi
+fi
 if [ "$PART" = cuda ] || [ "$PART" = tests ]; then
   IRON_TEST_BACKENDS=cuda timeout 240 $PY -m pytest -p no:cacheprovider tests/frontend/test_kernels.py \
     tests/frontend/test_tile.py tests/frontend/test_matrix.py tests/frontend/test_math_ops.py \
@@ -174,24 +193,6 @@ if [ "$PART" = stdnew ]; then
   IRON_TEST_BACKENDS=cuda timeout ${STDNEW_TIMEOUT:-110} $PY -m pytest -p no:cacheprovider tests/std --maxfail=30 -rs \
     -k "attention or quant or reduc or topk or sampl or scan or softmax_ext or log_softmax or elementwise or cast" \
     2>&1 | tee "$OUT/pytest_std_new_cuda.txt" | tail -n 15
-fi
-if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
-   { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
-  if [ ! -d .gl ] || [ ! -d .whl ]; then
-    echo "gpu_check vulkan: carry .gl and .whl (scripts/gpu_prepare.sh)" >&2
-    exit 2
-  fi
-  if [ -z "${VULKAN_READY:-}" ]; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=$PYTHONPATH:/tmp/site VULKAN_READY=1
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-    J=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-    [ -f "$J" ] && export VK_DRIVER_FILES=$J
-    $PY -c 'import json, iron.runtime as r; print(json.dumps(r.get_backend("vulkan").info(), default=str))' \
-      2>&1 | tee -a "$OUT/env.txt"
-  fi
 fi
 if [ "$PART" = changed ]; then
   # this session's changed kernels and runtime pieces on CUDA (and the recordings on NVIDIA's Vulkan when carried)
@@ -403,6 +404,16 @@ if [ "$PART" = sanitize ]; then
   rm -f /tmp/san_shard_*
   split -n r/${SAN_JOBS:-12} /tmp/san_ids.txt /tmp/san_shard_
   echo "sanitize: $(wc -l < /tmp/san_ids.txt) tests in ${SAN_JOBS:-12} shards" | tee "$OUT/sanitize_summary.txt"
+  if [ -n "${SAN_WARM:-}" ]; then
+    # compile every kernel (and fill the tuning tables) outside the tool first: under racecheck a cold compile and
+    # autotune's candidates cost minutes per test (2026-12-03 twelfth session: 6 tests a shard in 250 s)
+    for f in /tmp/san_shard_*; do
+      ( IRON_TEST_BACKENDS=cuda timeout ${SAN_WARM_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -o addopts="" \
+          -p no:randomly $(cat $f) > "/tmp/warm_$(basename $f).txt" 2>&1 ) &
+    done
+    wait
+    echo "warm: $(tail -q -n 1 /tmp/warm_san_shard_* | tr '\n' ';')" | tee -a "$OUT/sanitize_summary.txt"
+  fi
   for TOOL in ${SAN_TOOLS:-memcheck racecheck}; do
     for f in /tmp/san_shard_*; do
       log="$OUT/sanitize_${TOOL}_$(basename $f | sed 's/san_shard_//').txt"
@@ -412,7 +423,7 @@ if [ "$PART" = sanitize ]; then
     done
     wait
     { echo "== $TOOL: $(grep -h "ERROR SUMMARY" "$OUT"/sanitize_${TOOL}_*.txt | sort | uniq -c | tr '\n' ';')"
-      echo "   exits: $(grep -h '^exit ' "$OUT"/sanitize_${TOOL}_*.txt | sort | uniq -c | tr '\n' ';')"
+      echo "   exits: $(grep -ho 'exit [0-9]*$' "$OUT"/sanitize_${TOOL}_*.txt | sort | uniq -c | tr '\n' ';')"
       echo "   pytest: $(grep -hE '[0-9]+ (passed|failed)' "$OUT"/sanitize_${TOOL}_*.txt | tr '\n' ';')"
     } | tee -a "$OUT/sanitize_summary.txt"
     pack

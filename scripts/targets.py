@@ -7,7 +7,8 @@ ceiling) and a threshold, as the issues state them; the targets are CUDA's, so o
 are judged (each line names its file). A row found in several files is reported from each, oldest run first (the
 files' dates). A row that timed a wrong answer is "wrong result", never met. ``--all`` also lists the targets no
 file has a row for. The relative targets (Vulkan against CUDA, paged against contiguous decode, q4 GEMV against
-torch) are not judged here. Prints; writes nothing.
+torch) are not judged here. A GB/s line also gives the most one launch could show at that size: its bytes moved at
+the run's copy ceiling plus the run's empty-kernel time (``ceiling.launch_us``). Prints; writes nothing.
 """
 
 from __future__ import annotations
@@ -65,6 +66,16 @@ def peers(row: dict, what: str) -> str:
     return ", ".join(f"{family} {r[key] * scale:.0f}" for family, r in refs.items() if r.get(key))
 
 
+def attainable(row: dict, ceiling: float, launch_us: float | None) -> str:
+    """The GB/s one launch could show at this row's size: its bytes at the copy ceiling plus the run's empty-kernel
+    time (what an event-timed launch costs with nothing to do); '' where the row or the run lacks a figure."""
+    gbps, us = row.get("iron_gbps"), row.get("iron_us")
+    if not gbps or not us or not launch_us:
+        return ""
+    nbytes = gbps * 1e3 * us  # GB/s x us = bytes / 1e3
+    return f" (one launch at this size: <= {nbytes / (nbytes / ceiling / 1e3 + launch_us) / 1e3:.0f})"
+
+
 def report(paths: list[str], show_all: bool = False) -> list[str]:
     lines, seen = [], set()
     docs = []
@@ -76,6 +87,7 @@ def report(paths: list[str], show_all: bool = False) -> list[str]:
             lines.append(f"(not judged: {path} ran on {doc['backend']})")
             continue
         ceiling = (doc.get("ceiling") or {}).get("copy_gbps") or CEILING_GBPS
+        launch_us = (doc.get("ceiling") or {}).get("launch_us")
         for row in doc.get("rows", []):
             for i, (glob, shape, dtypes, what, threshold, issue) in enumerate(TARGETS):
                 if not fnmatchcase(row["kernel"], glob) or row["dtype"] not in dtypes:
@@ -89,8 +101,9 @@ def report(paths: list[str], show_all: bool = False) -> list[str]:
                            else "met" if got >= threshold else "MISSED")
                 figure = "-" if got is None else f"{got:.1f}"
                 shape_s = "x".join(map(str, row["shape"]))
+                bound = attainable(row, ceiling, launch_us) if what == "gbps" else ""
                 lines.append(f"#{issue} {row['kernel']} {row['dtype']} {shape_s}: {figure} {unit} (target "
-                             f"{threshold}) {verdict}; peers: {peers(row, what) or '-'} [{path}]")
+                             f"{threshold}){bound} {verdict}; peers: {peers(row, what) or '-'} [{path}]")
     if show_all:
         lines += [f"#{t[5]} {t[0]} {t[2]} {t[1]}: no row" for i, t in enumerate(TARGETS) if i not in seen]
     return lines

@@ -43,3 +43,16 @@ def test_rows_are_judged_in_the_targets_measure(tmp_path):
     assert any("topk bf16 32x128256: - GB/s (target 2000) no figure" in ln for ln in lines)
     assert not any("4096x4096" in ln and "layer_norm" in ln for ln in lines)  # no target at that shape
     assert any(ln.startswith("#18 std/quant/gemv_q4") and ln.endswith("no row") for ln in lines)
+
+
+def test_gbps_lines_give_the_one_launch_bound(tmp_path):
+    """4 MB at a 4000 GB/s ceiling is 1 us of memory time; with a 3 us empty launch one launch shows <= 1000 GB/s."""
+    row = {"kernel": "std/reduce/argmax", "shape": [32, 128256], "dtype": "bf16", "iron_gbps": 800.0,
+           "iron_us": 5.0, "gflops": 1.0}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"backend": "cuda", "ceiling": {"copy_gbps": 4000.0, "launch_us": 3.0},
+                                "rows": [row]}))
+    (line,) = _targets().report([str(path)])
+    assert "800.0 GB/s (target 2000) (one launch at this size: <= 1000) MISSED" in line
+    path.write_text(json.dumps({"backend": "cuda", "ceiling": {"copy_gbps": 4000.0}, "rows": [row]}))
+    assert "one launch" not in _targets().report([str(path)])[0]  # no empty-kernel figure in the run: no bound

@@ -1,6 +1,8 @@
-"""std/attention_decode's fast paths against float64 NumPy: the SIMD-group reductions at every SIMD width, the
-sequence that fits in split 0 (normalised by the split kernel, the combine skipped), splits past the length (never
-run), and a combine over more splits than one unrolled step; outputs start poisoned with NaN."""
+"""std/attention_decode's fast paths against float64 NumPy: the SIMD-group reductions at every SIMD width (both split
+kernels), the sequence that fits in split 0 (normalised by the split kernel, the combine skipped), splits past the
+length (never run), and a combine over more splits than one unrolled step; outputs start poisoned with NaN. The
+launches without ``path`` run the coalesced split kernel (the only configuration on CPU devices);
+test_attention_decode_coalesced.py compares the two kernels case by case."""
 
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ def _case(rng, shape, lens, dtype=np.float32):
     return d
 
 
+@pytest.mark.parametrize("path", Dc.PATHS)
 @pytest.mark.parametrize("width", [8, 32, 64])
-def test_reductions_at_every_simd_width(width, monkeypatch, rng):
+def test_reductions_at_every_simd_width(width, path, monkeypatch, rng):
     """GQA 4:1; one sequence in split 0 only, one over all 3 splits, one ending inside split 1."""
     monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(width))
     d = _case(rng, (3, 48, 8, 2, 64), [5, 48, 20])
-    Dc.launch_decode(d["q"], d["k"], d["v"], d["lens"], d["out"], None, "cpu", chunk=16)
+    Dc.launch_decode(d["q"], d["k"], d["v"], d["lens"], d["out"], None, "cpu", chunk=16, path=path)
     assert np.allclose(d["out"], Dc.oracle(d), rtol=1e-5, atol=1e-5)
 
 
@@ -48,8 +51,10 @@ def test_one_split_cache(backend, rng):
     assert np.allclose(d["out"], Dc.oracle(d), rtol=1e-5, atol=1e-5)
 
 
-def test_chunk_too_long_to_unroll(backend, rng):
-    """A chunk of 2048 positions at D 128, GQA 2:1: the score loop stays a loop (past the unroll budget)."""
+@pytest.mark.parametrize("path", Dc.PATHS)
+def test_chunk_too_long_to_unroll(backend, path, rng):
+    """A chunk of 2048 positions at D 128, GQA 2:1: the per-thread kernel's score loop stays a loop (past the unroll
+    budget); the coalesced kernel's always is one."""
     d = _case(rng, (1, 2100, 2, 1, 128), [2077])
-    Dc.launch_decode(d["q"], d["k"], d["v"], d["lens"], d["out"], None, backend, chunk=2048)
+    Dc.launch_decode(d["q"], d["k"], d["v"], d["lens"], d["out"], None, backend, chunk=2048, path=path)
     assert np.allclose(d["out"], Dc.oracle(d), rtol=1e-5, atol=1e-5)

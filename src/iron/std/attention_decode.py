@@ -5,10 +5,18 @@ Layouts: ``q``/``out`` are (B, HQ, D); the contiguous cache is ``k``/``v`` (B, L
 b lives at row j % PAGE of page table[b, j // PAGE]. ``lens`` (B,) i32 are the sequence lengths (>= 1). Query head
 h reads key/value head h // (HQ // HKV); scale 1/sqrt(D) unless given. f32, f16, bf16; all sums in f32.
 
-Design (split-K decode, as FlashDecoding): ``attn_decode_split`` runs one group per (split, kv head, sequence). The
-group takes CHUNK positions of the sequence and all G = HQ // HKV query heads that share the kv head, so each K/V
-row is read once for G heads. A group whose split starts at or past the sequence's length returns at once (the cache
-shape is fixed across decode steps, the length lives on the device, so most splits of a short sequence are empty).
+Design (split-K decode, as FlashDecoding): a split kernel runs one group per (split, kv head, sequence). The group
+takes CHUNK positions of the sequence and all G = HQ // HKV query heads that share the kv head, so each K/V row is
+read once for G heads. A group whose split starts at or past the sequence's length returns at once (the cache shape
+is fixed across decode steps, the length lives on the device, so most splits of a short sequence are empty). Two
+split kernels compute the same partials; they differ in how the score phase reads K:
+
+- ``attn_decode_split_coalesced`` (``attention_decode_coalesced``, the default): LANES consecutive lanes share a K
+  row, each holding its slice of the G query rows in registers (f32, pre-scaled); a thread scores UK rows a step,
+  their loads in flight together and the next step's issued before the lane sums (``simd_shuffle_xor``: a
+  reduce-scatter, then a butterfly); 8-byte vectors of f16/bf16 by default (80 registers at bf16 D 128, G 4 with
+  NVRTC 13.5 against 252 for the per-thread kernel). See that module's docstring.
+- ``attn_decode_split`` (the per-thread path):
 
 1. loads: the G query rows, the thread's first K row (D / VEC 16-byte loads) and its first U V vectors are all issued
    before the first barrier (no load crosses one), so a short sequence waits for global memory once; the query
@@ -16,18 +24,26 @@ shape is fixed across decode steps, the length lives on the device, so most spli
 2. scores: each thread takes whole positions and writes G dot products to a shared score array (unrolled over the
    chunk: in a loop the compiler would hold all G x D query values in registers and spill);
 3. per head, the chunk's max m and sum l of exp(s - m) (the scores become the weights in place), each a SIMD-group
-   reduction (``simd_max``/``simd_sum``), one slot per SIMD group in shared memory, one barrier;
-4. P V: thread t owns the 16-byte vector t % (D / VEC) of V's rows t // (D / VEC), t // (D / VEC) + TG, ... (a SIMD
-   group reads whole rows, coalesced), U rows per step (loads in flight together), accumulating G x VEC sums in
-   registers, reduced over the TG row sets in shared memory. A sequence that fits in split 0 is normalised and
-   written to ``out`` here; otherwise the split's partial (out, m, l) goes to an f32 workspace.
+   reduction (``simd_max``/``simd_sum``), one slot per SIMD group in shared memory, one barrier (``chunk_weights``,
+   shared by both kernels);
+4. P V (``weigh_values``, shared): thread t owns the vector t % (D / VEC) of V's rows t // (D / VEC),
+   t // (D / VEC) + TG, ... (a SIMD group reads whole rows, coalesced), U rows per step (loads in flight together),
+   accumulating G x VEC sums in registers, reduced over the TG row sets in shared memory. A sequence that fits in
+   split 0 is normalised and written to ``out`` here; otherwise the split's partial (out, m, l) goes to an f32
+   workspace.
 
 ``attn_decode_combine`` merges the splits per (sequence, head, column): out = sum_s e^(m_s - M) o_s /
 sum_s e^(m_s - M) l_s, M the max of the m_s, over the ceil(len / CHUNK) splits that hold positions, in one
 online-softmax pass that loads U splits' (m, l, o) at once without waiting for ``lens`` (splits past the length are
 read and weighted 0); it leaves a sequence of one split alone. The paged cache differs only in the row address
-(``PAGED``). Expected on the H200, not measured here: B 32 x L 8192 with CHUNK 256 runs 8192 groups, each reading
-128 KiB of bf16 K/V in 16-byte loads.
+(``PAGED``).
+
+Launch: ``split_configs`` lists the configurations; where the backend autotunes (CUDA; Vulkan on a GPU) the launch
+times the ``TUNING`` list (the coalesced kernel at a few vector widths, rows per step, chunks and group sizes, and
+the per-thread kernel) and keeps the fastest per shape bucket; CPU devices (the interpreter, lavapipe, msl-cpu) run
+the first, the coalesced kernel. ``path=`` forces a kernel. Measured before the coalesced kernel (2026-12, H200, bf16
+B 32 x L 8192, HQ 32, HKV 8, D 128): 496.6 us, 2165 GB/s of K/V against torch SDPA's 255.7 us; the coalesced kernel
+is not yet measured on the H200.
 """
 
 from __future__ import annotations
@@ -38,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -52,16 +69,13 @@ from ..lang import (
     local_id,
     program_id,
     shared,
-    simd_group,
-    simd_lane,
-    simd_max,
-    simd_sum,
+    simd_broadcast,
     static_range,
-    vload,
     where,
 )
 from ..runtime import get_backend
-from .softmax import scratch_f32
+from .attention_decode_coalesced import attn_decode_split_coalesced, chunk_weights, load_rows, weigh_values
+from .softmax import dtype_label, scratch_f32
 
 #: the default variant (``iron build``): D 128, 4 query heads per kv head, 64-position chunks, 4-element vectors
 D = 128
@@ -77,28 +91,6 @@ PAGE = 16
 
 
 @func
-def kv_row(table, b, j, hk, L, MAXP, HKV, D, PAGED):
-    """Index of element 0 of position j's row of kv head hk of sequence b: contiguous (B, L, HKV, D), or paged
-    (pages of L positions, table (B, MAXP))."""
-    if PAGED:
-        page = table[b * MAXP + j // L]
-        return ((page * L + j % L) * HKV + hk) * D
-    return ((b * L + j) * HKV + hk) * D
-
-
-@func
-def load_rows(src, dst, table, b, start, j0, step, cnt, hk, dv0, L, MAXP, HKV, D, PAGED, NR, NVEC, VEC):
-    """dst[(r * NVEC + w) * VEC ..] = the VEC elements at vector dv0 + w of chunk row j0 + r * step (clamped to the
-    chunk's last row, cnt - 1), r < NR, w < NVEC: NR * NVEC independent 16-byte loads, all in flight."""
-    for r in static_range(NR):
-        row = kv_row(table, b, start + min(j0 + r * step, cnt - 1), hk, L, MAXP, HKV, D, PAGED)
-        for w in static_range(NVEC):
-            x = vload(src, row + (dv0 + w) * VEC, VEC)
-            for e in static_range(VEC):
-                dst[(r * NVEC + w) * VEC + e] = x[e]
-
-
-@func
 def score_row(k, kr, sq, sc, mx, table, b, start, jj, cnt, hk, L, MAXP, HKV, D, PAGED, G, CHUNK, BLOCK, NV, VEC):
     """The G scores of chunk row jj from its K row in ``kr`` into sc and the running maxima mx; then the K row this
     thread scores next, jj + BLOCK, into kr."""
@@ -110,27 +102,10 @@ def score_row(k, kr, sq, sc, mx, table, b, start, jj, cnt, hk, L, MAXP, HKV, D, 
         for g in static_range(G):
             dot[g] += x * sq[g * D + e]
     if jj + BLOCK < cnt:
-        load_rows(k, kr, table, b, start, jj + BLOCK, BLOCK, cnt, hk, 0, L, MAXP, HKV, D, PAGED, 1, NV, VEC)
+        load_rows(k, kr, table, b, start, jj + BLOCK, BLOCK, cnt, hk, 0, L, MAXP, HKV, D, PAGED, 1, NV, VEC, 1)
     for g in static_range(G):
         sc[g * CHUNK + jj] = dot[g]
         mx[g] = max(mx[g], dot[g])
-
-
-@func
-def reduce_heads(x, red, dst, G, NW, IS_MAX):
-    """dst[g] = max (or sum) of x[g] over the group: a SIMD reduction per head, one slot per (head, SIMD group) in
-    ``red`` (G * NW), one barrier, then every thread reads the G * NW slots back (unrolled: all loads in flight).
-    ``red`` must not be reused by another reduction."""
-    for g in static_range(G):
-        r = simd_max(x[g]) if IS_MAX else simd_sum(x[g])
-        if simd_lane() == 0:
-            red[g * NW + simd_group()] = r
-    barrier()
-    for g in static_range(G):
-        r = -math.inf if IS_MAX else 0.0
-        for w in static_range(NW):
-            r = max(r, red[g * NW + w]) if IS_MAX else r + red[g * NW + w]
-        dst[g] = r
 
 
 @kernel
@@ -160,7 +135,7 @@ def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i3
     for i0 in static_range(0, G * D, BLOCK):
         if i0 + tid < G * D:
             qr[i0 // BLOCK] = q[head0 * D + i0 + tid]
-    n = lens[b]
+    n = simd_broadcast(lens[b], 0)  # uniform to the emitter: the SIMD reductions below keep the full mask
     start = s * CHUNK
     if start >= n:  # the whole group: nothing of the sequence here; the combine never reads this split
         return
@@ -172,8 +147,8 @@ def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i3
     # a short sequence then waits for global memory once
     kr = local_array(T, D)
     vr = local_array(T, U * VEC)
-    load_rows(k, kr, table, b, start, tid, BLOCK, cnt, hk, 0, L, MAXP, HKV, D, PAGED, 1, NV, VEC)
-    load_rows(v, vr, table, b, start, tg, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC)
+    load_rows(k, kr, table, b, start, tid, BLOCK, cnt, hk, 0, L, MAXP, HKV, D, PAGED, 1, NV, VEC, 1)
+    load_rows(v, vr, table, b, start, tg, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC, 1)
     for i0 in static_range(0, G * D, BLOCK):
         if i0 + tid < G * D:
             sq[i0 + tid] = qr[i0 // BLOCK] * scale
@@ -193,54 +168,10 @@ def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i3
             score_row(k, kr, sq, sc, mx, table, b, start, jj, cnt, hk, L, MAXP, HKV, D, PAGED, G, CHUNK, BLOCK, NV,
                       VEC)
     stat = local_array(f32, G)
-    reduce_heads(mx, redm, stat, G, NW, True)
-    # weights in place and the local sum
-    tot = local_array(f32, G)
-    for g in static_range(G):
-        tot[g] = 0.0
-    for jj in range(tid, cnt, BLOCK):
-        for g in static_range(G):
-            p = exp(sc[g * CHUNK + jj] - stat[g])
-            sc[g * CHUNK + jj] = p
-            tot[g] += p
     den = local_array(f32, G)
-    reduce_heads(tot, redl, den, G, NW, False)
-    # P V: U rows per step (rows past the chunk are clamped to its last and weighted 0)
-    acc = local_array(f32, G * VEC)
-    for i in static_range(G * VEC):
-        acc[i] = 0.0
-    if tg < TG:
-        for j0 in range(tg, cnt, TG * U):
-            for u in static_range(U):
-                jj = j0 + u * TG
-                jc = min(jj, cnt - 1)
-                for g in static_range(G):
-                    p = where(jj < cnt, sc[g * CHUNK + jc], 0.0)
-                    for e in static_range(VEC):
-                        acc[g * VEC + e] += p * vr[u * VEC + e]
-            if j0 + TG * U < cnt:
-                load_rows(v, vr, table, b, start, j0 + TG * U, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC)
-        for g in static_range(G):
-            for e in static_range(VEC):
-                acc_s[(tg * G + g) * D + dv * VEC + e] = acc[g * VEC + e]
-    barrier()
-    for i0 in static_range(0, G * D, BLOCK):
-        i = i0 + tid
-        if i < G * D:
-            t = 0.0
-            for j in static_range(TG):
-                t += acc_s[j * G * D + i]
-            if whole:
-                dg = den[0]
-                for g in static_range(1, G):
-                    dg = where(i // D == g, den[g], dg)
-                out[head0 * D + i] = t / dg
-            else:
-                po[((head0 + i // D) * NSPLIT + s) * D + i % D] = t
-    if tid == 0 and not whole:
-        for g in static_range(G):
-            pm[(head0 + g) * NSPLIT + s] = stat[g]
-            pl[(head0 + g) * NSPLIT + s] = den[g]
+    chunk_weights(sc, mx, redm, redl, stat, den, cnt, G, CHUNK, BLOCK, NW)
+    weigh_values(v, vr, sc, acc_s, stat, den, table, po, pm, pl, out, b, start, cnt, hk, head0, s, whole, L, MAXP,
+                 HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U)
 
 
 @kernel
@@ -294,36 +225,123 @@ def plan_chunk(lmax: int) -> int:
     return min(256, max(16, _pow2(-(-lmax // 8))))
 
 
-def _launch(q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, paged: bool, scale, backend, chunk):
+#: the split kernels' paths: "coalesced" (``attn_decode_split_coalesced``) and "per_thread" (``attn_decode_split``)
+PATHS = ("coalesced", "per_thread")
+#: (path, BLOCK, elements per vector at most, rows-per-step factor, CHUNK factor) that autotuning times on GPUs beside
+#: the first entry (the default, the only one elsewhere): 16-byte vectors of f16/bf16 (the default takes 4 elements:
+#: fewer registers), twice the rows in flight per thread, longer chunks (fewer splits, less combine work; only where
+#: the caller leaves the chunk to plan_chunk), wider groups, and the per-thread kernel. Not yet timed on the H200.
+TUNING = {"cuda": (("coalesced", 128, 4, 1, 1), ("coalesced", 128, 8, 1, 1), ("coalesced", 128, 4, 2, 1),
+                   ("coalesced", 128, 4, 1, 2), ("coalesced", 256, 4, 1, 2), ("per_thread", 128, 8, 1, 1))}
+
+
+def lanes_per_row(d: int, vec: int, simd_width: int) -> int:
+    """Lanes sharing a K row in the coalesced kernel: the largest power of two that divides D / VEC and the SIMD
+    width."""
+    nv = d // vec
+    return min(nv & -nv, simd_width)
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+def coalesced_config(d: int, g: int, itemsize: int, chunk: int, block: int, most: int, factor: int,
+                     simd_width: int) -> dict[str, Any]:
+    """The coalesced kernel's constexprs: vectors of min(most, 16 / itemsize) elements in both phases (4 f16/bf16
+    by default: half the registers of 16-byte vectors at D 128, G 4), LANES a row, and rows per thread and step:
+    16 / G within 2 .. 8 (so G x rows partial dots stay <= 16 registers), times ``factor``; UK at most the rows
+    the chunk gives a thread."""
+    vec = min(most, 16 // itemsize)
+    lanes = lanes_per_row(d, vec, simd_width)
+    rows = _pow2_floor(min(8, max(2, 16 // g))) * factor  # the lane sums halve the rows: UK a power of two
+    uk = max(1, min(rows, _pow2(-(-chunk // (block // lanes)))))
+    assert uk & (uk - 1) == 0, uk
+    return {"path": "coalesced", "BLOCK": block, "CHUNK": chunk, "VEC": vec, "LANES": lanes, "UK": uk, "U": rows}
+
+
+def entry_config(entry: tuple, d: int, g: int, itemsize: int, chunk: int | None, lmax: int,
+                 simd_width: int) -> dict[str, Any]:
+    """The configuration of one ``TUNING`` entry for these shapes (``chunk``: the caller's, else planned)."""
+    p, block, most, factor, chunk_factor = entry
+    ch = chunk or plan_chunk(lmax)
+    if chunk is None and chunk_factor > 1:  # longer chunks while the cache has positions for them
+        ch = max(ch, min(ch * chunk_factor, _pow2(lmax)))
+    if p == "coalesced":
+        return coalesced_config(d, g, itemsize, ch, block, most, factor, simd_width)
+    return {"path": p, "BLOCK": block, "CHUNK": ch, "VEC": 16 // itemsize}
+
+
+def split_configs(d: int, g: int, itemsize: int, chunk: int | None, lmax: int, backend: str,
+                  path: str | None = None) -> list[dict[str, Any]]:
+    """The configurations the launch chooses among on ``backend`` (the first alone where it times nothing); ``path``
+    keeps that path's."""
+    if path is not None and path not in PATHS:
+        raise ValueError(f"attention decode: path {path!r} is not one of {', '.join(PATHS)}")
+    sw = get_backend(backend).simd_width()
+    table = table_for(TUNING, backend) or TUNING["cuda"][:1]
+    if path is not None:
+        table = [e for e in table if e[0] == path] or [e for e in TUNING["cuda"] if e[0] == path][:1]
+    configs: list[dict[str, Any]] = []
+    for entry in table:
+        cfg = entry_config(entry, d, g, itemsize, chunk, lmax, sw)
+        if cfg not in configs:
+            configs.append(cfg)
+    return configs
+
+
+def run_config(cfg: dict[str, Any], q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, paged: bool,
+               scale, backend) -> None:
+    """The split kernel of ``cfg``'s path, then the combine."""
     b, hq, d = q.shape
     hkv = k.shape[2]
-    if hq % hkv or d % 16 or k.shape[-1] != d or tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"attention decode: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit")
-    chunk = chunk or plan_chunk(lmax)
+    chunk, block = cfg["CHUNK"], cfg["BLOCK"]
     nsplit = -(-lmax // chunk)
-    vec = 16 // q.dtype.itemsize
-    block = 128
     po, pm, pl = scratch_f32(q, b * hq * nsplit * d), scratch_f32(q, b * hq * nsplit), scratch_f32(q, b * hq * nsplit)
     sc = 1.0 / math.sqrt(d) if scale is None else scale
-    attn_decode_split[(nsplit * block, hkv, b), (block, 1, 1)](
-        q, k, v, table, lens, po, pm, pl, out, hq, hkv, cache_len, maxp, nsplit, sc, d, hq // hkv, chunk, block,
-        vec, paged, get_backend(backend).simd_width(), backend=backend)
+    args = (q, k, v, table, lens, po, pm, pl, out, hq, hkv, cache_len, maxp, nsplit, sc, d, hq // hkv, chunk, block,
+            cfg["VEC"], paged, get_backend(backend).simd_width())
+    grid, group = (nsplit * block, hkv, b), (block, 1, 1)
+    if cfg["path"] == "coalesced":
+        attn_decode_split_coalesced[grid, group](*args, cfg["LANES"], cfg["UK"], cfg["U"], backend=backend)
+    else:
+        attn_decode_split[grid, group](*args, backend=backend)
     attn_decode_combine[b * hq * d, 128](po, pm, pl, lens, out, hq, nsplit, d, chunk, min(16, _pow2(nsplit)),
                                          backend=backend)
 
 
+def _launch(q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, paged: bool, scale, backend, chunk,
+            path) -> dict[str, Any]:
+    b, hq, d = q.shape
+    hkv = k.shape[2]
+    if hq % hkv or d % 16 or k.shape[-1] != d or tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"attention decode: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit")
+    be = backend or get_backend(None).name
+    configs = split_configs(d, hq // hkv, q.dtype.itemsize, chunk, lmax, be, path)
+
+    def run(cfg: dict[str, Any]) -> None:
+        run_config(cfg, q, k, v, table, lens, out, cache_len, maxp, lmax, paged, scale, backend)
+
+    name = "std/attention/decode_paged" if paged else "std/attention/decode"
+    cfg = tune(name, configs, run, backend=be, dtype=dtype_label(q), key=(b, lmax, hq, hkv, d, hq // hkv))
+    run(cfg)
+    return cfg
+
+
 def launch_decode(q: Any, k: Any, v: Any, lens: Any, out: Any, scale: float | None = None,
-                  backend: str | None = None, chunk: int | None = None) -> None:
-    """out (B, HQ, D) = attention of q over the first lens[b] positions of the contiguous cache (B, L_max, HKV, D)."""
+                  backend: str | None = None, chunk: int | None = None, path: str | None = None) -> dict[str, Any]:
+    """out (B, HQ, D) = attention of q over the first lens[b] positions of the contiguous cache (B, L_max, HKV, D).
+    ``path`` ("coalesced" or "per_thread") forces that split kernel; returns the configuration that ran."""
     lmax = k.shape[1]
-    _launch(q, k, v, lens, lens, out, lmax, 0, lmax, False, scale, backend, chunk)
+    return _launch(q, k, v, lens, lens, out, lmax, 0, lmax, False, scale, backend, chunk, path)
 
 
 def launch_decode_paged(q: Any, k: Any, v: Any, table: Any, lens: Any, out: Any, scale: float | None = None,
-                        backend: str | None = None, chunk: int | None = None) -> None:
+                        backend: str | None = None, chunk: int | None = None,
+                        path: str | None = None) -> dict[str, Any]:
     """As launch_decode over the paged cache (num_pages, PAGE, HKV, D) and block table (B, max_pages)."""
     page, maxp = k.shape[1], table.shape[1]
-    _launch(q, k, v, table, lens, out, page, maxp, page * maxp, True, scale, backend, chunk)
+    return _launch(q, k, v, table, lens, out, page, maxp, page * maxp, True, scale, backend, chunk, path)
 
 
 # --- registration ---------------------------------------------------------------------------------------------------

@@ -2,10 +2,21 @@
 
 Order. Elements are ranked by value, descending; **equal values rank by the lower index first** (a total order, so
 the result is unique: ``np.lexsort((index, -value))[:k]``). The values come back in the logits' dtype, exactly the
-logits' own values; indices are column numbers within the row. NaN logits are not supported (their rank is
-unspecified). ``k`` must be at most 64 and at most the row length.
+logits' own values (the rounds path may give +0.0 for a -0.0: ``simd_max`` picks either of equal zeros); indices are
+column numbers within the row. NaN logits are not supported (their rank is unspecified). ``k`` must be at most 64
+and at most the row length.
 
-Design (two launches, the split of long rows that softmax.py uses):
+Two paths, each two launches (the split of long rows that softmax.py uses). ``launch_topk`` runs the radix path on
+CPU devices (the interpreter, lavapipe, msl-cpu: no tuning table, so tests are deterministic); a GPU that autotunes
+(``autotune.table_for(PATH_TUNING, backend)``) times both on the first launch per shape and keeps the faster;
+``path=`` forces one (the tests run both everywhere).
+
+The radix path (topk_radix.py, ``launch_radix``): order-preserving u32 keys, a radix select of the k-th key with
+8-bit digits (shared-memory histograms, one barrier a digit, the digit scan done by every SIMD group alone), the
+threshold's surplus ties cut by a position scan, the k winners ranked by k^2 comparisons; 6-9 barriers a group
+whatever k is. Not measured on the H200 yet.
+
+The rounds path (this module, ``launch_rounds``):
 
 - ``topk_partial``: the row is cut into chunks of ``BLOCK * PER * VEC`` elements, one group per chunk. Each thread
   loads its ``PER`` vectors of ``VEC`` elements (16-byte ``vload``s, a SIMD group's accesses contiguous) into f32
@@ -19,8 +30,8 @@ Design (two launches, the split of long rows that softmax.py uses):
   winners: values cast back to the logits' dtype (exact: they were read from it), indices as i32.
 
 Reading: 32 x 128256 bf16 is 8.2 MB, one read. Each round costs two SIMD reductions, a shared write, a barrier and
-two more reductions (about 0.1-0.2 us), so 64 rounds put each launch near 8-12 us of latency on an H200 whatever the
-bandwidth: the 2000 GB/s target (4.1 us) needs fewer rounds (a radix threshold first); not measured here.
+two more reductions, and 64 rounds in each launch made 174.1 us on the H200 (47 GB/s; torch.topk 85.8 us), far
+from the 2000 GB/s target (4.1 us): hence the radix path.
 
 ``topk_merge_f32`` is ``topk_merge`` writing the indices as f32 (exact below 2^24): the registered entry's checked
 output, since the harness compares one NaN-poisoned float array.
@@ -35,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import func, kernel
+from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
@@ -56,17 +68,18 @@ from ..lang import (
     vload,
     where,
 )
+from ..runtime import get_backend
 from ..runtime.device_array import Array, empty
-from .softmax import chunk_span
+from .softmax import chunk_span, dtype_label
+from .topk_radix import KEY_PASSES, MAX_K, topk_radix_merge, topk_radix_merge_f32, topk_radix_partial
 
-__all__ = ["BLOCK", "MAX_K", "PER", "VEC", "launch_topk", "topk_merge", "topk_partial", "topk_oracle"]
+__all__ = ["BLOCK", "MAX_K", "PER", "VEC", "launch_radix", "launch_rounds", "launch_topk", "topk_merge",
+           "topk_partial", "topk_oracle"]
 
 #: defaults of the constexprs (``iron build``); valid for every dtype
 BLOCK = 256
 VEC = 4
 PER = 4
-#: the largest k
-MAX_K = 64
 #: elements per thread of the chunk pass (16: four 16-byte loads in flight per thread for f32, two for 16-bit)
 ELEMS_PER_THREAD = 16
 #: threads of the merge pass's group (one per row)
@@ -212,12 +225,12 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-def plan_topk(ncols: int, k: int, itemsize: int) -> TopkPlan:
+def plan_topk(ncols: int, k: int, itemsize: int, ept: int = ELEMS_PER_THREAD) -> TopkPlan:
     """16-byte vectors when the row length allows (every chunk start is then aligned), else scalars; groups of up
-    to BLOCK threads x ELEMS_PER_THREAD elements, smaller for short rows."""
+    to BLOCK threads x ``ept`` elements, smaller for short rows."""
     wide = 16 // itemsize
     vec = wide if ncols % wide == 0 else 1
-    per = max(1, ELEMS_PER_THREAD // vec)
+    per = max(1, ept // vec)
     block = min(BLOCK, max(64, _pow2(-(-ncols // (per * vec)))))
     chunks = -(-ncols // (block * per * vec))
     return TopkPlan(block, vec, per, chunks, _pow2(-(-chunks * k // MERGE_BLOCK)))
@@ -243,12 +256,16 @@ def _is_f32(a: Any) -> bool:
     return str(getattr(a, "dtype", "")).replace("torch.", "") in ("float32", "f32")
 
 
-def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None = None) -> TopkPlan:
-    """values[r, :], indices[r, :] = the k best of x[r, :] (module docstring's order) for a C-contiguous (rows,
-    ncols) x; values (rows, k) in x's dtype, indices (rows, k) i32 (or f32: ``topk_merge_f32``). Returns the plan."""
-    rows, ncols = x.shape
+def check_k(k: int, ncols: int) -> None:
+    """k in 1 .. min(MAX_K, ncols): the kernels' shared slots hold MAX_K, and padding must never be chosen."""
     if not 1 <= k <= min(MAX_K, ncols):
         raise ValueError(f"top-k: k = {k} must be in 1 .. min({MAX_K}, row length {ncols})")
+
+
+def launch_rounds(x: Any, values: Any, indices: Any, k: int, backend: str | None = None) -> TopkPlan:
+    """The rounds path (``topk_partial`` then ``topk_merge``)."""
+    rows, ncols = x.shape
+    check_k(k, ncols)
     p = plan_topk(ncols, k, x.dtype.itemsize)
     cand_v = scratch(x, (rows * p.chunks * k,), "f32")
     cand_i = scratch(x, (rows * p.chunks * k,), "i32")
@@ -258,6 +275,78 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
     merge[rows * MERGE_BLOCK, MERGE_BLOCK](cand_v, cand_i, values, indices, p.chunks * k, k, MERGE_BLOCK,
                                            p.merge_per, backend=backend)
     return p
+
+
+@dataclass(frozen=True)
+class RadixPlan:
+    """The radix path: ``chunk`` (topk_partial's geometry, reused by topk_radix_partial), the merge's group
+    (``merge_block`` threads x ``merge_per`` vectors of ``merge_vec`` candidates) and the key digits searched."""
+
+    chunk: TopkPlan
+    merge_block: int
+    merge_vec: int
+    merge_per: int
+    passes: int
+
+
+def plan_radix(ncols: int, k: int, dtype: str, itemsize: int, ept: int = ELEMS_PER_THREAD) -> RadixPlan:
+    """Chunks as ``plan_topk``; the merge reads 16-byte vectors of candidates where chunks * k allows, over a group
+    of up to MERGE_BLOCK threads (at least MAX_K: the bound phase takes the K-th of the threads' maxima)."""
+    chunk = plan_topk(ncols, k, itemsize, ept)
+    ncand = chunk.chunks * k
+    vec = 4 if ncand % 4 == 0 else 1
+    block = min(MERGE_BLOCK, max(MAX_K, _pow2(-(-ncand // vec))))
+    return RadixPlan(chunk, block, vec, _pow2(-(-ncand // (block * vec))), KEY_PASSES.get(dtype, 4))
+
+
+def launch_radix(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
+                 ept: int = ELEMS_PER_THREAD) -> RadixPlan:
+    """The radix path (``topk_radix_partial`` then ``topk_radix_merge``, topk_radix.py), ``ept`` elements a
+    thread."""
+    rows, ncols = x.shape
+    check_k(k, ncols)
+    p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, ept)
+    c = p.chunk
+    cand_k = scratch(x, (rows * c.chunks * k,), "i32")
+    cand_i = scratch(x, (rows * c.chunks * k,), "i32")
+    topk_radix_partial[rows * c.chunks * c.block, c.block](x, cand_k, cand_i, ncols, c.chunks, k, c.block, c.vec,
+                                                           c.per, p.passes, backend=backend)
+    merge = topk_radix_merge_f32 if _is_f32(indices) else topk_radix_merge
+    merge[rows * p.merge_block, p.merge_block](x, cand_k, cand_i, values, indices, ncols, c.chunks * k, k,
+                                               p.merge_block, p.merge_vec, p.merge_per, p.passes, backend=backend)
+    return p
+
+
+#: the paths, the default first
+PATHS = {"radix": launch_radix, "rounds": launch_rounds}
+#: what a GPU times on the first launch per shape, keeping the fastest: (path, elements a thread). The radix path
+#: also at 32 a thread: half the groups (512 for 32 x 128256 bf16) and half the merge's candidates, for twice the
+#: keys in registers (77 registers a thread on sm_90 against 64 at 16: 3 groups of 256 per SM instead of 4)
+PATH_TUNING = {be: (("radix", ELEMS_PER_THREAD), ("radix", 32), ("rounds", ELEMS_PER_THREAD)) for be in ("cuda", "hip")}
+
+
+def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
+                path: str | None = None) -> TopkPlan | RadixPlan:
+    """values[r, :], indices[r, :] = the k best of x[r, :] (module docstring's order) for a C-contiguous (rows,
+    ncols) x; values (rows, k) in x's dtype, indices (rows, k) i32 (or f32). ``path`` ("radix" or "rounds") forces
+    a path; by default a GPU that autotunes times PATH_TUNING's (``autotune.tune``) and a CPU device runs the
+    radix path.
+    Returns the plan that ran."""
+    rows, ncols = x.shape
+    check_k(k, ncols)
+    if path is not None and path not in PATHS:
+        raise ValueError(f"top-k: path = {path!r} must be one of {', '.join(PATHS)}")
+    if path is not None:
+        return PATHS[path](x, values, indices, k, backend)
+
+    def run(cfg: dict) -> TopkPlan | RadixPlan:
+        if cfg["path"] == "radix":
+            return launch_radix(x, values, indices, k, backend, cfg["EPT"])
+        return launch_rounds(x, values, indices, k, backend)
+
+    be = backend or get_backend(None).name
+    configs = [{"path": p, "EPT": e} for p, e in table_for(PATH_TUNING, be) or (("radix", ELEMS_PER_THREAD),)]
+    return run(tune("std/sample/topk", configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols, k)))
 
 
 def topk_oracle(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,118 @@
+"""std/sample/topk's two paths (``launch_topk(..., path=...)``: the radix select and the selection rounds) on every
+backend and dtype: exact values and indices against the float64 oracle (ties by lower index), on random rows, rows
+drawn from a few values (ties across chunks and at the threshold), constant rows, -inf and signed zeros, k = 1, 7
+and 64 and k equal to a short row's length, rows of one chunk, several, and not a multiple of the chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iron.frontend.autotune import table_for
+from iron.std import topk as K
+
+from ..frontend.test_kernels import as_dtype
+
+PATHS = ["radix", "rounds"]
+
+
+def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None = None) -> object:
+    """launch_topk with ``path`` (``ept``: launch_radix with that many elements a thread) against the oracle."""
+    values = np.full((x.shape[0], k), np.nan, x.dtype)
+    indices = np.full((x.shape[0], k), -1, np.int32)
+    if ept is None:
+        plan = K.launch_topk(x, values, indices, k, backend, path=path)
+    else:
+        plan = K.launch_radix(x, values, indices, k, backend, ept)
+    want_v, want_i = K.topk_oracle(x, k)
+    bad = np.nonzero((indices != want_i).any(1))[0]
+    assert not len(bad), f"{path}: indices differ in rows {bad}: got {indices[bad[0]]}, want {want_i[bad[0]]}"
+    assert np.array_equal(values.astype(np.float64), want_v)
+    if path == "radix":  # the logits' own bits: -0.0 stays -0.0 (the rounds path's simd_max may give either zero)
+        own = np.take_along_axis(x, want_i, 1).astype(np.float32)
+        assert np.array_equal(np.signbit(values.astype(np.float32)), np.signbit(own))
+    return plan
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("k", [1, 7, 64])
+def test_random_rows_two_chunks(backend, dtype, rng, path, k):
+    """5000 columns: a full chunk of 4096 and a partial one, merged (16-byte loads)."""
+    x = as_dtype(rng.standard_normal((3, 5000)) * 3.0, dtype)
+    check(x, k, backend, path)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_ties_from_a_few_values(backend, dtype, rng, path):
+    """Unaligned rows (scalar loads) of two chunks drawn from four values: the threshold is tied far past k, in
+    both chunks and in the merge; a constant row and an all -inf row rank by index alone."""
+    x = rng.choice(np.array([-1.0, 0.0, 0.5, 2.0]), size=(4, 4099))
+    x[2] = 0.5
+    x[3] = -np.inf
+    x = as_dtype(x, dtype)
+    for k in (7, 64):
+        check(x, k, backend, path)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_one_chunk_and_whole_chunks(backend, rng, path):
+    """A row of exactly one chunk (4096 f32) and of exactly two, values on a coarse grid (ties near the top)."""
+    for ncols in (4096, 8192):
+        x = as_dtype(np.round(rng.standard_normal((2, ncols)) * 8.0) / 4.0, "f32")
+        check(x, 64, backend, path)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_short_row_every_element(backend, dtype, rng, path):
+    """k equal to the row length (40): every element in order, with -inf, +inf and signed zeros among them."""
+    x = rng.standard_normal((3, 40))
+    x[0, rng.permutation(40)[:10]] = -np.inf
+    x[1, [3, 30]] = np.inf
+    x[1, [0, 39]] = -np.inf
+    x[2, rng.permutation(40)[:20]] = 0.0
+    x[2, rng.permutation(40)[:8]] = -0.0
+    x = as_dtype(x, dtype)
+    check(x, 40, backend, path)
+    check(x, 1, backend, path)
+
+
+def test_radix_at_32_elements_a_thread(backend, dtype, rng):
+    """The GPU's other radix configuration: chunks of 8192 (two here), ties from a coarse grid."""
+    x = as_dtype(np.round(rng.standard_normal((2, 9000)) * 6.0) / 4.0, dtype)
+    plan = check(x, 64, backend, "radix", ept=32)
+    assert plan.chunk.chunks == 2
+
+
+def test_cpu_devices_run_the_radix_path(backend, rng):
+    """Without a tuning table (the interpreter, lavapipe, msl-cpu) the default is the radix path, deterministically;
+    a GPU times both, and either may win."""
+    x = as_dtype(rng.standard_normal((2, 300)), "f32")
+    plan = check(x, 17, backend, None)
+    if table_for(K.PATH_TUNING, backend) is None:
+        assert isinstance(plan, K.RadixPlan)
+
+
+def test_refuses_an_unknown_path():
+    x = np.zeros((1, 10), np.float32)
+    with pytest.raises(ValueError, match="path = 'sort'"):
+        K.launch_topk(x, np.zeros((1, 3), np.float32), np.zeros((1, 3), np.int32), 3, "cpu", path="sort")
+
+
+@pytest.mark.parametrize("width", [4, 8, 32, 64])
+def test_radix_at_each_simd_width(width, monkeypatch, rng):
+    """The digit scan splits the 256 bins over a SIMD group's lanes (4 bins a lane a round: 16 rounds at width 4,
+    1 at 64) and the tie scan has a slot per SIMD group: the interpreter at the narrowest width and those of lavapipe,
+    NVIDIA and AMD CDNA."""
+    monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(width))
+    x = rng.choice(np.array([-2.0, 0.25, 1.0, 3.0]), size=(2, 1500)).astype(np.float32)
+    x[1] += rng.standard_normal(1500).astype(np.float32)
+    check(x, 64, "cpu", "radix")
+
+
+@pytest.mark.parametrize("launch", ["launch_radix", "launch_rounds"])
+@pytest.mark.parametrize("k", [0, 65, 41])
+def test_each_path_refuses_a_bad_k(launch, k):
+    """Each path's own launcher checks k (65 would overflow the 64 shared slots; 41 > a 40-column row)."""
+    x = np.zeros((1, 40), np.float32)
+    with pytest.raises(ValueError, match="top-k: k"):
+        getattr(K, launch)(x, np.zeros((1, 64), np.float32), np.zeros((1, 64), np.int32), k, "cpu")

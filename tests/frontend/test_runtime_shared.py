@@ -109,5 +109,5 @@ def test_cuda_source_sizes_the_dynamic_buffer_per_launch():
 
     src = emit_cuda(K.mixed.variant(None, ()).kernel)
     assert src.runtime_shared == (("a", "n", 4), ("b", "m", 4))
-    assert "__shared__ float fixed[8];" in src.source  # the compile-time array stays static
+    assert "__shared__ __align__(16) float fixed[8];" in src.source  # the compile-time array stays static
     assert src.launch_shared_bytes({"n": 10, "m": 3}) == 48 + 16  # each run-time array 16-byte aligned

@@ -344,7 +344,9 @@ class CudaDialect(CDialect):
         return f"iron_cp_async_wait<{pending}>();", ("cp_async",)
 
     def shared_decl(self, ctype: str, name: str, size: int) -> str:
-        return f"__shared__ {ctype} {name}[{size}];"
+        # 16-byte aligned: a `vload`/`vstore` of a shared array moves uint4s, which the type's own alignment (4 for
+        # a float) would not guarantee wherever ptxas places the array
+        return f"__shared__ __align__(16) {ctype} {name}[{size}];"
 
     def half_literal(self, type: t.ScalarType, bits: int, value: float) -> Expr:
         # aggregate initialisation from the bits: a constant, where a conversion call would be an instruction

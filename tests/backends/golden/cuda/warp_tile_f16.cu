@@ -102,9 +102,9 @@ extern "C" __global__ void warp_tile(
         return;
     }
     // line 67: tile = shared(T, BLOCK)
-    __shared__ iron_f16 tile[256];
+    __shared__ __align__(16) iron_f16 tile[256];
     // line 68: count = shared(u32, 1)
-    __shared__ unsigned count[1];
+    __shared__ __align__(16) unsigned count[1];
     // line 66: tid = local_id(0)
     const int tid = (int)threadIdx.x;
     // line 69: if tid == 0:

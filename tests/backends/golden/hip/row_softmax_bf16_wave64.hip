@@ -31,7 +31,7 @@ extern "C" __global__ void row_softmax(
         return;
     }
     // line 100: red = shared(f32, BLOCK)
-    __shared__ float red[256];
+    __shared__ __align__(16) float red[256];
     float m = 0.0f;
     int s = 0;
     float acc = 0.0f;

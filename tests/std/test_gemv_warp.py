@@ -13,6 +13,7 @@ import pytest
 
 import iron
 from iron.codegen.nvrtc import resource_report, unavailable_reason
+from iron.errors import IronError
 from iron.frontend.autotune import table_for
 from iron.ir import types as t
 from iron.runtime import get_backend
@@ -193,6 +194,10 @@ def test_launch_gemv_glu_out(backend, rng):
     assert ran[3] == 0 and ran[2] % 2 == 0
     _check_glu_out(a, x, y, "bf16")
     for name in ("cuda", "cpu", "vulkan", "msl-cpu", "hip"):
+        try:
+            get_backend(name)
+        except IronError:  # the SIMD width needs the backend (compute-sanitizer's process had no Vulkan bindings)
+            continue
         cfgs = G.gemv_configs(name, 16384, 2048, 2, True)
         if _times(name):
             assert len(cfgs) >= 5 and all("WARPS" in c and c["R"] % 2 == 0 for c in cfgs)

@@ -1,19 +1,41 @@
 """Dequantizing GEMV (decode): y = W x for a 4-bit or 8-bit affine group-wise quantized W (layout: ``quant``).
 
 W is (N, K): packed u32 words (N, K * BITS / 32), scales and biases (N, K / GROUP) in T; x (K,) and y (N,) in T;
-sums in f32. The structure is ``gemv``'s: a group of ``BLOCK`` threads owns ``ROWS`` consecutive rows; each step a
-thread loads, for ``UNROLL`` chunks, one 16-byte vector of 4 words per row (32 elements at 4 bits, 16 at 8 bits, all
-in one quantization group since GROUP >= 32) with that group's scale and bias, and the chunk's x (16-byte loads,
-converted to f32 once for all ROWS rows), all before any arithmetic. Per chunk and row:
+sums in f32; K a multiple of GROUP (so of 32). Both kernels read W as 16-byte vectors of 4 words (32 elements at 4
+bits, 16 at 8 bits, all in one quantization group since GROUP >= 32) and use MLX's factoring per vector and row:
 
     sum_j (s q_j + b) x_j = s * sum_j q_j x_j + b * sum_j x_j
 
-(MLX's factoring: sum_j x_j is shared by the rows). q_j is made a float without a shift or an int-to-float
-conversion: the low and high 16 bits of a word each hold 16 / BITS elements; OR-ing ``word & (MASK << BITS*p)``
-into the mantissa of 2^23 (0x4B000000) and subtracting 2^23 gives 2^(BITS*p) * q exactly, so each element costs one
-logic op, one subtraction and one FMA into the accumulator of its position p; the positions are combined with their
-2^(-BITS*p) once per chunk. Rows are reduced with ``simd_sum`` and a shared combine; the last group's missing rows
-re-read the last row and store nothing. K must be a multiple of GROUP (so of 32).
+(sum_j x_j is shared by the rows). q_j becomes a float without a shift or an int-to-float conversion: the low and
+high 16 bits of a word each hold 16 / BITS elements; OR-ing ``word & (MASK << BITS*p)`` into the mantissa of a power
+of two and subtracting that power gives the element exactly (one logic op and one subtraction).
+
+``gemv_q`` (the first kernel; ``gemv``'s structure): a group of ``BLOCK`` threads owns ``ROWS`` consecutive rows; each
+step a thread loads, for ``UNROLL`` chunks, one vector per row with its scale and bias, and the chunk's x; the magic
+number is 2^23 for every position p, giving 2^(BITS p) q, and the positions are summed apart (multiply, then add)
+and combined with their 2^(-BITS p) per chunk. Rows are reduced with ``simd_sum`` and a shared combine behind a
+barrier. On the H200 (bf16, 16384 x 16384): 76.0 us, 1765 GB/s of packed weights, latency-bound: NVRTC's SASS has
+~210 instructions per vector and row, and ptxas issues most of a step's loads between its arithmetic.
+
+``gemv_q_warp`` (the SIMD-group kernel, gemv_warp's layout): each SIMD group owns ``R`` rows and reduces them with
+``simd_sum`` alone (no shared combine, no barrier); lane l takes vectors c0 + l + k S (k < ``KV``) of each row per step,
+so a step reads R KV contiguous 512-byte runs, and converts and sums the step's x once for its R rows. The magic number
+of position p is 2^(23 - BITS p), whose mantissa bit BITS p is worth 1, so q comes out unscaled and every element is one
+logic op, one subtraction and one FMA (two FMA chains per row); the magic numbers come from a value NVRTC cannot fold,
+else ptxas re-makes a constant before each logic op (a quarter more instructions). With ``NS`` >= 2 each lane streams
+its vectors, its scale and bias pieces and its x into its own shared-memory slots by async copies (cp.async on NVIDIA,
+the 16-byte ones bypassing L1), step t + NS - 1 in flight while step t is computed: a step's bytes are in flight
+whatever order ptxas gives the arithmetic, and no barrier is needed, as a lane reads only what it copied. ``NS = 0``
+loads each step directly (the fallback where K / GROUP is odd with 2-byte scales, whose 4-byte pieces would straddle
+rows, the last one past the end of the array). A step's last, partial run clamps its vector indices into the row and
+skips their arithmetic; rows past the matrix re-read the last row and are never stored. NVRTC, sm_90, bf16, 4 bits,
+group 64 (``tests/std/test_quant_gemv_speed_paths.py`` checks no spills): R = 16, NS = 2 is ~128 SASS instructions per
+vector and row in its loop (the floor is ~100: 3 per element, 4 shifts), 127 registers, 56 KiB of shared memory per
+group of two SIMD groups; R = 8 ~141. Not yet measured on the H200 (at 128 instructions a vector and row, issuing alone
+takes ~32 us at 16384 x 16384, against ~36 us to stream its 151 MB at 4.2 TB/s).
+
+``launch_gemv_q`` times both kernels' configurations where a tuning table applies (CUDA; Vulkan on a GPU) and keeps
+the faster; elsewhere it runs gemv_q_warp's default. ``path`` and ``config`` force one.
 
 Bytes: the bench counts the packed weight bytes only (N K BITS / 8, the issue's "GB/s of packed weight bytes");
 scales and biases add 2 * 2 / (GROUP * BITS / 8) of that in f16/bf16 (12.5% at 4 bits, group 64), x and y ~0.
@@ -21,23 +43,31 @@ scales and biases add 2 * 2 / (GROUP * BITS / 8) of that in f16/bf16 (12.5% at 4
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
-from ..frontend import kernel
+from ..frontend import func, kernel
 from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
     Tensor,
+    async_commit,
+    async_copy,
+    async_wait,
     barrier,
     bitcast,
+    cast,
     constexpr,
     f32,
+    fma,
     group_id,
+    i32,
     local_array,
     local_id,
+    num_groups,
     shared,
     simd_group,
     simd_lane,
@@ -58,6 +88,12 @@ BLOCK = 128
 ROWS = 4
 UNROLL = 2
 XV = 4
+R = 4  # gemv_q_warp's (valid for every dtype: SP = 2 copies 8-byte pieces of f32 scales)
+KV = 1
+WARPS = 1
+NS = 2
+SP = 2
+LANES = 64  # at least simd_size(): the shared slots' lane stride (a launch passes the backend's width)
 MAGIC = 0x4B000000  # the bits of f32 2^23: an integer below 2^23 OR-ed into its mantissa is added to 2^23
 TWO23 = 8388608.0
 
@@ -145,6 +181,189 @@ def gemv_q(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[T], y
                 y[row0 + r] = t
 
 
+# --- the SIMD-group kernel ---------------------------------------------------------------------------------------
+
+
+@func
+def load_rows(w, scales, biases, wv, sv, bv, wo, go, c0, nvec, R, KV, BITS, GROUP):
+    """wv[(k R + r) 4 + j] = word j of vector c0 + lane + k S of the block's row r (whose words start at wo[r], its
+    scales at go[r]), sv/bv its group's scale and bias: R * KV 16-byte loads and their scalars, no branch between
+    them (a vector past the row is clamped: read, never used)."""
+    S = simd_size()
+    for k in static_range(KV):
+        v = min(c0 + simd_lane() + k * S, nvec - 1)
+        vg = cast(cast(v, u32) // (GROUP * BITS // 128), i32)  # the vector's group in its row
+        for r in static_range(R):
+            wr = vload(w, wo[r] + v * 4, 4)
+            for j in static_range(4):
+                wv[(k * R + r) * 4 + j] = wr[j]
+            sv[k * R + r] = scales[go[r] + vg]
+            bv[k * R + r] = biases[go[r] + vg]
+
+
+@func
+def load_xs(x, xs, c0, nvec, KV, BITS, XV):
+    """xs[k EPV + j] = x[(c0 + lane + k S) EPV + j] as f32 (a vector past nvec reads the last one)."""
+    S = simd_size()
+    EPV = 128 // BITS
+    for k in static_range(KV):
+        v = min(c0 + simd_lane() + k * S, nvec - 1)
+        for c in static_range(EPV // XV):
+            xv = vload(x, v * EPV + c * XV, XV)
+            for j in static_range(XV):
+                xs[k * EPV + c * XV + j] = cast(xv[j], f32)
+
+
+@func
+def copy_step(w, scales, biases, x, sw, ssb, sx, st, wo, go, c0, nvec, R, KV, BITS, GROUP, XV, SP, LANES):
+    """load_rows and load_xs as async copies into this lane's slots of stage st (a stage: KV R LANES 16-byte
+    vectors, as many pieces of SP scales and of SP biases holding the vectors' ones, KV EPV / XV LANES
+    16-byte pieces of x; lane-minor, so that a SIMD group's read of a slot is contiguous, free of bank conflicts).
+    ncols / GROUP must be a multiple of SP: the pieces are then aligned and within their row."""
+    S = simd_size()
+    EPV = 128 // BITS
+    for k in static_range(KV):
+        v = min(c0 + simd_lane() + k * S, nvec - 1)
+        piece = cast(cast(v, u32) // (GROUP * BITS // 128) & ~cast(SP - 1, u32), i32)
+        for r in static_range(R):
+            slot = (st * KV * R + k * R + r) * LANES + simd_lane()
+            async_copy(sw, slot * 4, w, wo[r] + v * 4, 4)
+            async_copy(ssb, slot * 2 * SP, scales, go[r] + piece, SP)
+            async_copy(ssb, (slot * 2 + 1) * SP, biases, go[r] + piece, SP)
+        for c in static_range(EPV // XV):
+            async_copy(sx, (((st * KV + k) * (EPV // XV) + c) * LANES + simd_lane()) * XV, x, v * EPV + c * XV,
+                       XV)
+
+
+@func
+def read_step(sw, ssb, sx, wv, sv, bv, xs, st, c0, nvec, R, KV, BITS, GROUP, XV, SP, LANES):
+    """What load_rows and load_xs load, from stage st's slots that copy_step filled."""
+    S = simd_size()
+    EPV = 128 // BITS
+    for k in static_range(KV):
+        v = min(c0 + simd_lane() + k * S, nvec - 1)
+        e = cast(cast(v, u32) // (GROUP * BITS // 128) % SP, i32)  # the scale's place in its piece
+        for r in static_range(R):
+            slot = (st * KV * R + k * R + r) * LANES + simd_lane()
+            wr = vload(sw, slot * 4, 4)
+            for j in static_range(4):
+                wv[(k * R + r) * 4 + j] = wr[j]
+            sv[k * R + r] = ssb[slot * 2 * SP + e]
+            bv[k * R + r] = ssb[(slot * 2 + 1) * SP + e]
+        for c in static_range(EPV // XV):
+            xv = vload(sx, (((st * KV + k) * (EPV // XV) + c) * LANES + simd_lane()) * XV, XV)
+            for j in static_range(XV):
+                xs[k * EPV + c * XV + j] = cast(xv[j], f32)
+
+
+@func
+def dot_rows(wv, xs, sv, bv, acc, magic, c0, nvec, R, KV, BITS, EXACT):
+    """acc[r] += s (sum_j q_j x_j) + b (sum_j x_j) over the lane's vectors (EXACT = 0: those below nvec), each q_j
+    made exactly by one logic op and one subtraction (magic[p]: the f32 2^(23 - BITS p), whose mantissa bit BITS p
+    is worth 1), two FMA chains per row."""
+    S = simd_size()
+    PER = 32 // BITS
+    EPV = 4 * PER
+    POS = 16 // BITS
+    MASK = (1 << BITS) - 1
+    for k in static_range(KV):
+        if EXACT or c0 + simd_lane() + k * S < nvec:
+            xlo = 0.0
+            xhi = 0.0
+            for j in static_range(EPV // 2):
+                xlo += xs[k * EPV + j]
+                xhi += xs[k * EPV + EPV // 2 + j]
+            xsum = xlo + xhi
+            for r in static_range(R):
+                d0 = 0.0
+                d1 = 0.0
+                for i in static_range(4):
+                    word = wv[(k * R + r) * 4 + i]
+                    hi = word >> 16
+                    for p in static_range(POS):
+                        m = MASK << (BITS * p)
+                        base = TWO23 / (1 << (BITS * p))
+                        q_lo = bitcast((word & m) | magic[p], f32) - base  # element p of the word
+                        q_hi = bitcast((hi & m) | magic[p], f32) - base  # element POS + p
+                        d0 = fma(q_lo, xs[k * EPV + i * PER + p], d0)
+                        d1 = fma(q_hi, xs[k * EPV + i * PER + POS + p], d1)
+                acc[r] = fma(sv[k * R + r], d0 + d1, acc[r])
+                acc[r] = fma(bv[k * R + r], xsum, acc[r])
+
+
+@kernel
+def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int,
+                ncols: int, BITS: constexpr, GROUP: constexpr, R: constexpr, KV: constexpr, WARPS: constexpr,
+                NS: constexpr, XV: constexpr, SP: constexpr, LANES: constexpr):
+    """y[r] = sum_c W[r, c] x[c], W quantized (BITS, GROUP): R rows per SIMD group, reduced by simd_sum alone.
+    Launch groups of WARPS SIMD groups; SIMD group w of the grid (W of them) takes the blocks of rows b = w, w + W,
+    ... < ceil(nrows / R). NS = 0: each step loads its vectors; NS >= 2: NS-stage async copies, step t + NS - 1 in
+    flight while step t is computed (needs ncols / GROUP a multiple of SP). XV: x elements per 16-byte load; SP:
+    scales per 4 bytes; LANES >= simd_size(): the lane stride of the shared slots (constant, for the array sizes)."""
+    S = simd_size()
+    EPV = 128 // BITS
+    nvec = ncols // EPV
+    CH = S * KV  # vectors per row and step
+    nfull = nvec // CH
+    nsteps = (nvec + CH - 1) // CH
+    sw = shared(u32, max(WARPS * NS * KV * R * LANES * 4, 1))  # NS = 0: none used
+    ssb = shared(T, max(WARPS * NS * KV * R * LANES * 2 * SP, 1))
+    sx = shared(T, max(WARPS * NS * KV * LANES * EPV, 1))
+    st0 = simd_group() * NS  # this SIMD group's first stage
+    # from a value NVRTC cannot fold (nrows >= 0): ptxas then keeps the magic numbers in registers instead of
+    # re-making a constant before each logic op (a quarter more instructions in the loop)
+    magic = local_array(u32, 16 // BITS)
+    magic[0] = cast(MAGIC, u32) | cast(nrows >> 31, u32)
+    for p in static_range(1, 16 // BITS):
+        magic[p] = magic[0] - cast((BITS * p) << 23, u32)
+    wv = local_array(u32, KV * R * 4)
+    sv = local_array(f32, KV * R)
+    bv = local_array(f32, KV * R)
+    xs = local_array(f32, KV * EPV)
+    acc = local_array(f32, R)
+    wo = local_array(i32, R)
+    go = local_array(i32, R)
+    for b in range(group_id(0) * WARPS + simd_group(), (nrows + R - 1) // R, num_groups(0) * WARPS):
+        row0 = b * R
+        for r in static_range(R):
+            acc[r] = 0.0
+            wo[r] = min(row0 + r, nrows - 1) * (ncols * BITS // 32)  # rows past the end re-read the last one
+            go[r] = min(row0 + r, nrows - 1) * (ncols // GROUP)
+        if NS == 0:
+            for t in range(nfull):
+                load_rows(w, scales, biases, wv, sv, bv, wo, go, t * CH, nvec, R, KV, BITS, GROUP)
+                load_xs(x, xs, t * CH, nvec, KV, BITS, XV)
+                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
+            if nfull < nsteps:
+                load_rows(w, scales, biases, wv, sv, bv, wo, go, nfull * CH, nvec, R, KV, BITS, GROUP)
+                load_xs(x, xs, nfull * CH, nvec, KV, BITS, XV)
+                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0)
+        else:
+            for t in static_range(NS - 1):
+                if t < nsteps:
+                    copy_step(w, scales, biases, x, sw, ssb, sx, st0 + t, wo, go, t * CH, nvec, R, KV, BITS, GROUP,
+                              XV, SP, LANES)
+                async_commit()
+            for t in range(nfull):
+                if t + NS - 1 < nsteps:  # into the stage step t - 1 was read from
+                    copy_step(w, scales, biases, x, sw, ssb, sx, st0 + (t + NS - 1) % NS, wo, go,
+                              (t + NS - 1) * CH, nvec, R, KV, BITS, GROUP, XV, SP, LANES)
+                async_commit()
+                async_wait(NS - 1)  # step t has landed; each lane reads only what it copied (no barrier)
+                read_step(sw, ssb, sx, wv, sv, bv, xs, st0 + t % NS, t * CH, nvec, R, KV, BITS, GROUP, XV, SP,
+                          LANES)
+                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
+            if nfull < nsteps:
+                async_wait(0)
+                read_step(sw, ssb, sx, wv, sv, bv, xs, st0 + nfull % NS, nfull * CH, nvec, R, KV, BITS, GROUP, XV,
+                          SP, LANES)
+                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0)
+        for r in static_range(R):
+            s = simd_sum(acc[r])
+            if simd_lane() == r % S and row0 + r < nrows:
+                y[row0 + r] = s
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
@@ -161,29 +380,84 @@ def plan(nrows: int, ncols: int, bits: int) -> tuple[int, int, int]:
 #: (BLOCK, ROWS, UNROLL) autotuning times on CUDA beside plan's choice: more rows share each x chunk and its
 #: conversion; more unrolling (or wider groups) puts more loads in flight
 TUNING = {"cuda": [(128, 8, 1), (64, 8, 2), (256, 4, 1), (128, 4, 1), (64, 4, 2), (128, 2, 2), (256, 2, 2)]}
+#: (R, KV, WARPS, NS) of gemv_q_warp that autotuning times beside them: R = 16 shares each x chunk among the most
+#: rows (16384 x 16384: 1024 SIMD groups, one wave at 8 an SM); R = 4 with 3 stages for matrices of a few thousand
+#: rows (more SIMD groups, two steps in flight each); NS = 0 (direct loads) for comparison. Shared memory per group
+#: (bf16, 4 bits, 32 lanes): WARPS NS (R KV 768 + KV 2048) bytes, 56 KiB for the first
+WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3), (16, 1, 2, 0), (8, 1, 4, 0)]}
+#: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
+#: shared-memory limit (14 KiB at f32 and 32 lanes, against Metal's 32 KiB)
+WARP_DEFAULT = (4, 1, 1, 2)
+PATHS = ("group", "warp")
+
+
+def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, itemsize: int,
+                   path: str | None = None) -> list[dict]:
+    """The configurations ``launch_gemv_q`` chooses among on ``backend``: where a tuning table applies, gemv_q's
+    (plan's first: what runs untimed) then gemv_q_warp's; elsewhere gemv_q_warp's default alone. ``path`` ("group":
+    gemv_q, "warp": gemv_q_warp) keeps that kernel's. gemv_q_warp's async copies need ncols / group a multiple of
+    the scales per 4 bytes; otherwise it loads directly (NS = 0). gemv_q_warp has not yet run on a GPU: where a
+    table applies, its configurations join only with ``IRON_GEMV_Q_WARP=1`` (scripts/gpu_check.sh sets it to verify
+    and time it on the H200); forced to the "warp" path there, the default configuration runs."""
+    if path not in (None, *PATHS):
+        raise ValueError(f"gemv_q: path {path!r} is not one of {PATHS}")
+    block, rows, unroll = plan(nrows, ncols, bits)
+    table = table_for(TUNING, backend)
+    group_cfgs = [{"PATH": "group", "BLOCK": block, "ROWS": rows, "UNROLL": unroll}]
+    group_cfgs += [{"PATH": "group", "BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in (table or [])
+                   if (b, r, u) != (block, rows, unroll)]
+    async_ok = (ncols // group) % max(4 // itemsize, 1) == 0
+    warp_cfgs = []
+    if table and os.environ.get("IRON_GEMV_Q_WARP") != "1":  # not yet run on a GPU: GPUs time gemv_q alone
+        return group_cfgs if path != "warp" else [{"PATH": "warp", "R": WARP_DEFAULT[0], "KV": WARP_DEFAULT[1],
+                                                   "WARPS": WARP_DEFAULT[2], "NS": WARP_DEFAULT[3] if async_ok else 0}]
+    for r, kv, warps, ns in table_for(WARP_TUNING, backend) or [WARP_DEFAULT]:
+        cfg = {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns if async_ok else 0}
+        if cfg not in warp_cfgs:
+            warp_cfgs.append(cfg)
+    if path == "group":
+        return group_cfgs
+    if path == "warp":
+        return warp_cfgs
+    return group_cfgs + warp_cfgs if table else warp_cfgs
 
 
 def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, group: int,
-                  backend: str | None = None) -> dict:
-    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran."""
+                  backend: str | None = None, path: str | None = None, config: dict | None = None) -> dict:
+    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran. ``path`` ("group" or "warp") keeps
+    one kernel's configurations; ``config`` (one of ``gemv_q_configs``'s) runs exactly that one."""
     nrows = w.shape[0]
     ncols = w.shape[1] * 32 // bits
     if bits not in Q.BITS or group not in Q.GROUPS or ncols % group or tuple(scales.shape) != (nrows, ncols // group):
         raise ValueError(f"gemv_q: bits {bits}, group {group}, packed {tuple(w.shape)}, scales "
                          f"{tuple(scales.shape)} do not describe a quantized (N, K) matrix")
-    block, rows, unroll = plan(nrows, ncols, bits)
     be = backend or get_backend(None).name
-    configs = [{"BLOCK": block, "ROWS": rows, "UNROLL": unroll}]
-    configs += [{"BLOCK": b, "ROWS": r, "UNROLL": u} for b, r, u in (table_for(TUNING, be) or [])
-                if (b, r, u) != (block, rows, unroll)]
-    xv = 16 // x.dtype.itemsize
+    itemsize = x.dtype.itemsize
+    xv = 16 // itemsize
 
     def run(cfg: dict) -> None:
-        groups = -(-nrows // cfg["ROWS"])
-        gemv_q[groups * cfg["BLOCK"], cfg["BLOCK"]](w, scales, biases, x, y, nrows, ncols, bits, group, cfg["BLOCK"],
-                                                    cfg["ROWS"], cfg["UNROLL"], xv, backend=backend)
+        if cfg["PATH"] == "group":
+            groups = -(-nrows // cfg["ROWS"])
+            gemv_q[groups * cfg["BLOCK"], cfg["BLOCK"]](w, scales, biases, x, y, nrows, ncols, bits, group,
+                                                        cfg["BLOCK"], cfg["ROWS"], cfg["UNROLL"], xv, backend=backend)
+            return
+        width = get_backend(backend).simd_width()
+        blocks = -(-nrows // cfg["R"])
+        groups = -(-blocks // cfg["WARPS"])  # one block of R rows per SIMD group
+        gemv_q_warp[groups * cfg["WARPS"] * width, cfg["WARPS"] * width](
+            w, scales, biases, x, y, nrows, ncols, bits, group, cfg["R"], cfg["KV"], cfg["WARPS"], cfg["NS"], xv,
+            max(4 // itemsize, 1), width, backend=backend)
 
-    cfg = tune(f"std/quant/gemv_q{bits}", configs, run, backend=be, dtype=dtype_label(x), key=(nrows, ncols, group))
+    if config is not None:
+        cfg = dict(config)
+        if cfg.get("PATH") == "warp" and cfg["NS"] and (ncols // group) % max(4 // itemsize, 1):
+            raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
+                             f"{x.dtype} scales do not align; use NS = 0")
+    else:
+        configs = gemv_q_configs(be, nrows, ncols, bits, group, itemsize, path)
+        # cold: timed with the L2 flushed, as a decode step streams its weights (and as the bench measures)
+        cfg = tune(f"std/quant/gemv_q{bits}", configs, run, backend=be, dtype=dtype_label(x),
+                   key=(nrows, ncols, group), cold=True)
     run(cfg)
     return cfg
 

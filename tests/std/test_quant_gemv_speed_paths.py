@@ -1,0 +1,177 @@
+"""std/quant_gemv's two kernels against a float64 NumPy oracle (its own dequantization, not quant.unpack's) on every
+backend: gemv_q (a group per rows, shared combine) and gemv_q_warp (a SIMD group per R rows; direct loads, NS = 0, or
+NS-stage async copies) for bits 4/8, groups 32/64/128, f32/f16/bf16, at shapes where the rows are not a multiple of
+the rows per group, K is one group, K spans steps with a partial last one, and K / GROUP is odd (2-byte scales: the
+async pieces would not be aligned, so the direct loads run); outputs poisoned with NaN, fresh random inputs per
+case. Then the configuration choice of launch_gemv_q (both kernels timed where a tuning table applies, gemv_q_warp's
+default elsewhere; ``path`` and ``config`` force one), and the sm_90 resources (NVRTC) of every configuration
+autotuning may time: no spills, no stack frame."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import iron
+from iron.codegen.nvrtc import resource_report, unavailable_reason
+from iron.std import quant as Q
+from iron.std import quant_gemv as QV
+
+from ..frontend.test_kernels import as_dtype
+
+CASES = [(bits, group) for bits in (4, 8) for group in (32, 64, 128)]
+IDS = [f"q{b}g{g}" for b, g in CASES]
+#: |y - oracle| <= TOL (1 + |oracle|): f32 sums of K terms; f16/bf16 the output's rounding (|y| ~ |x|)
+TOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}
+#: forced gemv_q_warp configurations (R, KV, WARPS, NS): each within 32 KiB of shared memory (every backend's limit)
+WARP_CASES = [(4, 1, 1, 2), (8, 1, 2, 0), (16, 1, 1, 2), (3, 2, 1, 2), (8, 1, 1, 3), (1, 1, 2, 2)]
+
+
+def _oracle(p, s, b, x, bits, group):
+    """y = W x in float64, W = s * q + b with q read from the packed words by index arithmetic."""
+    k = p.shape[1] * 32 // bits
+    cols = np.arange(k)
+    words = p.astype(np.int64)[:, cols // (32 // bits)]
+    q = (words >> (bits * (cols % (32 // bits)))) & ((1 << bits) - 1)
+    deq = s.astype(np.float64)[:, cols // group] * q + b.astype(np.float64)[:, cols // group]
+    return deq @ x.astype(np.float64)
+
+
+def _case(rng, n, k, bits, group, dtype):
+    w = rng.standard_normal((n, k)) / np.sqrt(k)
+    p, s, b = Q.quantize(w, bits, group, as_dtype(np.zeros(1), dtype).dtype)
+    x = as_dtype(rng.standard_normal(k), dtype)
+    return p, s, b, x
+
+
+def _run(backend, p, s, b, x, bits, group, dtype, **how):
+    y = as_dtype(np.full(p.shape[0], np.nan), dtype)
+    cfg = QV.launch_gemv_q(p, s, b, x, y, bits, group, backend, **how)
+    want = _oracle(p, s, b, x, bits, group)
+    err = np.abs(y.astype(np.float64) - want)
+    assert np.all(err <= TOL[dtype] * (1 + np.abs(want))), f"{cfg}: max err {np.nanmax(err)}, NaN {np.isnan(err).sum()}"
+    return cfg
+
+
+@pytest.mark.parametrize("bits,group", CASES, ids=IDS)
+def test_both_paths(backend, dtype, bits, group, rng):
+    """37 rows (not a multiple of R or ROWS); K = 1408: 44 / 88 vectors, so one or two whole steps of a 32-wide SIMD
+    group and a partial one; K / 128 = 11 is odd (f16/bf16: gemv_q_warp falls back to direct loads)."""
+    p, s, b, x = _case(rng, 37, 1408, bits, group, dtype)
+    for path in QV.PATHS:
+        cfg = _run(backend, p, s, b, x, bits, group, dtype, path=path)
+        assert cfg["PATH"] == path
+
+
+@pytest.mark.parametrize("bits,group", [(4, 32), (8, 128)], ids=["q4g32", "q8g128"])
+def test_one_group_per_row(backend, bits, group, rng):
+    """K = GROUP (less than one step: most lanes clamp and skip), one row and five."""
+    for n in (1, 5):
+        p, s, b, x = _case(rng, n, group, bits, group, "f16")
+        for path in QV.PATHS:
+            _run(backend, p, s, b, x, bits, group, "f16", path=path)
+
+
+@pytest.mark.parametrize("bits,group,dtype", [(4, 64, "bf16"), (8, 32, "f32")], ids=["q4g64-bf16", "q8g32-f32"])
+def test_warp_configurations(backend, bits, group, dtype, rng):
+    """Every forced shape of gemv_q_warp: R = 1, 3 (with KV = 2), 4, 8, 16 (37 rows: never a multiple), direct loads
+    and 2- and 3-stage pipelines, one and two SIMD groups per group, over whole and partial steps."""
+    p, s, b, x = _case(rng, 37, 2176 if bits == 4 else 1120, bits, group, dtype)  # 68 / 70 vectors a row
+    for r, kv, warps, ns in WARP_CASES:
+        cfg = {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns}
+        assert _run(backend, p, s, b, x, bits, group, dtype, config=cfg) == cfg
+
+
+@pytest.mark.parametrize("width", [8, 64])
+def test_warp_kernel_at_other_simd_widths(width, monkeypatch, rng):
+    """The interpreter at lavapipe's and AMD's widths: steps of 8 and 64 lanes, the rows' stores by lane r % S."""
+    monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(width))
+    p, s, b, x = _case(rng, 21, 1408, 4, 64, "f32")
+    for r, kv, warps, ns in [(4, 1, 1, 2), (8, 1, 1, 2), (8, 1, 2, 0)]:
+        _run("cpu", p, s, b, x, 4, 64, "f32", config={"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns})
+
+
+def test_choice_on_each_kind_of_backend(monkeypatch):
+    """CPU devices: gemv_q_warp's default alone (deterministic, and what CI runs); CUDA with IRON_GEMV_Q_WARP=1:
+    gemv_q's configurations, plan's first (what runs untimed), then gemv_q_warp's; ``path`` keeps one kernel's."""
+    monkeypatch.setenv("IRON_GEMV_Q_WARP", "1")
+    cpu = QV.gemv_q_configs("cpu", 4096, 4096, 4, 64, 2)
+    r, kv, warps, ns = QV.WARP_DEFAULT
+    assert cpu == [{"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns}]
+    cuda = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2)
+    block, rows, unroll = QV.plan(16384, 16384, 4)
+    assert cuda[0] == {"PATH": "group", "BLOCK": block, "ROWS": rows, "UNROLL": unroll}
+    warp = [c for c in cuda if c["PATH"] == "warp"]
+    assert [(c["R"], c["KV"], c["WARPS"], c["NS"]) for c in warp] == QV.WARP_TUNING["cuda"]
+    assert len(cuda) == len({tuple(c.items()) for c in cuda}) > len(warp)
+    assert QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="warp") == warp
+    assert all(c["PATH"] == "group" for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="group"))
+    assert QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="group")[0]["PATH"] == "group"
+    with pytest.raises(ValueError):
+        QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="fast")
+
+
+def test_gpus_time_gemv_q_alone_until_the_warp_kernel_is_verified(monkeypatch):
+    """gemv_q_warp has not run on a GPU yet: without IRON_GEMV_Q_WARP=1 a GPU table times gemv_q's alone, and a
+    forced "warp" path runs the default configuration."""
+    monkeypatch.delenv("IRON_GEMV_Q_WARP", raising=False)
+    cuda = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2)
+    assert cuda and all(c["PATH"] == "group" for c in cuda)
+    r, kv, warps, ns = QV.WARP_DEFAULT
+    assert QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="warp") == [
+        {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns}]
+
+
+def test_async_copies_need_aligned_scale_pieces(monkeypatch):
+    """K / GROUP odd: 2-byte scales' 4-byte pieces straddle rows, so gemv_q_warp loads directly (and a forced
+    pipeline is refused by name); 4-byte scales do not care."""
+    for itemsize, ns in ((2, 0), (4, QV.WARP_DEFAULT[3])):
+        assert {c["NS"] for c in QV.gemv_q_configs("cpu", 8, 11 * 64, 4, 64, itemsize)} == {ns}
+    assert {c["NS"] for c in QV.gemv_q_configs("cuda", 8, 11 * 64, 4, 64, 2, path="warp")} == {0}
+    p, s, b, x = _case(np.random.default_rng(0), 8, 11 * 64, 4, 64, "f16")
+    with pytest.raises(ValueError, match="NS = 0"):
+        QV.launch_gemv_q(p, s, b, x, np.zeros(8, np.float16), 4, 64, "cpu",
+                         config={"PATH": "warp", "R": 4, "KV": 1, "WARPS": 1, "NS": 2})
+
+
+def test_bench_entry_runs_the_default(rng):
+    """The registered bench/test entry goes through launch_gemv_q: on the interpreter, gemv_q_warp."""
+    p, s, b, x = _case(rng, 64, 512, 4, 64, "f32")
+    assert _run("cpu", p, s, b, x, 4, 64, "f32")["PATH"] == "warp"
+
+
+# --- sm_90 resources ----------------------------------------------------------------------------------------------
+
+needs_nvrtc = pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
+
+
+def _source(cfg, bits, group, dtype):
+    itemsize = 4 if dtype == "f32" else 2
+    dt = getattr(iron, dtype)
+    if cfg["PATH"] == "group":
+        return "gemv_q", QV.gemv_q.source("cuda", dtype=dt, BITS=bits, GROUP=group, BLOCK=cfg["BLOCK"],
+                                          ROWS=cfg["ROWS"], UNROLL=cfg["UNROLL"], XV=16 // itemsize)
+    return "gemv_q_warp", QV.gemv_q_warp.source("cuda", dtype=dt, BITS=bits, GROUP=group, R=cfg["R"], KV=cfg["KV"],
+                                                WARPS=cfg["WARPS"], NS=cfg["NS"], XV=16 // itemsize,
+                                                SP=max(4 // itemsize, 1), LANES=32)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("bits,group,dtype", [(4, 64, "bf16"), (8, 32, "f32")], ids=["q4g64-bf16", "q8g32-f32"])
+def test_cuda_configurations_keep_their_registers(bits, group, dtype, monkeypatch):
+    """Every configuration autotuning times at the bench's shapes keeps its words, x and sums in registers (sm_90):
+    no stack frame, no spills, no local memory; gemv_q_warp has no barrier."""
+    monkeypatch.setenv("IRON_GEMV_Q_WARP", "1")
+    seen = set()
+    for shape in [(16384, 16384), (4096, 4096), (14336, 4096)]:
+        for cfg in QV.gemv_q_configs("cuda", *shape, bits, group, 4 if dtype == "f32" else 2):
+            if tuple(cfg.items()) in seen:
+                continue
+            seen.add(tuple(cfg.items()))
+            name, src = _source(cfg, bits, group, dtype)
+            res = resource_report(src, "sm_90")[name]
+            assert 0 < res["registers"] <= 255, (cfg, res)
+            assert res["stack_frame_bytes"] == res["spill_store_bytes"] == res["spill_load_bytes"] == 0, (cfg, res)
+            assert not res["local_memory"], (cfg, res)
+            if name == "gemv_q_warp":
+                assert res["barriers"] == 0, (cfg, res)

@@ -132,3 +132,13 @@ def test_uneven_head_groups_with_long_chunks(backend, rng, g):
     cfg = _launch(data, False, backend, 64, "coalesced")
     assert cfg["UK"] & (cfg["UK"] - 1) == 0
     _check(data, False, "f32")
+
+
+@pytest.mark.parametrize("chunk", [8, 24, 40])
+def test_paged_chunks_that_split_pages(backend, rng, chunk):
+    """The coalesced kernel reads the chunk's page numbers into shared memory first: chunks shorter than a page (8)
+    and chunks starting inside a page (24, 40 over pages of 16) find the right rows."""
+    data = _data(rng, (3, 80, 4, 2, 64), "f32", True, [80, 47, 9])
+    cfg = _launch(data, True, backend, chunk, "coalesced")
+    assert cfg["CHUNK"] == chunk
+    _check(data, True, "f32")

@@ -171,7 +171,7 @@ def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i3
     den = local_array(f32, G)
     chunk_weights(sc, mx, redm, redl, stat, den, cnt, G, CHUNK, BLOCK, NW)
     weigh_values(v, vr, sc, acc_s, stat, den, table, po, pm, pl, out, b, start, cnt, hk, head0, s, whole, L, MAXP,
-                 HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U)
+                 HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U, False)
 
 
 @kernel

@@ -31,6 +31,9 @@ A paged cache (``PAGED``) first reads the chunk's page numbers into shared memor
 page and a barrier), so each K/V row's address waits on shared memory rather than on a dependent global load of the
 block table (H200, 2026-12-03, before this: paged 685 us against contiguous 376 at 32 x 8192 bf16, 55 %; with it:
 not yet measured).
+In P V the coalesced kernel also loads the next step's U V rows into a second register buffer before the step's
+arithmetic (``weigh_values``'s AHEAD; 85 registers at the default configuration instead of 80, no spills), where
+the per-thread kernel loaded them after it and waited for them at every step; not yet measured either.
 """
 
 from __future__ import annotations
@@ -142,12 +145,13 @@ def chunk_weights(sc, mx, redm, redl, stat, den, cnt, G, CHUNK, BLOCK, NW):
 
 @func
 def weigh_values(v, vr, sc, acc_s, stat, den, table, po, pm, pl, out, b, start, cnt, hk, head0, s, whole, L, MAXP,
-                 HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U):
+                 HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U, AHEAD):
     """P V over the chunk's weights ``sc``: thread t owns vector t % (D / VEC) of V's rows t // (D / VEC) + k TG
     (a SIMD group reads whole rows, coalesced), U rows a step (their loads in flight together; the first U are in
     ``vr``; rows past the chunk are clamped to its last and weighted 0), G x VEC sums in registers, reduced over the
     TG row sets in ``acc_s``. Then the normalised output (``whole``: the sequence fits in this split) or the split's
-    partial (po, pm, pl)."""
+    partial (po, pm, pl). ``AHEAD``: the next step's U rows go in flight before this step's arithmetic (a second
+    register buffer; rows past the chunk clamp to its last), so a step does not wait for its own loads."""
     NV = D // VEC
     TG = BLOCK // NV
     tid = local_id(0)
@@ -158,6 +162,9 @@ def weigh_values(v, vr, sc, acc_s, stat, den, table, po, pm, pl, out, b, start, 
         acc[i] = 0.0
     if tg < TG:
         for j0 in range(tg, cnt, TG * U):
+            nxt = local_array(T, U * VEC if AHEAD else 1)
+            if AHEAD:
+                load_rows(v, nxt, table, b, start, j0 + TG * U, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC, 1)
             for u in static_range(U):
                 jj = j0 + u * TG
                 jc = min(jj, cnt - 1)
@@ -165,7 +172,10 @@ def weigh_values(v, vr, sc, acc_s, stat, den, table, po, pm, pl, out, b, start, 
                     p = where(jj < cnt, sc[g * CHUNK + jc], 0.0)
                     for e in static_range(VEC):
                         acc[g * VEC + e] += p * vr[u * VEC + e]
-            if j0 + TG * U < cnt:
+            if AHEAD:
+                for i in static_range(U * VEC):
+                    vr[i] = nxt[i]
+            elif j0 + TG * U < cnt:
                 load_rows(v, vr, table, b, start, j0 + TG * U, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC, 1)
         for g in static_range(G):
             for e in static_range(VEC):
@@ -318,4 +328,4 @@ def attn_decode_split_coalesced(q: Tensor[T], k: Tensor[T], v: Tensor[T], table:
     den = local_array(f32, G)
     chunk_weights(sc, mx, redm, redl, stat, den, cnt, G, CHUNK, BLOCK, NW)
     weigh_values(v, vr, sc, acc_s, stat, den, pg, po, pm, pl, out, tb, start, cnt, hk, head0, s, whole, L, mp,
-                 HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U)
+                 HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U, True)

@@ -62,8 +62,9 @@ GUESS = 2
 
 
 def _kernels_of(module: ModuleType) -> list[tuple[str, iron.KernelFunction, ModuleType]]:
+    """The kernels defined in ``module`` (one imported from a sibling is that sibling's, with its constexprs)."""
     return [(f"{module.__name__.rsplit('.', 1)[-1]}.{name}", k, module) for name, k in vars(module).items()
-            if isinstance(k, iron.KernelFunction)]
+            if isinstance(k, iron.KernelFunction) and getattr(k.fn, "__module__", module.__name__) == module.__name__]
 
 
 def all_kernels() -> list[tuple[str, iron.KernelFunction, ModuleType]]:

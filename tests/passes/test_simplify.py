@@ -113,6 +113,24 @@ def test_comparing_an_int_with_itself_is_constant():
         assert f"%{code} = const {v} : bool" in text
 
 
+def test_unsigned_compared_with_zero_is_constant_and_signed_is_not():
+    """x >= 0u is always true for an unsigned x (NVRTC warns "pointless comparison" on it); never for i32."""
+    for ty, folds in ((t.u32, True), (t.i32, False)):
+        k, b, p = new_kernel(("inp", BUF[ty]), ("out", BUF[t.i32]))
+        x = b.load(p["inp"], b.const(0, t.i32), name="x")
+        zero = b.const(0, ty)
+        cases = [("ge", [x, zero], "true"), ("lt", [x, zero], "false"), ("le", [zero, x], "true"),
+                 ("gt", [zero, x], "false"), ("gt", [x, zero], None), ("le", [x, zero], None)]
+        for i, (code, operands, _) in enumerate(cases):
+            r = b.op(code, operands, t.bool_, name=f"r{i}").result
+            b.store(p["out"], b.const(i, t.i32), b.select(r, b.const(1, t.i32), b.const(0, t.i32)))
+        Simplify().run(k)
+        text = body_text(k)
+        for i, (code, _, v) in enumerate(cases):
+            constant = f"%r{i} = const {v} : bool" in text if v else False
+            assert constant == (folds and v is not None), (ty, code, text)
+
+
 def test_u32_strength_reduction():
     k, b, p = new_kernel(("inp", BUF[t.u32]), ("out", BUF[t.u32]))
     gid = b.thread("program_id", 0)

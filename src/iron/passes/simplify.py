@@ -9,6 +9,8 @@ Strength reduction is applied to ``u32`` only: ``x * 2^k -> x << k``, ``x / 2^k 
 undefined (before C++20), and signed division rounds toward zero where a shift rounds down, so the GPU compilers are
 left to do it there.
 
+An unsigned value compared with zero (``x >= 0``, ``x < 0``) is a constant.
+
 Ops made dead by a rewrite are left for ``dce``.
 """
 
@@ -221,6 +223,11 @@ class Simplify:
             for a, b in ((x, y), (y, x)):
                 if (op.opcode == "eq" and _is(b, True)) or (op.opcode == "ne" and _is(b, False)):
                     return a
+        if x.type.is_int and not x.type.is_signed:  # an unsigned value is never below zero
+            if _is(y, 0) and op.opcode in ("ge", "lt"):
+                return _Const(op.opcode == "ge")
+            if _is(x, 0) and op.opcode in ("le", "gt"):
+                return _Const(op.opcode == "le")
         return None
 
     def abs_(self, op: Op, out: list[Op]) -> Any:

@@ -97,6 +97,8 @@ mkdir -p "$OUT" "$FINAL"
 pack() { tar -czf "$FINAL/results.tgz" -C "$OUT" . 2>/dev/null; }
 trap pack EXIT
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 IRON_CACHE_DIR=/tmp/iron-cache IRON_GIT_SHA=${IRON_GIT_SHA:-unknown}
+# every autotune candidate's time goes to the logs (stderr), so a run shows which configuration won and by how much
+export IRON_AUTOTUNE_LOG=${IRON_AUTOTUNE_LOG:-1}
 PY=${PY:-python3}
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv

@@ -55,6 +55,15 @@ def test_disabled_takes_the_first(cache, monkeypatch):
     assert calls == [] and not (cache / "autotune.json").exists()
 
 
+def test_the_log_prints_every_candidates_time(cache, monkeypatch, capsys):
+    monkeypatch.setenv("IRON_AUTOTUNE_LOG", "1")
+    run = _slow_runner({0: 0.003, 1: 0.0, 2: None}, [])
+    autotune.tune("demo3", [{"x": 0}, {"x": 1}, {"x": 2}], run, backend="cpu", dtype="f32", key=(8,))
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("iron autotune demo3:")]
+    assert len(lines) == 3 and lines[2].endswith("inf us {'x': 2}")
+    assert float(lines[0].split()[3]) >= 3000 > float(lines[1].split()[3])
+
+
 def test_a_damaged_cache_file_is_tuned_again(cache):
     (cache / "autotune.json").write_text("{not json")
     calls: list = []

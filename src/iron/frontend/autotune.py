@@ -4,7 +4,8 @@ configuration (the code path: what else decides the code, ``Backend.autotune_tag
 the backend's GPU timer (host time where it has none) and remembers the winner in the Iron cache folder
 (``autotune.json``, written atomically); later launches, in this process or the next, read it. ``IRON_AUTOTUNE=0``
 takes the first configuration without timing anything. A configuration the device refuses (too much shared memory,
-a group too large) is skipped. ``iron bench -v`` prints the configuration each row ran (``CHOSEN``).
+a group too large) is skipped. ``iron bench -v`` prints the configuration each row ran (``CHOSEN``); ``IRON_AUTOTUNE_LOG=1`` prints every candidate's
+time to stderr as it is measured.
 
 Usage (a std module's launch function)::
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -140,6 +142,9 @@ def _measure(name: str, configs: Sequence[dict[str, Any]], run, be, flush=None) 
             first_error = first_error or e
             seconds = float("inf")
         times.append(seconds)
+    if os.environ.get("IRON_AUTOTUNE_LOG", "0") == "1":  # every candidate's time, for the bench logs
+        for cfg, seconds in zip(configs, times):
+            print(f"iron autotune {name}: {seconds * 1e6:.1f} us {dict(cfg)}", file=sys.stderr)
     best = min(range(len(configs)), key=times.__getitem__)
     if times[best] == float("inf"):
         raise first_error if first_error else IronError(f"{name}: no configuration ran")

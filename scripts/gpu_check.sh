@@ -432,7 +432,7 @@ if [ "$PART" = sanitize ]; then
     # compile every kernel (and fill the tuning tables) outside the tool first: under racecheck a cold compile and
     # autotune's candidates cost minutes per test (2026-12-03 twelfth session: 6 tests a shard in 250 s)
     for f in /tmp/san_shard_*; do
-      ( IRON_TEST_BACKENDS=cuda timeout ${SAN_WARM_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -o addopts="" \
+      ( IRON_TEST_BACKENDS=cuda IRON_AUTOTUNE=${SAN_AUTOTUNE:-each} timeout ${SAN_WARM_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -o addopts="" \
           -p no:randomly $(cat $f) > "/tmp/warm_$(basename $f).txt" 2>&1 ) &
     done
     wait
@@ -441,7 +441,8 @@ if [ "$PART" = sanitize ]; then
   for TOOL in ${SAN_TOOLS:-memcheck racecheck}; do
     for f in /tmp/san_shard_*; do
       log="$OUT/sanitize_${TOOL}_$(basename $f | sed 's/san_shard_//').txt"
-      ( IRON_TEST_BACKENDS=cuda timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $TOOL --error-exitcode 86 \
+      # IRON_AUTOTUNE=each: every tuning candidate launched once, untimed (timing repeats each 6 times under the tool)
+      ( IRON_TEST_BACKENDS=cuda IRON_AUTOTUNE=${SAN_AUTOTUNE:-each} timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $TOOL --error-exitcode 86 \
           --print-limit 20 $PY -m pytest -p no:cacheprovider -q -o addopts="" -p no:randomly $(cat $f) > "$log" 2>&1
         echo "exit $?" >> "$log" ) &
     done

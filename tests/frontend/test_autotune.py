@@ -64,6 +64,16 @@ def test_the_log_prints_every_candidates_time(cache, monkeypatch, capsys):
     assert float(lines[0].split()[3]) >= 3000 > float(lines[1].split()[3])
 
 
+def test_each_runs_every_candidate_once_and_takes_the_first_that_runs(cache, monkeypatch):
+    monkeypatch.setenv("IRON_AUTOTUNE", "each")
+    calls: list = []
+    run = _slow_runner({0: None, 1: 0.003, 2: 0.0}, calls)
+    assert autotune.tune("demo4", [{"x": 0}, {"x": 1}, {"x": 2}], run, backend="cpu", dtype="f32", key=(8,)) == {"x": 1}
+    assert calls == [0, 1, 2] and not (cache / "autotune.json").exists()
+    with pytest.raises(LaunchError, match="does not fit"):
+        autotune.tune("demo4", [{"x": 0}, {"x": 0}], run, backend="cpu", dtype="f32", key=(8,))
+
+
 def test_a_damaged_cache_file_is_tuned_again(cache):
     (cache / "autotune.json").write_text("{not json")
     calls: list = []

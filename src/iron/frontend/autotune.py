@@ -2,10 +2,14 @@
 takes the fastest. The first launch per (backend, device, code path, kernel, dtype, shape bucket) times every
 configuration (the code path: what else decides the code, ``Backend.autotune_tag``, e.g. Vulkan's fragment path) with
 the backend's GPU timer (host time where it has none) and remembers the winner in the Iron cache folder
-(``autotune.json``, written atomically); later launches, in this process or the next, read it. ``IRON_AUTOTUNE=0``
-takes the first configuration without timing anything. A configuration the device refuses (too much shared memory,
-a group too large) is skipped. ``iron bench -v`` prints the configuration each row ran (``CHOSEN``); ``IRON_AUTOTUNE_LOG=1`` prints every candidate's
-time to stderr as it is measured.
+(``autotune.json``, written atomically); later launches, in this process or the next, read it. A configuration the
+device refuses (too much shared memory, a group too large) is skipped.
+
+- ``IRON_AUTOTUNE=0`` takes the first configuration without timing anything;
+- ``IRON_AUTOTUNE=each`` runs every configuration once, untimed, and takes the first that runs (under
+  compute-sanitizer: every configuration checked, at a sixth of the launches);
+- ``IRON_AUTOTUNE_LOG=1`` prints every candidate's time to stderr as it is measured;
+- ``iron bench -v`` prints the configuration each row ran (``CHOSEN``).
 
 Usage (a std module's launch function)::
 
@@ -74,9 +78,12 @@ def tune(name: str, configs: Sequence[dict[str, Any]], run: Callable[[dict[str, 
     if not configs:
         raise ValueError(f"{name}: autotune needs at least one configuration")
     be = get_backend(backend)
-    if os.environ.get("IRON_AUTOTUNE", "1") == "0" or len(configs) == 1:
+    mode = os.environ.get("IRON_AUTOTUNE", "1")
+    if mode == "0" or len(configs) == 1:
         _choose(name, dtype, key, configs[0])
         return configs[0]
+    if mode == "each":  # every candidate once (under a sanitizer: each configuration checked, none timed)
+        return _run_each(name, dtype, key, configs, run, be)
     # a launch helper asks once per launch: the answer for these exact arguments comes from memory, without the
     # device query and the digest below (on CUDA those cost more than the launch)
     tag = be.autotune_tag() if hasattr(be, "autotune_tag") else ""  # e.g. Vulkan's matrix-fragment path
@@ -109,6 +116,25 @@ def tune(name: str, configs: Sequence[dict[str, Any]], run: Callable[[dict[str, 
         _QUICK[quick] = index
     _choose(name, dtype, key, configs[index])
     return configs[index]
+
+
+def _run_each(name: str, dtype: str, key: Sequence[int], configs: Sequence[dict[str, Any]], run, be) -> dict:
+    """Run each configuration once, untimed, and take the first the device accepts; remember nothing."""
+    if be.recording():
+        _choose(name, dtype, key, configs[0])
+        return configs[0]
+    ran = []
+    first_error: IronError | None = None
+    for cfg in configs:
+        try:
+            run(cfg)
+            ran.append(cfg)
+        except IronError as e:  # this configuration does not fit the device
+            first_error = first_error or e
+    if not ran:
+        raise first_error if first_error else IronError(f"{name}: no configuration ran")
+    _choose(name, dtype, key, ran[0])
+    return ran[0]
 
 
 def forget() -> None:

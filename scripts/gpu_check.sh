@@ -66,6 +66,8 @@
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
+#   scripts/gpu_check.sh decodencu issue 18: each decode split configuration timed beside SDPA, then DECODE_NCU's
+#                                 indices under Nsight Compute (bench/experiments/decode_ncu.py)
 #   scripts/gpu_check.sh ncu     issue 18/19: the attention prefill kernel under Nsight Compute -> attn_ncu.txt
 #   scripts/gpu_check.sh attnwg  issue 18: attn_prefill_wg's configurations (ATTN_CFGS) timed beside torch SDPA
 #   scripts/gpu_check.sh wgsweep issue 14: gemm_wg configurations timed alone at WG_SIZES -> wg_sweep.json
@@ -390,6 +392,18 @@ if [ "$PART" = ncu ]; then
     --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis --section SchedulerStats $PY bench/experiments/attn_ncu.py 2>&1 \
     | tee "$OUT/attn_ncu.txt" | tail -n 80
+fi
+if [ "$PART" = decodencu ]; then
+  # issue 18: every decode split configuration timed beside SDPA (bench/experiments/decode_ncu.py), then the
+  # configurations in DECODE_NCU (indices; default the first two) under Nsight Compute: throughput, stalls, occupancy
+  timeout ${DECODE_TIMEOUT:-120} $PY bench/experiments/decode_ncu.py 2>&1 | tee "$OUT/decode_configs.txt" | tail -n 14
+  for I in ${DECODE_NCU:-0 1}; do
+    DECODE_ONLY=$I timeout ${NCU_TIMEOUT:-90} ncu --kernel-name regex:attn_decode_split --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats $PY bench/experiments/decode_ncu.py 2>&1 \
+      | tee "$OUT/decode_ncu_$I.txt" | grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers|Stall|Warp Cycles" | head -n 20
+  done
+  pack
 fi
 if [ "$PART" = attnwg ]; then
   # issue 18: attn_prefill_wg's configurations (ATTN_CFGS "NC,WG,STAGES ...") timed beside torch SDPA, checked first

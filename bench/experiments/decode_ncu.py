@@ -1,0 +1,63 @@
+"""std/attention/decode's split configurations one by one (bf16, B x L x HQ x HKV x D from DECODE_SHAPE, default
+the issue's 32,8192,32,8,128; every sequence full), for ``ncu`` (scripts/gpu_check.sh decodencu): each
+configuration ``split_configs`` offers CUDA, checked against torch SDPA and timed by CUDA events (median of 10; the
+1 GiB of K/V is 20 times the L2, so nothing stays cached), printed with its K/V read rate. ``DECODE_ONLY=i`` runs
+configuration i alone, 4 times (the launches ncu profiles)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, "src")
+from iron.std import attention_decode as Dc  # noqa: E402
+
+b, n, hq, hkv, d = (int(x) for x in os.environ.get("DECODE_SHAPE", "32,8192,32,8,128").split(","))
+q = torch.randn(b, hq, d, dtype=torch.bfloat16, device="cuda")
+k = torch.randn(b, n, hkv, d, dtype=torch.bfloat16, device="cuda")
+v = torch.randn(b, n, hkv, d, dtype=torch.bfloat16, device="cuda")
+lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+out = torch.empty_like(q)
+configs = Dc.split_configs(d, hq // hkv, 2, None, n, "cuda")
+only = os.environ.get("DECODE_ONLY")
+
+
+def run(cfg):
+    Dc.run_config(cfg, q, k, v, lens, lens, out, n, 0, n, False, None, "cuda")
+
+
+if only is not None:
+    for _ in range(4):
+        run(configs[int(only)])
+    torch.cuda.synchronize()
+    sys.exit(0)
+kt, vt = k.transpose(1, 2), v.transpose(1, 2)  # (b, hkv, n, d)
+want = torch.nn.functional.scaled_dot_product_attention(q.unsqueeze(2), kt, vt, enable_gqa=True).squeeze(2)
+nbytes = 2 * k.numel() * k.element_size()
+for i, cfg in enumerate(configs):
+    run(cfg)
+    torch.cuda.synchronize()
+    err = (out.float() - want.float()).abs().max().item()
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run(cfg)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    us = statistics.median(times)
+    print(f"decode config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, max |err| vs SDPA {err:.3g}: {cfg}")
+times = []
+for _ in range(10):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.nn.functional.scaled_dot_product_attention(q.unsqueeze(2), kt, vt, enable_gqa=True)
+    end.record()
+    torch.cuda.synchronize()
+    times.append(start.elapsed_time(end) * 1e3)
+us = statistics.median(times)
+print(f"torch SDPA: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s")

@@ -25,7 +25,8 @@ def _oracle(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray, of
     for t in range(tokens):
         row = int(pos[t]) + offset
         for i in range(half):
-            c, s = float(cos[row, i]), float(sin[row, i])
+            inside = 0 <= row < cos.shape[0]  # outside the table: no angle, zeros (the module's contract)
+            c, s = (float(cos[row, i]), float(sin[row, i])) if inside else (0.0, 0.0)
             a, b = (2 * i, 2 * i + 1) if interleaved else (i, i + half)
             x0, x1 = xs[t, :, a], xs[t, :, b]
             out[t, :, a], out[t, :, b] = x0 * c - x1 * s, x0 * s + x1 * c
@@ -93,7 +94,7 @@ def test_heads_per_thread_not_dividing_the_heads(backend, interleaved, rng):
     x, cos, sin, pos = _case(rng, shape, "bf16")
     out = as_dtype(np.full(shape, np.nan), "bf16")
     n = R.rope_grid(*shape, interleaved, vec, hpt)
-    R.rope[n](x, out, cos, sin, pos, shape[1], shape[2], 2, interleaved, vec, hpt, backend=backend)
+    R.rope[n](x, out, cos, sin, pos, shape[1], shape[2], 2, len(cos), interleaved, vec, hpt, backend=backend)
     _check(out, _oracle(x, cos, sin, pos, 2, interleaved), "bf16")
 
 
@@ -164,7 +165,7 @@ def test_every_timed_configuration_is_right(backend, hpt, rng):
     pos = rng.integers(0, 30, 6).astype(np.int32)
     out = as_dtype(np.full(x.shape, np.nan), "bf16")
     n = R.rope_grid(6, 4, 64, False, 8, hpt)
-    R.rope[n](x, out, cos, sin, pos, 4, 64, 3, False, 8, hpt, backend=backend)
+    R.rope[n](x, out, cos, sin, pos, 4, 64, 3, len(cos), False, 8, hpt, backend=backend)
     want = R.oracle({"x": x, "cos": cos, "sin": sin, "pos": pos}, 3, False)
     assert np.allclose(f64(out), want, rtol=8e-3, atol=8e-3)
 
@@ -192,3 +193,25 @@ def test_tuned_launches_rotate_once(backend, in_place, monkeypatch, rng):
     empty = np.zeros((0, 4, 64), np.float32)
     assert R.launch_rope(empty, empty, cos, sin, pos[:0], 0, False, backend) == R.rope_configs(
         0, 4, 64, 4, False, True, backend)[0] and not calls
+
+
+@LAYOUTS
+@pytest.mark.parametrize("shape", [(6, 4, 64), (6, 3, 6)], ids=["vectors", "scalar"])
+@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in_place"])
+def test_positions_outside_the_table_give_zeros(backend, interleaved, shape, in_place, rng):
+    """Positions (plus the offset) below 0 or at/after the table's end read no angle and give zeros, never a read
+    past the table; the other tokens are rotated as usual."""
+    x, cos, sin, _ = _case(rng, shape, "f32", max_pos=20)
+    pos = np.array([0, 17, 18, -3, 40, 5], np.int32)  # + offset 2: 2, 19 inside; 20, -1, 42 outside; 7 inside
+    want = _oracle(x, cos, sin, pos, 2, interleaved)
+    assert (want[2:5] == 0).all() and (want[[0, 1, 5]] != 0).any()
+    out = x.copy() if in_place else as_dtype(np.full(shape, np.nan), "f32")
+    R.launch_rope(out if in_place else x, out, cos, sin, pos, 2, interleaved, backend)
+    _check(out, want, "f32")
+
+
+def test_tables_of_the_wrong_shape_are_refused(rng):
+    x, cos, sin, pos = _case(rng, (2, 2, 8), "f32")
+    for c, s in ((cos[:, :3], sin[:, :3]), (cos[:0], sin[:0]), (cos, sin[:5])):
+        with pytest.raises(ValueError, match="RoPE tables"):
+            R.launch_rope(x, np.empty_like(x), c, s, pos, 0, False, "cpu")

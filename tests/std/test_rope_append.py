@@ -82,3 +82,29 @@ def test_head_count_mismatch_is_refused(backend, rng):
     x, q, kc, vc, cos, sin, pos, rows = _case(rng, "f32", 1, 4, 2, 16, 4)
     with pytest.raises(ValueError, match="heads a token"):
         launch_rope_append(x[:, :7], q, kc, vc, cos, sin, pos, rows, False, backend)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("d", [64, 6], ids=["vectors", "scalar"])
+def test_rows_and_positions_out_of_range(backend, rng, interleaved, d):
+    """Device data checked in the kernel: tokens whose cache row is outside [0, cache_rows) write no cache row (the
+    others are untouched), tokens whose position is outside the tables get zeros for q and k; nothing is read or
+    written past an array."""
+    tokens, hq, hkv, cache = 5, 2, 1, 8
+    x, q, kc, vc, cos, sin, _, _ = _case(rng, "f32", tokens, hq, hkv, d, cache)
+    rows = np.array([3, -1, 8, 5, 1], np.int32)  # rows 1 and 2 fall outside the 8-row cache
+    npos = len(cos)
+    pos = np.array([2, 4, 6, npos, -2], np.int32)  # tokens 3 and 4 have no angle
+    k_before, v_before = kc.copy(), vc.copy()
+    launch_rope_append(x, q, kc, vc, cos, sin, pos, rows, interleaved, backend)
+    want_q = rotate(x[:, :hq], np.clip(pos, 0, npos - 1), interleaved)
+    want_q[3:] = 0.0
+    _check(q, want_q, "f32", "q")
+    want_k = rotate(x[:, hq:hq + hkv], np.clip(pos, 0, npos - 1), interleaved)
+    want_k[3:] = 0.0
+    for tok in (0, 3, 4):  # the tokens with a cache row
+        _check(kc[rows[tok]], want_k[tok], "f32", f"k of token {tok}")
+        np.testing.assert_array_equal(vc[rows[tok]], x[tok, hq + hkv:])
+    untouched = np.setdiff1d(np.arange(cache), rows[[0, 3, 4]])
+    np.testing.assert_array_equal(kc[untouched], k_before[untouched])
+    np.testing.assert_array_equal(vc[untouched], v_before[untouched])

@@ -3,7 +3,8 @@
 ``x`` is (tokens, heads, D) contiguous; ``cos``/``sin`` are f32 tables of (max_pos, D / 2) (the engine's
 cos/sin cache, as vLLM keeps it: one table for every layer, angles pos * base^(-2i/D) computed once in float64 on
 the host by ``rope_tables``); ``pos`` holds each token's position (i32), to which ``offset`` is added (decode: the
-cache length). Pair i of a head rotates by angle index i:
+cache length). A token whose position is outside the table, [0, max_pos), reads no angle: its rotated values are
+zeros (never a read past the table; the same on every backend). Pair i of a head rotates by angle index i:
 
 - ``INTERLEAVED = True`` (GPT-J, llama.cpp's "normal" mode): the pair is (x[2i], x[2i + 1]);
 - ``INTERLEAVED = False`` (rotate-half, the Hugging Face Llama layout): (x[i], x[i + D/2]).
@@ -31,7 +32,7 @@ import numpy as np
 from ..frontend import func, kernel
 from ..frontend.autotune import table_for, tune
 from ..harness.registry import InputGen, bench, test_kernel
-from ..lang import T, Tensor, cast, constexpr, f32, i32, local_array, program_id, static_range, vload, vstore
+from ..lang import T, Tensor, cast, constexpr, f32, i32, local_array, program_id, static_range, vload, vstore, where
 from ..runtime import get_backend
 from .elementwise import device_offset
 from .reductions import scratch_like
@@ -53,15 +54,26 @@ ROPE_TUNING = {"cuda": (1, 2, 4, 8)}
 
 
 @func
-def rope_pair(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED):
+def angle_row(pos, tok, offset, npos):
+    """(the table row of token tok's angles, whether its position is in the table): a position outside [0, npos)
+    reads row 0, and its angles count as cos = sin = 0, so the token's rotated values are zeros (never a read past
+    the table)."""
+    p = pos[tok] + offset
+    ok = p >= 0 and p < npos
+    return where(ok, p, 0), ok
+
+
+@func
+def rope_pair(x, out, cos, sin, pos, heads, D, offset, npos, INTERLEAVED):
     """The scalar path: thread i rotates pair i % (D / 2) of row i // (D / 2) (token * heads + head)."""
     i = program_id(0)
     half = D // 2
     p = i % half
     th = i // half  # token * heads + head
-    row = (pos[th // heads] + offset) * half + p
-    c = cos[row]
-    s = sin[row]
+    at, ok = angle_row(pos, th // heads, offset, npos)
+    row = at * half + p
+    c = where(ok, cos[row], 0.0)
+    s = where(ok, sin[row], 0.0)
     a = th * D + p
     b = a + half
     if INTERLEAVED:
@@ -88,7 +100,7 @@ def load_table(t, i, dst, N):
 
 
 @func
-def rope_vectors(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT, DT):
+def rope_vectors(x, out, cos, sin, pos, heads, D, offset, npos, INTERLEAVED, VEC, HPT, DT):
     """The vector path (module docstring): VEC elements of HPT heads of one token a thread."""
     half = D // 2
     P = VEC // (1 + INTERLEAVED)  # pairs a vector holds (compile-time)
@@ -101,9 +113,13 @@ def rope_vectors(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT,
     tok = rest // groups
     c = local_array(f32, P)
     s = local_array(f32, P)
-    row = (pos[tok] + offset) * half + v * P  # the token's angles for this vector's pairs
+    at, ok = angle_row(pos, tok, offset, npos)
+    row = at * half + v * P  # the token's angles for this vector's pairs
     load_table(cos, row, c, P)
     load_table(sin, row, s, P)
+    for j in static_range(P):
+        c[j] = where(ok, c[j], 0.0)
+        s[j] = where(ok, s[j], 0.0)
     xa = local_array(DT, HPT * VEC)
     xb = local_array(DT, HPT * VEC)
     for k in static_range(HPT):
@@ -142,22 +158,22 @@ def rope_vectors(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT,
 
 @kernel
 def rope(x: Tensor[T], out: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: Tensor[i32], heads: int, D: int,
-         offset: int, INTERLEAVED: constexpr, VEC: constexpr, HPT: constexpr):
+         offset: int, npos: int, INTERLEAVED: constexpr, VEC: constexpr, HPT: constexpr):
     """Rotate each pair of x (tokens x heads x D) by its token's angle into out; grid: ``rope_grid``."""
     if VEC == 1:
-        rope_pair(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED)
+        rope_pair(x, out, cos, sin, pos, heads, D, offset, npos, INTERLEAVED)
     else:
-        rope_vectors(x, out, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT, T)
+        rope_vectors(x, out, cos, sin, pos, heads, D, offset, npos, INTERLEAVED, VEC, HPT, T)
 
 
 @kernel
 def rope_inplace(x: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: Tensor[i32], heads: int, D: int,
-                 offset: int, INTERLEAVED: constexpr, VEC: constexpr, HPT: constexpr):
+                 offset: int, npos: int, INTERLEAVED: constexpr, VEC: constexpr, HPT: constexpr):
     """``rope`` with out = x (each thread reads exactly the elements it writes)."""
     if VEC == 1:
-        rope_pair(x, x, cos, sin, pos, heads, D, offset, INTERLEAVED)
+        rope_pair(x, x, cos, sin, pos, heads, D, offset, npos, INTERLEAVED)
     else:
-        rope_vectors(x, x, cos, sin, pos, heads, D, offset, INTERLEAVED, VEC, HPT, T)
+        rope_vectors(x, x, cos, sin, pos, heads, D, offset, npos, INTERLEAVED, VEC, HPT, T)
 
 
 def rope_tables(max_pos: int, dim: int, base: float = BASE) -> tuple[np.ndarray, np.ndarray]:
@@ -165,6 +181,15 @@ def rope_tables(max_pos: int, dim: int, base: float = BASE) -> tuple[np.ndarray,
     inv = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
     ang = np.arange(max_pos, dtype=np.float64)[:, None] * inv[None, :]
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def check_tables(cos: Any, sin: Any, dim: int) -> int:
+    """The tables' rows (max_pos), after checking both are (max_pos >= 1, dim / 2)."""
+    shape = tuple(cos.shape)
+    if len(shape) != 2 or shape[0] < 1 or shape[1] != dim // 2 or tuple(sin.shape) != shape:
+        raise ValueError(f"RoPE tables: cos {shape} and sin {tuple(sin.shape)} must both be (max_pos >= 1, "
+                         f"{dim // 2}) for a head dim of {dim}")
+    return int(shape[0])
 
 
 def _itemsize(x: Any) -> int:
@@ -220,6 +245,7 @@ def launch_rope(x: Any, out: Any, cos: Any, sin: Any, pos: Any, offset: int = 0,
     place, autotuning times the configurations out of place into a scratch array (each timed run would rotate x
     again), then the winner runs in place."""
     tokens, heads, dim = x.shape
+    npos = check_tables(cos, sin, dim)
     aligned = not any((device_offset(a) or 0) % 16 for a in (x, out, cos, sin))
     be = backend or get_backend(None).name
     configs = rope_configs(tokens, heads, dim, _itemsize(x), interleaved, aligned, be)
@@ -230,10 +256,11 @@ def launch_rope(x: Any, out: Any, cos: Any, sin: Any, pos: Any, offset: int = 0,
     def launch(cfg: dict, dst: Any) -> None:
         n = rope_grid(tokens, heads, dim, interleaved, cfg["VEC"], cfg["HPT"])
         if dst is x:  # one buffer both read and written (dsl.md: no aliasing between two arguments)
-            rope_inplace[n](x, cos, sin, pos, heads, dim, offset, interleaved, cfg["VEC"], cfg["HPT"],
+            rope_inplace[n](x, cos, sin, pos, heads, dim, offset, npos, interleaved, cfg["VEC"], cfg["HPT"],
                             backend=backend)
         else:
-            rope[n](x, dst, cos, sin, pos, heads, dim, offset, interleaved, cfg["VEC"], cfg["HPT"], backend=backend)
+            rope[n](x, dst, cos, sin, pos, heads, dim, offset, npos, interleaved, cfg["VEC"], cfg["HPT"],
+                    backend=backend)
 
     def timed(cfg: dict) -> None:
         if out is x and not spare:

@@ -9,6 +9,10 @@ heads. For token t at position ``pos[t]`` (its angles: row pos[t] of the f32 ``c
 - k heads are rotated into ``k_cache[rows[t]]`` (cache (cache_rows, HKV, D));
 - v heads are copied into ``v_cache[rows[t]]``.
 
+Out of range (device data, so checked in the kernel, the same on every backend): a cache row outside [0,
+cache_rows) is not written (as ``kv_append`` drops it); a position outside the tables, [0, max_pos), reads no angle,
+so the token's rotated q and k values are zeros (as ``std/rope``). Nothing is read or written past an array.
+
 Batch 1 passes the same array as ``pos`` and ``rows``; a batch of sequences with one cache each, seen as one (B x
 max_len)-row cache, passes positions and b * max_len + position. Both layouts of ``std/rope`` (rotate-half,
 interleaved); the same arithmetic (f32, rounded once). Layout: a thread owns one 16-byte vector (and, rotate-half,
@@ -25,9 +29,9 @@ import numpy as np
 
 from ..frontend import func, kernel
 from ..harness.registry import InputGen, bench, test_kernel
-from ..lang import T, Tensor, cast, constexpr, f32, i32, local_array, program_id, static_range, vload, vstore
+from ..lang import T, Tensor, cast, constexpr, f32, i32, local_array, program_id, static_range, vload, vstore, where
 from .elementwise import device_offset
-from .rope import _itemsize, load_table, rope_tables
+from .rope import _itemsize, angle_row, check_tables, load_table, rope_tables
 
 __all__ = ["launch_rope_append", "rope_append"]
 
@@ -37,16 +41,15 @@ VEC = 4
 
 
 @func
-def destination(tok, h, rows, HQ, HKV, D):
-    """(which buffer: 0 q, 1 k cache, 2 v cache; the element offset of head h's row there)."""
+def destination(tok, h, rows, HQ, HKV, D, crows):
+    """(which buffer: 0 q, 1 k cache, 2 v cache, 3 none (a cache row outside [0, crows)); the element offset of
+    head h's row there)."""
     which = 0
     off = (tok * HQ + h) * D
-    if h >= HQ + HKV:
-        which = 2
-        off = (rows[tok] * HKV + h - HQ - HKV) * D
-    elif h >= HQ:
-        which = 1
-        off = (rows[tok] * HKV + h - HQ) * D
+    if h >= HQ:
+        r = rows[tok]
+        which = where(r >= 0 and r < crows, where(h >= HQ + HKV, 2, 1), 3)
+        off = (r * HKV + h - HQ - where(h >= HQ + HKV, HKV, 0)) * D
     return which, off
 
 
@@ -56,7 +59,7 @@ def put(q, kc, vc, which, at, vals):
         vstore(q, at, vals)
     elif which == 1:
         vstore(kc, at, vals)
-    else:
+    elif which == 2:
         vstore(vc, at, vals)
 
 
@@ -66,12 +69,12 @@ def put1(q, kc, vc, which, at, val):
         q[at] = val
     elif which == 1:
         kc[at] = val
-    else:
+    elif which == 2:
         vc[at] = val
 
 
 @func
-def pair_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED):
+def pair_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, crows, npos, INTERLEAVED):
     """VEC = 1: thread i owns pair i % (D / 2) of head row i // (D / 2) (token * heads + head)."""
     i = program_id(0)
     half = D // 2
@@ -80,7 +83,7 @@ def pair_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED):
     th = i // half
     tok = th // heads
     h = th % heads
-    which, off = destination(tok, h, rows, HQ, HKV, D)
+    which, off = destination(tok, h, rows, HQ, HKV, D, crows)
     a = p
     b = p + half
     if INTERLEAVED:
@@ -91,9 +94,10 @@ def pair_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED):
     r0 = x0
     r1 = x1
     if which < 2:
-        row = pos[tok] * half + p
-        c = cos[row]
-        s = sin[row]
+        at, ok = angle_row(pos, tok, 0, npos)
+        row = at * half + p
+        c = where(ok, cos[row], 0.0)
+        s = where(ok, sin[row], 0.0)
         r0 = x0 * c - x1 * s
         r1 = x0 * s + x1 * c
     put1(q, kc, vc, which, off + a, r0)
@@ -101,7 +105,7 @@ def pair_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED):
 
 
 @func
-def vector_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED, VEC, DT):
+def vector_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, crows, npos, INTERLEAVED, VEC, DT):
     """A vector of VEC elements (rotate-half: and its partner D / 2 further) of one head of one token a thread."""
     half = D // 2
     P = VEC // (1 + INTERLEAVED)  # pairs a vector holds
@@ -112,21 +116,25 @@ def vector_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED, VEC,
     th = i // nv
     tok = th // heads
     h = th % heads
-    which, off = destination(tok, h, rows, HQ, HKV, D)
+    which, off = destination(tok, h, rows, HQ, HKV, D, crows)
     a = v * VEC
-    row = pos[tok] * half + v * P  # the token's angles for this vector's pairs
+    at, ok = angle_row(pos, tok, 0, npos)
+    row = at * half + v * P  # the token's angles for this vector's pairs
     c = local_array(f32, P)
     s = local_array(f32, P)
     if which < 2:
         load_table(cos, row, c, P)
         load_table(sin, row, s, P)
+        for j in static_range(P):
+            c[j] = where(ok, c[j], 0.0)
+            s[j] = where(ok, s[j], 0.0)
     oa = local_array(DT, VEC)
     if INTERLEAVED:
         xi = vload(x, th * D + a, VEC)
         for j in static_range(P):
             x0 = cast(xi[2 * j], f32)
             x1 = cast(xi[2 * j + 1], f32)
-            if which == 2:  # v: a copy
+            if which >= 2:  # v (or nowhere): a copy
                 oa[2 * j] = x0
                 oa[2 * j + 1] = x1
             else:
@@ -140,7 +148,7 @@ def vector_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED, VEC,
         for j in static_range(VEC):
             x0 = cast(xa[j], f32)
             x1 = cast(xb[j], f32)
-            if which == 2:
+            if which >= 2:
                 oa[j] = x0
                 ob[j] = x1
             else:
@@ -152,14 +160,14 @@ def vector_path(x, q, kc, vc, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED, VEC,
 
 @kernel
 def rope_append(x: Tensor[T], q: Tensor[T], k_cache: Tensor[T], v_cache: Tensor[T], cos: Tensor[f32],
-                sin: Tensor[f32], pos: Tensor[i32], rows: Tensor[i32], HQ: int, HKV: int, D: int,
-                INTERLEAVED: constexpr, VEC: constexpr):
+                sin: Tensor[f32], pos: Tensor[i32], rows: Tensor[i32], HQ: int, HKV: int, D: int, crows: int,
+                npos: int, INTERLEAVED: constexpr, VEC: constexpr):
     """q = rope(x's q heads); k_cache[rows[t]] = rope(x's k heads); v_cache[rows[t]] = x's v heads (module
     docstring). Launch ``rope_append_grid`` threads."""
     if VEC == 1:
-        pair_path(x, q, k_cache, v_cache, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED)
+        pair_path(x, q, k_cache, v_cache, cos, sin, pos, rows, HQ, HKV, D, crows, npos, INTERLEAVED)
     else:
-        vector_path(x, q, k_cache, v_cache, cos, sin, pos, rows, HQ, HKV, D, INTERLEAVED, VEC, T)
+        vector_path(x, q, k_cache, v_cache, cos, sin, pos, rows, HQ, HKV, D, crows, npos, INTERLEAVED, VEC, T)
 
 
 def plan_vec(dim: int, itemsize: int, interleaved: bool, aligned: bool) -> int:
@@ -189,8 +197,8 @@ def launch_rope_append(x: Any, q: Any, k_cache: Any, v_cache: Any, cos: Any, sin
     vec = plan_vec(dim, _itemsize(x), interleaved, aligned)
     n = rope_append_grid(tokens, heads, dim, interleaved, vec)
     if n > 0:
-        rope_append[n](x, q, k_cache, v_cache, cos, sin, pos, rows, hq, hkv, dim, interleaved, vec,
-                       backend=backend)
+        rope_append[n](x, q, k_cache, v_cache, cos, sin, pos, rows, hq, hkv, dim, int(k_cache.shape[0]),
+                       check_tables(cos, sin, dim), interleaved, vec, backend=backend)
 
 
 # -- registration: shape (tokens, HQ, HKV, D, cache rows) ---------------------------------------------------------

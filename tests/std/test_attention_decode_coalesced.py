@@ -142,3 +142,20 @@ def test_paged_chunks_that_split_pages(backend, rng, chunk):
     cfg = _launch(data, True, backend, chunk, "coalesced")
     assert cfg["CHUNK"] == chunk
     _check(data, True, "f32")
+
+
+@pytest.mark.parametrize("path", Dc.PATHS)
+@pytest.mark.parametrize("paged", [False, True], ids=["flat", "paged"])
+def test_lengths_outside_the_cache(backend, rng, path, paged):
+    """lens lives on the device, so the kernels clamp it: a length past the cache (40 positions flat, 3 pages of 16
+    paged; chunks of 16, the last split short when flat) attends over the whole cache and never reads the next
+    sequence's rows or past the buffer (the interpreter checks every access); a length of 0 or below gives zeros."""
+    data = _data(rng, (5, 40, 4, 2, 64), "f32", paged, [45, 0, 1000, -3, 7])
+    _launch(data, paged, backend, 16, path)
+    lmax = Dc.PAGE * data["table"].shape[1] if paged else data["k"].shape[1]
+    lens = data["lens"]
+    full = (Dc.oracle_paged if paged else Dc.oracle)({**data, "lens": np.clip(lens, 1, lmax)})
+    want = np.where((lens > 0)[:, None, None], full, 0.0)
+    got = data["out"].astype(np.float64)
+    assert not np.isnan(got).any(), "an output element was never written"
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-5), f"max error {np.abs(got - want).max():.3g}"

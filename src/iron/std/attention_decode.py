@@ -8,14 +8,19 @@ h reads key/value head h // (HQ // HKV); scale 1/sqrt(D) unless given. f32, f16,
 Design (split-K decode, as FlashDecoding): a split kernel runs one group per (split, kv head, sequence). The group
 takes CHUNK positions of the sequence and all G = HQ // HKV query heads that share the kv head, so each K/V row is
 read once for G heads. A group whose split starts at or past the sequence's length returns at once (the cache shape
-is fixed across decode steps, the length lives on the device, so most splits of a short sequence are empty). Two
-split kernels compute the same partials; they differ in how the score phase reads K:
+is fixed across decode steps, the length lives on the device, so most splits of a short sequence are empty). A
+length past the cache is clamped to it (``seq_len``: the whole cache, never the next sequence's rows); one of 0 or
+below gives zeros. Three split kernels compute the same partials; they differ in how they read K and V:
 
 - ``attn_decode_split_coalesced`` (``attention_decode_coalesced``, the default): LANES consecutive lanes share a K
   row, each holding its slice of the G query rows in registers (f32, pre-scaled); a thread scores UK rows a step,
   their loads in flight together and the next step's issued before the lane sums (``simd_shuffle_xor``: a
   reduce-scatter, then a butterfly); 8-byte vectors of f16/bf16 by default (80 registers at bf16 D 128, G 4 with
   NVRTC 13.5 against 252 for the per-thread kernel). See that module's docstring.
+- ``attn_decode_split_staged`` (``attention_decode_staged``, "staged"): K/V tiles of R rows copied to a ring of
+  STAGES shared-memory stages by ``async_copy`` (cp.async), STAGES - 1 tiles in flight while one is computed, one
+  barrier a tile; scores and P V in one pass with an online softmax per row set, merged at the end. Not yet
+  measured on the H200.
 - ``attn_decode_split`` (the per-thread path):
 
 1. loads: the G query rows, the thread's first K row (D / VEC 16-byte loads) and its first U V vectors are all issued
@@ -40,10 +45,10 @@ read and weighted 0); it leaves a sequence of one split alone. The paged cache d
 
 Launch: ``split_configs`` lists the configurations; where the backend autotunes (CUDA; Vulkan on a GPU) the launch
 times the ``TUNING`` list (the coalesced kernel at a few vector widths, rows per step, chunks and group sizes, and
-the per-thread kernel) and keeps the fastest per shape bucket; CPU devices (the interpreter, lavapipe, msl-cpu) run
-the first, the coalesced kernel. ``path=`` forces a kernel. Measured before the coalesced kernel (2026-12, H200, bf16
-B 32 x L 8192, HQ 32, HKV 8, D 128): 496.6 us, 2165 GB/s of K/V against torch SDPA's 255.7 us; the coalesced kernel
-is not yet measured on the H200.
+the per-thread and staged kernels) and keeps the fastest per shape bucket; CPU devices (the interpreter, lavapipe,
+msl-cpu) run the first, the coalesced kernel. ``path=`` forces a kernel. Measured before the coalesced kernel
+(2026-12, H200, bf16 B 32 x L 8192, HQ 32, HKV 8, D 128): 496.6 us, 2165 GB/s of K/V against torch SDPA's 255.7 us;
+the coalesced kernel is not yet measured on the H200.
 """
 
 from __future__ import annotations
@@ -69,12 +74,18 @@ from ..lang import (
     local_id,
     program_id,
     shared,
-    simd_broadcast,
     static_range,
     where,
 )
 from ..runtime import get_backend
-from .attention_decode_coalesced import attn_decode_split_coalesced, chunk_weights, load_rows, weigh_values
+from .attention_decode_coalesced import (
+    attn_decode_split_coalesced,
+    chunk_weights,
+    load_rows,
+    seq_len,
+    weigh_values,
+)
+from .attention_decode_staged import attn_decode_split_staged, staged_shared_bytes
 from .softmax import dtype_label, scratch_f32
 
 #: the default variant (``iron build``): D 128, 4 query heads per kv head, 64-position chunks, 4-element vectors
@@ -135,7 +146,7 @@ def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i3
     for i0 in static_range(0, G * D, BLOCK):
         if i0 + tid < G * D:
             qr[i0 // BLOCK] = q[head0 * D + i0 + tid]
-    n = simd_broadcast(lens[b], 0)  # uniform to the emitter: the SIMD reductions below keep the full mask
+    n = seq_len(lens, b, L, MAXP, PAGED)  # clamped to the cache; uniform: the SIMD reductions keep the full mask
     start = s * CHUNK
     if start >= n:  # the whole group: nothing of the sequence here; the combine never reads this split
         return
@@ -225,14 +236,21 @@ def plan_chunk(lmax: int) -> int:
     return min(256, max(16, _pow2(-(-lmax // 8))))
 
 
-#: the split kernels' paths: "coalesced" (``attn_decode_split_coalesced``) and "per_thread" (``attn_decode_split``)
-PATHS = ("coalesced", "per_thread")
+#: the split kernels' paths: "coalesced" (``attn_decode_split_coalesced``), "per_thread" (``attn_decode_split``) and
+#: "staged" (``attn_decode_split_staged``)
+PATHS = ("coalesced", "per_thread", "staged")
 #: (path, BLOCK, elements per vector at most, rows-per-step factor, CHUNK factor) that autotuning times on GPUs beside
 #: the first entry (the default, the only one elsewhere): 16-byte vectors of f16/bf16 (the default takes 4 elements:
 #: fewer registers), twice the rows in flight per thread, longer chunks (fewer splits, less combine work; only where
-#: the caller leaves the chunk to plan_chunk), wider groups, and the per-thread kernel. Not yet timed on the H200.
+#: the caller leaves the chunk to plan_chunk), wider groups, and the per-thread kernel. A "staged" entry is (path,
+#: BLOCK, R rows per tile, STAGES, CHUNK factor), its vectors always 16 bytes (``staged_config``). Not yet timed on
+#: the H200.
 TUNING = {"cuda": (("coalesced", 128, 4, 1, 1), ("coalesced", 128, 8, 1, 1), ("coalesced", 128, 4, 2, 1),
-                   ("coalesced", 128, 4, 1, 2), ("coalesced", 256, 4, 1, 2), ("per_thread", 128, 8, 1, 1))}
+                   ("coalesced", 128, 4, 1, 2), ("coalesced", 256, 4, 1, 2), ("per_thread", 128, 8, 1, 1),
+                   ("staged", 128, 16, 3, 1), ("staged", 128, 32, 2, 1), ("staged", 256, 16, 4, 2))}
+#: the shared memory per group the staged kernel's configurations may take: 32 KiB (Metal, lavapipe: runs
+#: everywhere) except on CUDA, where 48 KiB is what a group gets without opting in
+SHARED_LIMIT = {"cuda": 48 * 1024}
 
 
 def lanes_per_row(d: int, vec: int, simd_width: int) -> int:
@@ -260,15 +278,41 @@ def coalesced_config(d: int, g: int, itemsize: int, chunk: int, block: int, most
     return {"path": "coalesced", "BLOCK": block, "CHUNK": chunk, "VEC": vec, "LANES": lanes, "UK": uk, "U": rows}
 
 
-def entry_config(entry: tuple, d: int, g: int, itemsize: int, chunk: int | None, lmax: int,
-                 simd_width: int) -> dict[str, Any]:
-    """The configuration of one ``TUNING`` entry for these shapes (``chunk``: the caller's, else planned)."""
+def staged_config(d: int, g: int, itemsize: int, chunk: int, block: int, simd_width: int, rows: int = 16,
+                  stages: int = 3, backend: str = "cpu") -> dict[str, Any]:
+    """The staged kernel's constexprs: 16-byte pieces (VEC = 16 / itemsize), LANES a row (``lanes_per_row``), R
+    ``rows`` a tile (a power of two, at least BLOCK / LANES, so that each row set takes whole rows; at most the
+    chunk rounded up) in ``stages`` stages; STAGES, then R (below BLOCK / LANES too: f32 D 128 at lavapipe's SIMD
+    width of 8), shrink while the shared memory passes ``backend``'s ``SHARED_LIMIT`` (SPIR-V keeps f16/bf16
+    shared arrays as 4-byte words)."""
+    vec = 16 // itemsize
+    lanes = lanes_per_row(d, vec, simd_width)
+    r = max(block // lanes, min(_pow2_floor(rows), _pow2(chunk)))
+    limit = SHARED_LIMIT.get(backend, 32 * 1024)
+    stored = 4 if backend == "vulkan" else itemsize
+
+    def size(r: int, stages: int) -> int:
+        return staged_shared_bytes(d, g, stored, chunk, block, simd_width, lanes, r, stages)
+
+    while stages > 2 and size(r, stages) > limit:
+        stages -= 1
+    while r > 1 and size(r, stages) > limit:
+        r //= 2
+    return {"path": "staged", "BLOCK": block, "CHUNK": chunk, "VEC": vec, "LANES": lanes, "R": r, "STAGES": stages}
+
+
+def entry_config(entry: tuple, d: int, g: int, itemsize: int, chunk: int | None, lmax: int, simd_width: int,
+                 backend: str = "cpu") -> dict[str, Any]:
+    """The configuration of one ``TUNING`` entry for these shapes (``chunk``: the caller's, else planned) on
+    ``backend``."""
     p, block, most, factor, chunk_factor = entry
     ch = chunk or plan_chunk(lmax)
     if chunk is None and chunk_factor > 1:  # longer chunks while the cache has positions for them
         ch = max(ch, min(ch * chunk_factor, _pow2(lmax)))
     if p == "coalesced":
         return coalesced_config(d, g, itemsize, ch, block, most, factor, simd_width)
+    if p == "staged":
+        return staged_config(d, g, itemsize, ch, block, simd_width, most, factor, backend)
     return {"path": p, "BLOCK": block, "CHUNK": ch, "VEC": 16 // itemsize}
 
 
@@ -284,7 +328,7 @@ def split_configs(d: int, g: int, itemsize: int, chunk: int | None, lmax: int, b
         table = [e for e in table if e[0] == path] or [e for e in TUNING["cuda"] if e[0] == path][:1]
     configs: list[dict[str, Any]] = []
     for entry in table:
-        cfg = entry_config(entry, d, g, itemsize, chunk, lmax, sw)
+        cfg = entry_config(entry, d, g, itemsize, chunk, lmax, sw, backend)
         if cfg not in configs:
             configs.append(cfg)
     return configs
@@ -304,6 +348,8 @@ def run_config(cfg: dict[str, Any], q, k, v, table, lens, out, cache_len: int, m
     grid, group = (nsplit * block, hkv, b), (block, 1, 1)
     if cfg["path"] == "coalesced":
         attn_decode_split_coalesced[grid, group](*args, cfg["LANES"], cfg["UK"], cfg["U"], backend=backend)
+    elif cfg["path"] == "staged":
+        attn_decode_split_staged[grid, group](*args, cfg["LANES"], cfg["R"], cfg["STAGES"], backend=backend)
     else:
         attn_decode_split[grid, group](*args, backend=backend)
     attn_decode_combine[b * hq * d, 128](po, pm, pl, lens, out, hq, nsplit, d, chunk, min(16, _pow2(nsplit)),
@@ -331,7 +377,7 @@ def _launch(q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, pag
 def launch_decode(q: Any, k: Any, v: Any, lens: Any, out: Any, scale: float | None = None,
                   backend: str | None = None, chunk: int | None = None, path: str | None = None) -> dict[str, Any]:
     """out (B, HQ, D) = attention of q over the first lens[b] positions of the contiguous cache (B, L_max, HKV, D).
-    ``path`` ("coalesced" or "per_thread") forces that split kernel; returns the configuration that ran."""
+    ``path`` ("coalesced", "per_thread" or "staged") forces that split kernel; returns the configuration that ran."""
     lmax = k.shape[1]
     return _launch(q, k, v, lens, lens, out, lmax, 0, lmax, False, scale, backend, chunk, path)
 

@@ -88,6 +88,18 @@ def kv_row(table, b, j, hk, L, MAXP, HKV, D, PAGED):
 
 
 @func
+def seq_len(lens, b, L, MAXP, PAGED):
+    """Sequence b's length, lens[b] clamped to the cache's positions (L, or MAXP pages of L when PAGED): a length past
+    the cache attends over the whole cache (its rows only, never the next sequence's or past the buffer); lane 0's
+    copy, broadcast: the same load in every lane, but only a broadcast tells the emitters it is uniform (loads are
+    never taken for uniform), which makes the loops uniform and gives their shuffles the full lane mask."""
+    n = simd_broadcast(lens[b], 0)
+    if PAGED:
+        return min(n, L * MAXP)
+    return min(n, L)
+
+
+@func
 def load_rows(src, dst, table, b, start, j0, step, cnt, hk, dv0, L, MAXP, HKV, D, PAGED, NR, NVEC, VEC, VS):
     """dst[(r * NVEC + w) * VEC ..] = the VEC elements at vector dv0 + w * VS of chunk row j0 + r * step (clamped to
     the chunk's last row, cnt - 1), r < NR, w < NVEC: NR * NVEC independent vector loads, all in flight."""
@@ -296,9 +308,7 @@ def attn_decode_split_coalesced(q: Tensor[T], k: Tensor[T], v: Tensor[T], table:
             x = vload(q, (head0 + g) * D + (dv + w * LANES) * VEC, VEC)
             for e in static_range(VEC):
                 qv[(g * W + w) * VEC + e] = x[e] * scale
-    # lane 0's copy of the length: the same load in every lane, but only a broadcast tells the emitters so (loads
-    # are never taken for uniform), which makes the score loop uniform and gives its shuffles the full lane mask
-    n = simd_broadcast(lens[b], 0)
+    n = seq_len(lens, b, L, MAXP, PAGED)
     start = s * CHUNK
     if start >= n:  # the whole group: nothing of the sequence here; the combine never reads this split
         return

@@ -91,10 +91,9 @@ def test_warp_kernel_at_other_simd_widths(width, monkeypatch, rng):
         _run("cpu", p, s, b, x, 4, 64, "f32", config={"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns})
 
 
-def test_choice_on_each_kind_of_backend(monkeypatch):
-    """CPU devices: gemv_q_warp's default alone (deterministic, and what CI runs); CUDA with IRON_GEMV_Q_WARP=1:
-    gemv_q's configurations, plan's first (what runs untimed), then gemv_q_warp's; ``path`` keeps one kernel's."""
-    monkeypatch.setenv("IRON_GEMV_Q_WARP", "1")
+def test_choice_on_each_kind_of_backend():
+    """CPU devices: gemv_q_warp's default alone (deterministic, and what CI runs); CUDA: gemv_q's configurations,
+    plan's first (what runs untimed), then gemv_q_warp's; ``path`` keeps one kernel's."""
     cpu = QV.gemv_q_configs("cpu", 4096, 4096, 4, 64, 2)
     r, kv, warps, ns = QV.WARP_DEFAULT
     assert cpu == [{"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns}]
@@ -109,17 +108,6 @@ def test_choice_on_each_kind_of_backend(monkeypatch):
     assert QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="group")[0]["PATH"] == "group"
     with pytest.raises(ValueError):
         QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="fast")
-
-
-def test_gpus_time_gemv_q_alone_until_the_warp_kernel_is_verified(monkeypatch):
-    """gemv_q_warp has not run on a GPU yet: without IRON_GEMV_Q_WARP=1 a GPU table times gemv_q's alone, and a
-    forced "warp" path runs the default configuration."""
-    monkeypatch.delenv("IRON_GEMV_Q_WARP", raising=False)
-    cuda = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2)
-    assert cuda and all(c["PATH"] == "group" for c in cuda)
-    r, kv, warps, ns = QV.WARP_DEFAULT
-    assert QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="warp") == [
-        {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns}]
 
 
 def test_async_copies_need_aligned_scale_pieces(monkeypatch):

@@ -100,6 +100,17 @@ def seq_len(lens, b, L, MAXP, PAGED):
 
 
 @func
+def load_query(q, qv, head0, dv, scale, D, G, W, VEC, LANES):
+    """qv[(g W + w) VEC + e] = scale times element e of vector dv + w LANES of query row head0 + g (f32): the
+    thread's slice of the G query rows, pre-scaled, in registers."""
+    for g in static_range(G):
+        for w in static_range(W):
+            x = vload(q, (head0 + g) * D + (dv + w * LANES) * VEC, VEC)
+            for e in static_range(VEC):
+                qv[(g * W + w) * VEC + e] = x[e] * scale
+
+
+@func
 def load_rows(src, dst, table, b, start, j0, step, cnt, hk, dv0, L, MAXP, HKV, D, PAGED, NR, NVEC, VEC, VS):
     """dst[(r * NVEC + w) * VEC ..] = the VEC elements at vector dv0 + w * VS of chunk row j0 + r * step (clamped to
     the chunk's last row, cnt - 1), r < NR, w < NVEC: NR * NVEC independent vector loads, all in flight."""
@@ -303,11 +314,7 @@ def attn_decode_split_coalesced(q: Tensor[T], k: Tensor[T], v: Tensor[T], table:
     tgk = tid // LANES
     # the thread's slice of the G query rows, pre-scaled, in registers (loaded with lens, not after it)
     qv = local_array(f32, G * W * VEC)
-    for g in static_range(G):
-        for w in static_range(W):
-            x = vload(q, (head0 + g) * D + (dv + w * LANES) * VEC, VEC)
-            for e in static_range(VEC):
-                qv[(g * W + w) * VEC + e] = x[e] * scale
+    load_query(q, qv, head0, dv, scale, D, G, W, VEC, LANES)
     n = seq_len(lens, b, L, MAXP, PAGED)
     start = s * CHUNK
     if start >= n:  # the whole group: nothing of the sequence here; the combine never reads this split

@@ -63,7 +63,7 @@ from ..lang import (
     vload,
     where,
 )
-from .attention_decode_coalesced import kv_row, lane_sums, page_window, seq_len
+from .attention_decode_coalesced import kv_row, lane_sums, load_query, page_window, seq_len
 
 #: the variant `iron build` compiles (launches pass their own): 4-element pieces (16 bytes of f32, 8 of f16/bf16,
 #: so one variant serves every dtype), 32 lanes a row, tiles of 8 rows in 3 stages (28 KiB of shared memory at f32)
@@ -256,11 +256,7 @@ def attn_decode_split_staged(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Te
     dv = tid % LANES
     tgk = tid // LANES
     qv = local_array(f32, G * W * VEC)  # the thread's slice of the G query rows, pre-scaled (loaded with lens)
-    for g in static_range(G):
-        for w in static_range(W):
-            x = vload(q, (head0 + g) * D + (dv + w * LANES) * VEC, VEC)
-            for e in static_range(VEC):
-                qv[(g * W + w) * VEC + e] = x[e] * scale
+    load_query(q, qv, head0, dv, scale, D, G, W, VEC, LANES)
     n = seq_len(lens, b, L, MAXP, PAGED)  # clamped to the cache; uniform, so the shuffles keep the full lane mask
     start = s * CHUNK
     if start >= n:  # the whole group: nothing of the sequence here; the combine never reads this split

@@ -62,7 +62,7 @@
 #                                 eleventh session's changed std tests on cuda and vulkan; the replay of fuzz seed
 #                                 710000802
 #   scripts/gpu_check.sh session13 (carry .gl/.whl) the twelfth session's new kernel paths' tests on cuda and vulkan
-#   scripts/gpu_check.sh gemvq   (carry .gl/.whl) issue 18: gemv_q_warp verified on cuda/vulkan and timed (IRON_GEMV_Q_WARP=1)
+#   scripts/gpu_check.sh gemvq   (carry .gl/.whl) issue 18: gemv_q_warp's tests on cuda/vulkan, then the q4/q8 GEMV rows
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
@@ -349,19 +349,19 @@ fi
 if [ "$PART" = session13 ]; then
   # the twelfth session's new kernel paths (coalesced decode attention, radix top-k, q4 GEMV) on CUDA and NVIDIA's
   # Vulkan against their float64 oracles, then the same kernels timed beside torch (lib rows, bf16)
-  IRON_GEMV_Q_WARP=1 IRON_TEST_BACKENDS=cuda,vulkan timeout ${S13_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q -rfEs \
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${S13_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q -rfEs \
     $(ls tests/std/test_attention_decode*.py tests/std/test_topk*.py tests/std/test_quant_gemv*.py 2>/dev/null) \
     tests/std/test_sampling.py tests/std/test_quant.py --maxfail=30 2>&1 | tee "$OUT/pytest_session13.txt" | tail -n 20
   pack
 fi
 if [ "$PART" = gemvq ]; then
-  # issue 18: gemv_q_warp (not yet run on a GPU; IRON_GEMV_Q_WARP=1 lets tuning time it) against its oracle on CUDA
+  # issue 18: gemv_q_warp (a default tuning candidate since 2026-12-04) against its oracle on CUDA
   # and NVIDIA's Vulkan, then the q4/q8 GEMV rows beside torch with it in the running
-  IRON_GEMV_Q_WARP=1 IRON_TEST_BACKENDS=cuda,vulkan timeout ${GQ_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q \
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${GQ_TIMEOUT:-150} $PY -m pytest -p no:cacheprovider -q \
     -rfEs tests/std/test_quant_gemv_speed_paths.py tests/std/test_quant.py tests/models/test_quantized.py \
     --maxfail=30 2>&1 | tee "$OUT/pytest_gemvq.txt" | tail -n 20
   pack
-  IRON_GEMV_Q_WARP=1 IRON_PROGRESS=lines timeout ${GQ_BENCH_TIMEOUT:-150} $PY -m iron.cli.main bench --backend cuda -v \
+  IRON_PROGRESS=lines timeout ${GQ_BENCH_TIMEOUT:-150} $PY -m iron.cli.main bench --backend cuda -v \
     --dtype bf16 --filter std/quant/gemv_q --json "$OUT/lib_gemv_q_warp.json" 2>&1 | tee "$OUT/lib_gemv_q_warp.txt" \
     | grep "iron bench on"
   pack

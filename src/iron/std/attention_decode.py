@@ -19,8 +19,9 @@ below gives zeros. Three split kernels compute the same partials; they differ in
   NVRTC 13.5 against 252 for the per-thread kernel). See that module's docstring.
 - ``attn_decode_split_staged`` (``attention_decode_staged``, "staged"): K/V tiles of R rows copied to a ring of
   STAGES shared-memory stages by ``async_copy`` (cp.async), STAGES - 1 tiles in flight while one is computed, one
-  barrier a tile; scores and P V in one pass with an online softmax per row set, merged at the end. Not yet
-  measured on the H200.
+  barrier a tile; scores and P V in one pass with an online softmax per row set, merged at the end. Slower than
+  the coalesced kernel on the H200 (557-982 us against 420 at bf16 32 x 8192; 128 registers, 24 % occupancy):
+  kept as a tuning candidate for shapes not yet measured.
 - ``attn_decode_split`` (the per-thread path):
 
 1. loads: the G query rows, the thread's first K row (D / VEC 16-byte loads) and its first U V vectors are all issued
@@ -48,7 +49,8 @@ times the ``TUNING`` list (the coalesced kernel at a few vector widths, rows per
 the per-thread and staged kernels) and keeps the fastest per shape bucket; CPU devices (the interpreter, lavapipe,
 msl-cpu) run the first, the coalesced kernel. ``path=`` forces a kernel. Measured before the coalesced kernel
 (2026-12, H200, bf16 B 32 x L 8192, HQ 32, HKV 8, D 128): 496.6 us, 2165 GB/s of K/V against torch SDPA's 255.7 us;
-the coalesced kernel is not yet measured on the H200.
+2026-12-04 (decode_ncu.py, CUDA events): coalesced 420.2 us = 2555 GB/s at VEC 8, LANES 16 (537.8 at the default
+VEC 4), SDPA 267.2 us = 4018 GB/s; all limited by registers (ncu: 30 % achieved occupancy at the default).
 """
 
 from __future__ import annotations
@@ -243,8 +245,8 @@ PATHS = ("coalesced", "per_thread", "staged")
 #: the first entry (the default, the only one elsewhere): 16-byte vectors of f16/bf16 (the default takes 4 elements:
 #: fewer registers), twice the rows in flight per thread, longer chunks (fewer splits, less combine work; only where
 #: the caller leaves the chunk to plan_chunk), wider groups, and the per-thread kernel. A "staged" entry is (path,
-#: BLOCK, R rows per tile, STAGES, CHUNK factor), its vectors always 16 bytes (``staged_config``). Not yet timed on
-#: the H200.
+#: BLOCK, R rows per tile, STAGES, CHUNK factor), its vectors always 16 bytes (``staged_config``). Timed on the
+#: H200 at bf16 32 x 8192 (2026-12-04): the VEC 8 coalesced entry won; the staged ones lost (module docstring).
 TUNING = {"cuda": (("coalesced", 128, 4, 1, 1), ("coalesced", 128, 8, 1, 1), ("coalesced", 128, 4, 2, 1),
                    ("coalesced", 128, 4, 1, 2), ("coalesced", 256, 4, 1, 2), ("per_thread", 128, 8, 1, 1),
                    ("staged", 128, 16, 3, 1), ("staged", 128, 32, 2, 1), ("staged", 256, 16, 4, 2))}

@@ -25,7 +25,8 @@ The launch (``attention_decode.coalesced_config``) takes VEC = 4 elements for ev
 vectors of f16/bf16: half the query slice, K/V registers and P V accumulators of 16-byte ones) and LANES the
 largest power of two dividing D / VEC and the SIMD width (32 at D 128 on NVIDIA, 8 on lavapipe with W = 4), so
 the kernel is valid at every SIMD width and head size. NVRTC 13.5, sm_90, bf16 D 128, G 4, CHUNK 256, BLOCK 128: 80
-registers with UK = U = 4, no spills (6 groups per SM by registers). Not yet measured on the H200.
+registers with UK = U = 4, no spills (6 groups per SM by registers). On the H200 (2026-12-04, bf16 32 x 8192):
+537.8 us at VEC 4, 420.2 us = 2555 GB/s at VEC 8 (SDPA 267.2); ncu at VEC 4: 85 registers, 30 % achieved occupancy.
 
 A paged cache (``PAGED``) first reads the chunk's page numbers into shared memory (``page_window``: one load per
 page and a barrier), so each K/V row's address waits on shared memory rather than on a dependent global load of the

@@ -31,8 +31,9 @@ rows, the last one past the end of the array). A step's last, partial run clamps
 skips their arithmetic; rows past the matrix re-read the last row and are never stored. NVRTC, sm_90, bf16, 4 bits,
 group 64 (``tests/std/test_quant_gemv_speed_paths.py`` checks no spills): R = 16, NS = 2 is ~128 SASS instructions per
 vector and row in its loop (the floor is ~100: 3 per element, 4 shifts), 127 registers, 56 KiB of shared memory per
-group of two SIMD groups; R = 8 ~141. Not yet measured on the H200 (at 128 instructions a vector and row, issuing alone
-takes ~32 us at 16384 x 16384, against ~36 us to stream its 151 MB at 4.2 TB/s).
+group of two SIMD groups; R = 8 ~141. On the H200 (2026-12-04) tuning chose R 8 WARPS 4: 57.8 us at 16384 x 16384
+(2324 GB/s; gemv_q 76.0 us); at 128 instructions a vector and row, issuing alone takes ~32 us there, against ~36 us
+to stream its 151 MB at 4.2 TB/s.
 
 ``launch_gemv_q`` times both kernels' configurations where a tuning table applies (CUDA; Vulkan on a GPU) and keeps
 the faster; elsewhere it runs gemv_q_warp's default. ``path`` and ``config`` force one.

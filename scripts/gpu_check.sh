@@ -84,6 +84,10 @@
 #   scripts/gpu_check.sh wgvar   issue 14: gemm_wg's emitted source edited (no fence, no barrier, no loads, no store,
 #                                 launch bounds, 2 groups per SM) and timed, to see where its time goes
 #   scripts/gpu_check.sh vprofile issue 16: host time per launch on device arrays, Vulkan and CUDA, with cProfile
+#   scripts/gpu_check.sh vdiag   issue 16 (carry .gl/.whl): bench/experiments/vk_barrier_cost.py (a launch's cost by
+#                                 barrier kind and batch size) and vk_silu_variants.py (what OpFDiv costs) on Vulkan,
+#                                 the latter on CUDA beside it
+#   scripts/gpu_check.sh gemmf32 issue 14: iron bench of std/gemm/gemm_f32 on CUDA (every tuning candidate timed)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
 #        fragment and GEMM tests through them, iron bench of the std GEMM), exp/softmax on Vulkan beside CUDA
@@ -112,7 +116,7 @@ for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
@@ -508,6 +512,20 @@ if [ "$PART" = vprofile ]; then
   for B in vulkan cuda; do
     timeout 60 $PY bench/experiments/vk_launch_profile.py $B 2>&1 | tee "$OUT/launch_profile_$B.txt" | head -n 30
   done
+  pack
+fi
+if [ "$PART" = vdiag ]; then
+  timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_barrier_cost.py "$OUT/vk_barrier_cost.json" 2>&1 \
+    | tee "$OUT/vk_barrier_cost.txt" | tail -n 8
+  for B in vulkan cuda; do
+    timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_silu_variants.py $B "$OUT/silu_variants_$B.json" 2>&1 \
+      | tee "$OUT/silu_variants_$B.txt" | tail -n 6
+  done
+  pack
+fi
+if [ "$PART" = gemmf32 ]; then
+  IRON_PROGRESS=lines timeout ${GEMMF32_TIMEOUT:-240} $PY -m iron.cli.main bench --backend cuda -v --dtype f32 \
+    --filter std/gemm/gemm_f32 --json "$OUT/gemm_f32.json" 2>&1 | tee "$OUT/gemm_f32.txt" | grep -E "│|autotune" | tail -n 30
   pack
 fi
 if [ "$PART" = varrays ]; then

@@ -1,6 +1,7 @@
 """A Vulkan dispatch that does not finish in IRON_VULKAN_TIMEOUT seconds is a LaunchError, not a hung process
 (seen: the differential fuzzer hung a test run in vkWaitForFences). The kernel is merely long (lavapipe stops any
-loop after 65535 iterations, so an endless one cannot be written for it). Run in a child process, which leaves with
+loop after 65535 iterations, so an endless one cannot be written for it): 200 x 60000 dependent steps a thread,
+which an H200 on NVIDIA's driver does not finish in the limit either (60000 alone it did: 2026-12-04). Run in a child process, which leaves with
 os._exit: the device is still running the kernel."""
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ KERNEL = '''import iron
 def spin(x: iron.Tensor[iron.f32], n: int):
     i = iron.program_id(0)
     acc = x[i % 8]
-    for j in range(n):  # 60000 dependent steps in each of 2^20 threads: far longer than the limit
-        acc = acc * 0.999999 + x[(i + j) % 8]
+    for k in range(200):
+        for j in range(n):  # 200 x 60000 dependent steps in each of 2^20 threads: far longer than the limit
+            acc = acc * 0.999999 + x[(i + j + k) % 8]
     x[i] = acc
 '''
 

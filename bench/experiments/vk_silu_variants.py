@@ -1,82 +1,76 @@
-"""Issue 16: where silu's time goes on a Vulkan GPU (the std silu row ran at 55 % of CUDA's on the H200 while exp ran
-at 74 %). Four kernels over the same 2^26 f32 elements, each timed by the host around 20 launches then one wait
-(GPU-bound at this size),
-8 elements a thread (instruction-bound where the op is costly): exp alone,
-silu as std writes it (x / (1 + exp2(-x log2 e))), the same with the division
-replaced by a product (wrong values, timing only), and x * (1 / (1 + ...)). The gap between the second and third is
-what OpFDiv costs on that driver.
+"""Issue 16: where silu's time goes on a Vulkan GPU (on the H200 the std silu row ran at 54 % of CUDA's while exp ran
+at 74 %, with the same tuning). Kernels built like std's ``unary`` (``load_lanes``/``store_lanes``: 16-byte vectors of
+bf16, EPT elements a thread, f32 arithmetic) over the same 2^28 elements, each timed by the host around 10 launches
+then one wait (GPU-bound at this size), the variant given as a constexpr:
 
-    python bench/experiments/vk_silu_variants.py [backend] [out.json]
+0 exp(x) · 1 silu as std writes it, x / (1 + exp2(-x log2 e)) · 2 the same with the division made a product (wrong
+values, timing only) · 3 x * (1 / (1 + ...)) · 4 the division alone, x / (1 + x x) · 5 relu (memory only)
+
+The gap between 1 and 2 is what OpFDiv costs on that driver; 4 against 5 the division without the exp.
+
+    python bench/experiments/vk_silu_variants.py [backend] [out.json]      (VK_SILU_LOG2N: 28 by default)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
 import numpy as np
 
 import iron
-from iron import Tensor, exp, exp2, f32, program_id, static_range
+from iron import Tensor, constexpr, exp, exp2, f32, local_array, static_range
+from iron.lang import T
+from iron.std.elementwise import load_lanes, store_lanes
 
-PER = 8
-N, REPS = 1 << int(__import__("os").environ.get("VK_SILU_LOG2N", "26")), 20
-
-
-@iron.kernel
-def k_exp(a: Tensor[f32], out: Tensor[f32], n: int):
-    i = program_id(0)
-    for j in static_range(PER):  # PER elements a thread, as the std unary kernel's vectors give it
-        if i + j * (n // PER) < n:
-            x = a[i + j * (n // PER)]
-            out[i + j * (n // PER)] = exp(x)
+N, REPS, VEC, PER = 1 << int(os.environ.get("VK_SILU_LOG2N", "28")), 10, 8, 2
+NAMES = ("exp", "silu (x / d)", "x * d (no division)", "x * (1 / d)", "x / (1 + x x)", "relu")
 
 
 @iron.kernel
-def k_silu_div(a: Tensor[f32], out: Tensor[f32], n: int):
-    i = program_id(0)
-    for j in static_range(PER):  # PER elements a thread, as the std unary kernel's vectors give it
-        if i + j * (n // PER) < n:
-            x = a[i + j * (n // PER)]
-            out[i + j * (n // PER)] = x / (1.0 + exp2(x * -1.4426950408889634))
-
-
-@iron.kernel
-def k_silu_mul(a: Tensor[f32], out: Tensor[f32], n: int):
-    i = program_id(0)
-    for j in static_range(PER):  # PER elements a thread, as the std unary kernel's vectors give it
-        if i + j * (n // PER) < n:
-            x = a[i + j * (n // PER)]
-            out[i + j * (n // PER)] = x * (1.0 + exp2(x * -1.4426950408889634))
-
-
-@iron.kernel
-def k_silu_rcp(a: Tensor[f32], out: Tensor[f32], n: int):
-    i = program_id(0)
-    for j in static_range(PER):  # PER elements a thread, as the std unary kernel's vectors give it
-        if i + j * (n // PER) < n:
-            x = a[i + j * (n // PER)]
-            out[i + j * (n // PER)] = x * (1.0 / (1.0 + exp2(x * -1.4426950408889634)))
+def variant(a: Tensor[T], out: Tensor[T], n: int, V: constexpr, VEC: constexpr, PER: constexpr):
+    vals = local_array(f32, PER * VEC)
+    load_lanes(a, vals, n, VEC, PER)
+    for i in static_range(PER * VEC):
+        x = vals[i]
+        if V == 0:
+            vals[i] = exp(x)
+        elif V == 1:
+            vals[i] = x / (1.0 + exp2(x * -1.4426950408889634))
+        elif V == 2:
+            vals[i] = x * (1.0 + exp2(x * -1.4426950408889634))
+        elif V == 3:
+            vals[i] = x * (1.0 / (1.0 + exp2(x * -1.4426950408889634)))
+        elif V == 4:
+            vals[i] = x / (1.0 + x * x)
+        else:
+            vals[i] = max(x, 0.0)
+    store_lanes(out, vals, n, VEC, PER, T)
 
 
 def main(backend: str, path: str | None) -> None:
-    a = iron.asarray(np.random.default_rng(0).standard_normal(N).astype(np.float32), backend=backend)
-    out = iron.zeros(N, f32, backend=backend)
+    import ml_dtypes
+
+    host = np.random.default_rng(0).standard_normal(N).astype(ml_dtypes.bfloat16)
+    a = iron.asarray(host, backend=backend)
+    out = iron.empty(N, iron.bf16, backend=backend)
+    threads = N // (VEC * PER)
     rows = []
-    for k in (k_exp, k_silu_div, k_silu_mul, k_silu_rcp):
-        k[N // PER](a, out, N)
+    for v, name in enumerate(NAMES):
+        variant[threads](a, out, N, v, VEC, PER)
         iron.synchronize(backend)
         t0 = time.perf_counter()
         for _ in range(REPS):
-            k[N // PER](a, out, N)
+            variant[threads](a, out, N, v, VEC, PER)
         iron.synchronize(backend)
         us = (time.perf_counter() - t0) / REPS * 1e6
-        rows.append({"kernel": k.__name__ if hasattr(k, "__name__") else str(k), "us": us, "gb_s": 8 * N / us / 1e3})
-        print(f"{backend} {rows[-1]['kernel']:12s} {us:9.1f} us  {rows[-1]['gb_s']:7.1f} GB/s", flush=True)
+        rows.append({"variant": name, "us": us, "gb_s": 4 * N / us / 1e3})
+        print(f"{backend} {name:22s} {us:9.1f} us  {rows[-1]['gb_s']:7.1f} GB/s", flush=True)
     if path:
         with open(path, "w") as f:
-            json.dump({"backend": backend, "n": N, "rows": rows}, f, indent=1)
+            json.dump({"backend": backend, "n": N, "vec": VEC, "per": PER, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

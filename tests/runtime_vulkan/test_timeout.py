@@ -1,8 +1,8 @@
 """A Vulkan dispatch that does not finish in IRON_VULKAN_TIMEOUT seconds is a LaunchError, not a hung process
 (seen: the differential fuzzer hung a test run in vkWaitForFences). The kernel is merely long (lavapipe stops any
 loop after 65535 iterations, so an endless one cannot be written for it): 200 x 60000 dependent steps a thread,
-which an H200 on NVIDIA's driver does not finish in the limit either (60000 alone it did: 2026-12-04). Run in a child process, which leaves with
-os._exit: the device is still running the kernel."""
+which an H200 on NVIDIA's driver does not finish in the limit either (60000 alone it did: 2026-12-04).
+Run in a child process, which leaves with os._exit: the device is still running the kernel."""
 
 from __future__ import annotations
 

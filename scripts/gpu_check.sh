@@ -86,7 +86,7 @@
 #   scripts/gpu_check.sh vprofile issue 16: host time per launch on device arrays, Vulkan and CUDA, with cProfile
 #   scripts/gpu_check.sh vdiag   issue 16 (carry .gl/.whl): bench/experiments/vk_barrier_cost.py (a launch's cost by
 #                                 barrier kind and batch size) and vk_silu_variants.py (what OpFDiv costs) on Vulkan,
-#                                 the latter on CUDA beside it
+#                                 the latter on CUDA beside it; vk_fdiv_contract.py (OpFDiv without NoContraction)
 #   scripts/gpu_check.sh gemmf32 issue 14: iron bench of std/gemm/gemm_f32 on CUDA (every tuning candidate timed)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
@@ -521,6 +521,8 @@ if [ "$PART" = vdiag ]; then
     timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_silu_variants.py $B "$OUT/silu_variants_$B.json" 2>&1 \
       | tee "$OUT/silu_variants_$B.txt" | tail -n 6
   done
+  IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_fdiv_contract.py "$OUT/vk_fdiv_contract.json" 2>&1 \
+    | tee "$OUT/vk_fdiv_contract.txt" | tail -n 4
   pack
 fi
 if [ "$PART" = gemmf32 ]; then

@@ -11,18 +11,19 @@ every device, so results do not depend on ``shaderFloat64`` nor on the precision
 
 Cost (issue 16: exp, silu and their kin were bound by this sequence on NVIDIA's Vulkan driver, not by memory): the
 argument is clamped by one NClamp and only +inf and NaN are selected after (the core's own rounding gives 0 below
-the range); k is rounded by adding 1.5 * 2^23 (no RoundEven, no float-to-integer conversion: the integer is read
-from the sum's low bits); polynomials are Fma chains. The bf16 ``unary`` kernel at 8 elements a thread went from
-1103 to 995 SPIR-V instructions for exp (41 to 27 an element beyond relu's 777), and lost its 8 conversions.
+the range); k = RoundEven(...) is added to 1.5 * 2^23 (exact whatever the device's rounding mode) and read from the
+sum's low bits, so no float-to-integer conversion; polynomials are Fma chains. The bf16 ``unary`` kernel at 8
+elements a thread went from 1103 to 1003 SPIR-V instructions for exp (41 to 28 an element beyond relu's 777), and
+lost its 8 conversions.
 
-- ``exp``: t = x * log2(e) + 1.5 * 2^23 (an Fma), k = t - 1.5 * 2^23 = round(x log2 e) (exact),
+- ``exp``: k = RoundEven(x * log2(e)), t = k + 1.5 * 2^23 (exact),
   r = (x - k * C1) - k * C2 with ln 2 = C1 + C2 (Cody-Waite: C1 = 0.693359375 has 9 significant bits, so k * C1 and
   x - k * C1 are exact for |k| <= 151), |r| <~ ln2/2; exp(r) = 1 + (r + r^2 q(r)) with q of degree 4 fitted once at
   import (Chebyshev; truncation < 1e-10); then times 2^k: k + 64 (x < 0) or k - 64 is added to the exponent field
   (bits(t) << 23 is k << 23; a normal number either way), and one product by 2^-64 or 2^64 rounds the result once,
   subnormal results included. x > 88.7228317 (the largest f32 with a finite result) gives +inf, x below -104 is
   clamped there (exp(-104) < 2^-150 rounds to 0), NaN gives NaN.
-- ``exp2``: k = (x + 1.5 * 2^23) - 1.5 * 2^23 = RoundEven(x), r = x - k (exact), 2^r = 1 + r Q(r) with Q of degree
+- ``exp2``: k = RoundEven(x), t = k + 1.5 * 2^23, r = x - k (both exact), 2^r = 1 + r Q(r) with Q of degree
   6 fitted on [-1/2, 1/2], then the same scaling; x >= 128 gives +inf, x < -151 gives 0.
 - ``tanh``, on a = |x| (the sign is put back on the bits, so tanh(-0) is -0): a < 0.55: a + a s P(s), s = a^2, P of
   degree 5 (the correction is at most a tenth of a, so its rounding costs little, and tiny x gives x itself: no
@@ -53,7 +54,7 @@ _EXP2_HI = 127.99999237060547  # the f32 below 128: 2^x is finite up to here
 _EXP2_LO = -151.0  # 2^-151 < 2^-150: 0 from here down
 _TANH_SMALL = 0.55  # below: the odd polynomial; above: 1 - 2 / (exp(2|x|) + 1), at least 0.5
 _TANH_CLAMP = 10.0  # tanh(10) is 1 in f32 and exp(20) stays finite
-_SHIFTER = 12582912.0  # 1.5 * 2^23: adding it rounds to an integer, kept in the low mantissa bits
+_SHIFTER = 12582912.0  # 1.5 * 2^23: an integer k (|k| < 2^22) added to it is exact, held in the low mantissa bits
 _SPLIT = 4097.0  # Veltkamp's splitter for f32 (2^12 + 1): halves of 12 significant bits
 
 
@@ -122,8 +123,8 @@ class PreciseExp:
     def _exp_core(self, x: int) -> int:
         """exp(x) for x in [-104, 88.73] (module docstring)."""
         f32 = self.b.type_float(32)
-        t = self.glsl("Fma", f32, x, self.f32c(_LOG2E), self.f32c(_SHIFTER))  # _SHIFTER + round(x log2 e)
-        k = self.inst("OpFSub", f32, t, self.f32c(_SHIFTER))  # exact
+        k = self.glsl("RoundEven", f32, self.inst("OpFMul", f32, x, self.f32c(_LOG2E)))
+        t = self.inst("OpFAdd", f32, k, self.f32c(_SHIFTER))  # exact in any rounding mode: k in the low bits
         r = self.glsl("Fma", f32, k, self.f32c(-_LN2_HI), x)  # exact, fused or not
         r = self.glsl("Fma", f32, k, self.f32c(-_LN2_LO), r)
         p = self.glsl("Fma", f32, self.inst("OpFMul", f32, r, r), self._fma_poly(r, exp_coefficients()), r)
@@ -132,8 +133,9 @@ class PreciseExp:
     def _exp2_core(self, x: int) -> int:
         """2^x for x in [-151, 128) (module docstring)."""
         f32 = self.b.type_float(32)
-        t = self.inst("OpFAdd", f32, x, self.f32c(_SHIFTER))  # _SHIFTER + RoundEven(x)
-        r = self.inst("OpFSub", f32, x, self.inst("OpFSub", f32, t, self.f32c(_SHIFTER)))  # exact
+        k = self.glsl("RoundEven", f32, x)
+        t = self.inst("OpFAdd", f32, k, self.f32c(_SHIFTER))  # exact in any rounding mode: k in the low bits
+        r = self.inst("OpFSub", f32, x, k)  # exact
         p = self.inst("OpFMul", f32, r, self._fma_poly(r, exp2_coefficients()))
         return self._scale(self.inst("OpFAdd", f32, self.f32c(1.0), p), t, x)
 

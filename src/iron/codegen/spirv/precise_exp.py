@@ -11,20 +11,20 @@ every device, so results do not depend on ``shaderFloat64`` nor on the precision
 
 Cost (issue 16: exp, silu and their kin were bound by this sequence on NVIDIA's Vulkan driver, not by memory): the
 argument is clamped by one NClamp and only +inf and NaN are selected after (the core's own rounding gives 0 below
-the range); k = RoundEven(...) is added to 1.5 * 2^23 (exact whatever the device's rounding mode) and read from the
-sum's low bits, so no float-to-integer conversion; polynomials are Fma chains. The bf16 ``unary`` kernel at 8
-elements a thread went from 1103 to 1003 SPIR-V instructions for exp (41 to 28 an element beyond relu's 777), and
-lost its 8 conversions.
+the range); k is rounded by adding 1.5 * 2^23 (where the module declares RoundingModeRTE; else RoundEven, then the
+add) and read from the sum's low bits, so no float-to-integer conversion; polynomials are Fma chains. The bf16
+``unary`` kernel at 8 elements a thread went from 1103 to 995 SPIR-V instructions for exp (41 to 27 an element
+beyond relu's 777), and lost its 8 conversions and 8 RoundEvens.
 
-- ``exp``: k = RoundEven(x * log2(e)), t = k + 1.5 * 2^23 (exact),
+- ``exp``: t = x * log2(e) + 1.5 * 2^23 (an Fma, RNE), k = t - 1.5 * 2^23 = round(x log2 e) (exact),
   r = (x - k * C1) - k * C2 with ln 2 = C1 + C2 (Cody-Waite: C1 = 0.693359375 has 9 significant bits, so k * C1 and
   x - k * C1 are exact for |k| <= 151), |r| <~ ln2/2; exp(r) = 1 + (r + r^2 q(r)) with q of degree 4 fitted once at
   import (Chebyshev; truncation < 1e-10); then times 2^k: k + 64 (x < 0) or k - 64 is added to the exponent field
   (bits(t) << 23 is k << 23; a normal number either way), and one product by 2^-64 or 2^64 rounds the result once,
   subnormal results included. x > 88.7228317 (the largest f32 with a finite result) gives +inf, x below -104 is
   clamped there (exp(-104) < 2^-150 rounds to 0), NaN gives NaN.
-- ``exp2``: k = RoundEven(x), t = k + 1.5 * 2^23, r = x - k (both exact), 2^r = 1 + r Q(r) with Q of degree
-  6 fitted on [-1/2, 1/2], then the same scaling; x >= 128 gives +inf, x < -151 gives 0.
+- ``exp2``: t = x + 1.5 * 2^23 (RNE), k = t - 1.5 * 2^23 = RoundEven(x), r = x - k (both exact), 2^r = 1 + r Q(r)
+  with Q of degree 6 fitted on [-1/2, 1/2], then the same scaling; x >= 128 gives +inf, x < -151 gives 0.
 - ``tanh``, on a = |x| (the sign is put back on the bits, so tanh(-0) is -0): a < 0.55: a + a s P(s), s = a^2, P of
   degree 5 (the correction is at most a tenth of a, so its rounding costs little, and tiny x gives x itself: no
   cancellation); else 1 - 2 / (exp(2a) + 1) with the exp above, a clamped to 10 (tanh is 1 in f32 from 9.02 on).
@@ -123,8 +123,7 @@ class PreciseExp:
     def _exp_core(self, x: int) -> int:
         """exp(x) for x in [-104, 88.73] (module docstring)."""
         f32 = self.b.type_float(32)
-        k = self.glsl("RoundEven", f32, self.inst("OpFMul", f32, x, self.f32c(_LOG2E)))
-        t = self.inst("OpFAdd", f32, k, self.f32c(_SHIFTER))  # exact in any rounding mode: k in the low bits
+        t, k = self._rounded(x, _LOG2E)
         r = self.glsl("Fma", f32, k, self.f32c(-_LN2_HI), x)  # exact, fused or not
         r = self.glsl("Fma", f32, k, self.f32c(-_LN2_LO), r)
         p = self.glsl("Fma", f32, self.inst("OpFMul", f32, r, r), self._fma_poly(r, exp_coefficients()), r)
@@ -133,11 +132,27 @@ class PreciseExp:
     def _exp2_core(self, x: int) -> int:
         """2^x for x in [-151, 128) (module docstring)."""
         f32 = self.b.type_float(32)
-        k = self.glsl("RoundEven", f32, x)
-        t = self.inst("OpFAdd", f32, k, self.f32c(_SHIFTER))  # exact in any rounding mode: k in the low bits
+        t, k = self._rounded(x)
         r = self.inst("OpFSub", f32, x, k)  # exact
         p = self.inst("OpFMul", f32, r, self._fma_poly(r, exp2_coefficients()))
         return self._scale(self.inst("OpFAdd", f32, self.f32c(1.0), p), t, x)
+
+    def _rounded(self, x: int, scale: float | None = None) -> tuple[int, int]:
+        """(t, k): k = x (times ``scale``) rounded to an integer, ties to even, and t = _SHIFTER + k, exact. Where the
+        module declares RoundingModeRTE (``rounding_rte``: adds round to nearest even), one add (an Fma with a scale,
+        fused or not) rounds and a subtraction gives k back (no RoundEven: NVIDIA runs it in the slow conversion
+        pipe); elsewhere an add may round toward zero, so k comes from RoundEven and t from adding it (exact in any
+        rounding mode)."""
+        f32 = self.b.type_float(32)
+        if getattr(self, "rounding_rte", False):
+            if scale is None:
+                t = self.inst("OpFAdd", f32, x, self.f32c(_SHIFTER))
+            else:
+                t = self.glsl("Fma", f32, x, self.f32c(scale), self.f32c(_SHIFTER))
+            return t, self.inst("OpFSub", f32, t, self.f32c(_SHIFTER))
+        v = x if scale is None else self.inst("OpFMul", f32, x, self.f32c(scale))
+        k = self.glsl("RoundEven", f32, v)
+        return self.inst("OpFAdd", f32, k, self.f32c(_SHIFTER)), k
 
     def _scale(self, y: int, t: int, x: int) -> int:
         """y * 2^k for y in [0.7, 1.42] and t = _SHIFTER + k, k in [-151, 128] (an integer, negative only where x

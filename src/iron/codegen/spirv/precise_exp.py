@@ -4,19 +4,22 @@ GLSL.std.450 ``Exp``/``Exp2`` are only promised 3 + 2|x| ulp and ``Tanh`` inheri
 lavapipe is that loose: exp was 64 ulp off near 85, exp2 3 ulp, and its tanh cancels near 0 (tanh(1e-30) gave
 3e-8, tanh(1.136e-6) 7.5% off). Iron's semantics are the correctly rounded result (the interpreter, msl-cpu and CUDA
 are within 2 ulp), so these sequences use only what Vulkan makes exact or correctly rounded for f32: OpFAdd/OpFSub/
-OpFMul (decorated NoContraction), NClamp, RoundEven, integer instructions, comparisons and OpSelect, and GLSL ``Fma``
-where either of its allowed readings (fused, or a rounded product then a rounded sum) serves: the steps that must be
-exact are exact both ways, and the polynomials' steps are far below the result's last bit. One f32 path serves
+OpFMul (decorated NoContraction), NClamp, RoundEven, integer instructions, comparisons and OpSelect, and products
+and sums left contractable (``_madd``: no NoContraction) where either reading (fused, or a rounded product then a
+rounded sum) serves: the steps that must be exact are exact both ways, and the polynomials' steps are far below the
+result's last bit. One f32 path serves
 every device, so results do not depend on ``shaderFloat64`` nor on the precision of a device's f64 arithmetic.
 
 Cost (issue 16: exp, silu and their kin were bound by this sequence on NVIDIA's Vulkan driver, not by memory): the
 argument is clamped by one NClamp and only +inf and NaN are selected after (the core's own rounding gives 0 below
 the range); k is rounded by adding 1.5 * 2^23 (where the module declares RoundingModeRTE; else RoundEven, then the
-add) and read from the sum's low bits, so no float-to-integer conversion; polynomials are Fma chains. The bf16
-``unary`` kernel at 8 elements a thread went from 1103 to 995 SPIR-V instructions for exp (41 to 27 an element
-beyond relu's 777), and lost its 8 conversions and 8 RoundEvens.
+add) and read from the sum's low bits, so no float-to-integer conversion; polynomials are contractable multiply-add
+chains. The bf16 ``unary`` kernel at 8 elements a thread lost its 8 conversions and 8 RoundEvens, and 41 SPIR-V
+instructions an element beyond relu's became 27 with GLSL Fma (measured on the H200 at c4ceba0), 35 with the
+multiply-adds as separate instructions for the driver to fuse (GLSL Fma is a software call on lavapipe).
 
-- ``exp``: t = x * log2(e) + 1.5 * 2^23 (an Fma, RNE), k = t - 1.5 * 2^23 = round(x log2 e) (exact),
+- ``exp``: t = x * log2(e) + 1.5 * 2^23 (a contractable multiply-add, RNE), k = t - 1.5 * 2^23 = round(x log2 e)
+  (exact),
   r = (x - k * C1) - k * C2 with ln 2 = C1 + C2 (Cody-Waite: C1 = 0.693359375 has 9 significant bits, so k * C1 and
   x - k * C1 are exact for |k| <= 151), |r| <~ ln2/2; exp(r) = 1 + (r + r^2 q(r)) with q of degree 4 fitted once at
   import (Chebyshev; truncation < 1e-10); then times 2^k: k + 64 (x < 0) or k - 64 is added to the exponent field
@@ -111,22 +114,32 @@ class PreciseExp:
         y = op("OpSelect", f32, op("OpFOrdGreaterThan", boolean, x, self.f32c(hi)), self.f32c(math.inf), y)
         return op("OpSelect", f32, op("OpIsNan", boolean, x), x, y)
 
-    def _fma_poly(self, v: int, coeffs: tuple[float, ...]) -> int:
-        """The polynomial by Fma steps (fused or, as Vulkan allows, a rounded product and sum: either is accurate
-        enough here, the final 1 + p carries the result's one significant rounding)."""
+    def _madd(self, a: int, b: int, c: int) -> int:
+        """a * b + c as an OpFMul and an OpFAdd *without* NoContraction: the driver may fuse them (NVIDIA does) or
+        round twice; every use here is exact or accurate enough either way. Not GLSL ``Fma``: lavapipe runs that as
+        a call to a software fma (attn_prefill's online softmax took 76 s instead of 6 on this machine's CPU)."""
         f32 = self.b.type_float(32)
+        product = self.b.new_id()
+        self.body.append(self.b.instruction("OpFMul", f32, product, a, b))
+        total = self.b.new_id()
+        self.body.append(self.b.instruction("OpFAdd", f32, total, product, c))
+        return total
+
+    def _fma_poly(self, v: int, coeffs: tuple[float, ...]) -> int:
+        """The polynomial by ``_madd`` steps (fused or a rounded product and sum: either is accurate
+        enough here, the final 1 + p carries the result's one significant rounding)."""
         acc = self.f32c(coeffs[0])
         for c in coeffs[1:]:
-            acc = self.glsl("Fma", f32, acc, v, self.f32c(c))
+            acc = self._madd(acc, v, self.f32c(c))
         return acc
 
     def _exp_core(self, x: int) -> int:
         """exp(x) for x in [-104, 88.73] (module docstring)."""
         f32 = self.b.type_float(32)
         t, k = self._rounded(x, _LOG2E)
-        r = self.glsl("Fma", f32, k, self.f32c(-_LN2_HI), x)  # exact, fused or not
-        r = self.glsl("Fma", f32, k, self.f32c(-_LN2_LO), r)
-        p = self.glsl("Fma", f32, self.inst("OpFMul", f32, r, r), self._fma_poly(r, exp_coefficients()), r)
+        r = self._madd(k, self.f32c(-_LN2_HI), x)  # exact, fused or not
+        r = self._madd(k, self.f32c(-_LN2_LO), r)
+        p = self._madd(self.inst("OpFMul", f32, r, r), self._fma_poly(r, exp_coefficients()), r)
         return self._scale(self.inst("OpFAdd", f32, self.f32c(1.0), p), t, x)
 
     def _exp2_core(self, x: int) -> int:
@@ -139,8 +152,8 @@ class PreciseExp:
 
     def _rounded(self, x: int, scale: float | None = None) -> tuple[int, int]:
         """(t, k): k = x (times ``scale``) rounded to an integer, ties to even, and t = _SHIFTER + k, exact. Where the
-        module declares RoundingModeRTE (``rounding_rte``: adds round to nearest even), one add (an Fma with a scale,
-        fused or not) rounds and a subtraction gives k back (no RoundEven: NVIDIA runs it in the slow conversion
+        module declares RoundingModeRTE (``rounding_rte``: adds round to nearest even), one add (a ``_madd`` with a
+        scale, fused or not) rounds and a subtraction gives k back (no RoundEven: NVIDIA runs it in the slow conversion
         pipe); elsewhere an add may round toward zero, so k comes from RoundEven and t from adding it (exact in any
         rounding mode)."""
         f32 = self.b.type_float(32)
@@ -148,7 +161,7 @@ class PreciseExp:
             if scale is None:
                 t = self.inst("OpFAdd", f32, x, self.f32c(_SHIFTER))
             else:
-                t = self.glsl("Fma", f32, x, self.f32c(scale), self.f32c(_SHIFTER))
+                t = self._madd(x, self.f32c(scale), self.f32c(_SHIFTER))
             return t, self.inst("OpFSub", f32, t, self.f32c(_SHIFTER))
         v = x if scale is None else self.inst("OpFMul", f32, x, self.f32c(scale))
         k = self.glsl("RoundEven", f32, v)

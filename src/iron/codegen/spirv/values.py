@@ -456,10 +456,10 @@ class ValueOps:
         f32, bool_t = b.type_float(32), b.type_bool()
         p, q = coefficients()
 
-        def horner(coefs: tuple[float, ...], var: int) -> int:
+        def horner(coefs: tuple[float, ...], var: int) -> int:  # contractable pairs: lavapipe's Fma is a libm call
             r = self.f32c(coefs[0])
             for c in coefs[1:]:
-                r = self.glsl("Fma", f32, r, var, self.f32c(c))
+                r = self._madd(r, var, self.f32c(c))
             return r
 
         ax = self.glsl("FAbs", f32, x)

@@ -110,10 +110,12 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
 
     # -- plumbing --------------------------------------------------------------------------------------------------
 
-    def inst(self, opname: str, rtype: int, *operands: int) -> int:
+    def inst(self, opname: str, rtype: int, *operands: int, exact: bool = True) -> int:
+        """One instruction in the body; float arithmetic is decorated NoContraction unless ``exact`` is False (a
+        product and sum the driver may fuse: ``ValueOps.madd``)."""
         rid = self.b.new_id()
         self.body.append(self.b.instruction(opname, rtype, rid, *operands))
-        if opname in _EXACT_FLOAT_OPS:
+        if exact and opname in _EXACT_FLOAT_OPS:
             # NoContraction: no fusing into fma (as --fmad=false on CUDA), and drivers must not apply value-changing
             # rewrites such as x * 0.0 -> 0.0 (Mesa's NIR treats the decorated instruction as exact; lavapipe's
             # gallivm still folds a constant +0.0 operand, which values.zero_safe_product spells around)

@@ -5,10 +5,10 @@ lavapipe is that loose: exp was 64 ulp off near 85, exp2 3 ulp, and its tanh can
 3e-8, tanh(1.136e-6) 7.5% off). Iron's semantics are the correctly rounded result (the interpreter, msl-cpu and CUDA
 are within 2 ulp), so these sequences use only what Vulkan makes exact or correctly rounded for f32: OpFAdd/OpFSub/
 OpFMul (decorated NoContraction), NClamp, RoundEven, integer instructions, comparisons and OpSelect, and products
-and sums left contractable (``_madd``: no NoContraction) where either reading (fused, or a rounded product then a
+and sums left contractable (``madd``: no NoContraction) where either reading (fused, or a rounded product then a
 rounded sum) serves: the steps that must be exact are exact both ways, and the polynomials' steps are far below the
-result's last bit. One f32 path serves
-every device, so results do not depend on ``shaderFloat64`` nor on the precision of a device's f64 arithmetic.
+result's last bit. One f32 path serves every device, so results do not depend on ``shaderFloat64`` nor on the
+precision of a device's f64 arithmetic.
 
 Cost (issue 16: exp, silu and their kin were bound by this sequence on NVIDIA's Vulkan driver, not by memory): the
 argument is clamped by one NClamp and only +inf and NaN are selected after (the core's own rounding gives 0 below
@@ -19,12 +19,11 @@ instructions an element beyond relu's became 27 with GLSL Fma (measured on the H
 multiply-adds as separate instructions for the driver to fuse (GLSL Fma is a software call on lavapipe).
 
 - ``exp``: t = x * log2(e) + 1.5 * 2^23 (a contractable multiply-add, RNE), k = t - 1.5 * 2^23 = round(x log2 e)
-  (exact),
-  r = (x - k * C1) - k * C2 with ln 2 = C1 + C2 (Cody-Waite: C1 = 0.693359375 has 9 significant bits, so k * C1 and
-  x - k * C1 are exact for |k| <= 151), |r| <~ ln2/2; exp(r) = 1 + (r + r^2 q(r)) with q of degree 4 fitted once at
-  import (Chebyshev; truncation < 1e-10); then times 2^k: k + 64 (x < 0) or k - 64 is added to the exponent field
-  (bits(t) << 23 is k << 23; a normal number either way), and one product by 2^-64 or 2^64 rounds the result once,
-  subnormal results included. x > 88.7228317 (the largest f32 with a finite result) gives +inf, x below -104 is
+  (exact), r = (x - k * C1) - k * C2 with ln 2 = C1 + C2 (Cody-Waite: C1 = 0.693359375 has 9 significant bits, so k *
+  C1 and x - k * C1 are exact for |k| <= 151), |r| <~ ln2/2; exp(r) = 1 + (r + r^2 q(r)) with q of degree 4 fitted
+  once at import (Chebyshev; truncation < 1e-10); then times 2^k: k + 64 (x < 0) or k - 64 is added to the exponent
+  field (bits(t) << 23 is k << 23; a normal number either way), and one product by 2^-64 or 2^64 rounds the result
+  once, subnormal results included. x > 88.7228317 (the largest f32 with a finite result) gives +inf, x below -104 is
   clamped there (exp(-104) < 2^-150 rounds to 0), NaN gives NaN.
 - ``exp2``: t = x + 1.5 * 2^23 (RNE), k = t - 1.5 * 2^23 = RoundEven(x), r = x - k (both exact), 2^r = 1 + r Q(r)
   with Q of degree 6 fitted on [-1/2, 1/2], then the same scaling; x >= 128 gives +inf, x < -151 gives 0.
@@ -98,7 +97,8 @@ def tanh_coefficients() -> tuple[float, ...]:
 
 
 class PreciseExp:
-    """Mixin for the SPIR-V emitter (needs ``self.b``, ``self.inst``, ``self.glsl``, ``self.f32c``)."""
+    """Mixin for the SPIR-V emitter (needs ``self.b``, ``self.inst``, ``self.glsl``, ``self.madd``, ``self.f32c``,
+    ``self.rounding_rte``)."""
 
     def precise_exp(self, code: str, x: int) -> int:
         """f32 ``exp``, ``exp2`` or ``tanh`` (``code``) of an f32 register, NaN, infinities and zeros included."""
@@ -114,32 +114,21 @@ class PreciseExp:
         y = op("OpSelect", f32, op("OpFOrdGreaterThan", boolean, x, self.f32c(hi)), self.f32c(math.inf), y)
         return op("OpSelect", f32, op("OpIsNan", boolean, x), x, y)
 
-    def _madd(self, a: int, b: int, c: int) -> int:
-        """a * b + c as an OpFMul and an OpFAdd *without* NoContraction: the driver may fuse them (NVIDIA does) or
-        round twice; every use here is exact or accurate enough either way. Not GLSL ``Fma``: lavapipe runs that as
-        a call to a software fma (attn_prefill's online softmax took 76 s instead of 6 on this machine's CPU)."""
-        f32 = self.b.type_float(32)
-        product = self.b.new_id()
-        self.body.append(self.b.instruction("OpFMul", f32, product, a, b))
-        total = self.b.new_id()
-        self.body.append(self.b.instruction("OpFAdd", f32, total, product, c))
-        return total
-
-    def _fma_poly(self, v: int, coeffs: tuple[float, ...]) -> int:
-        """The polynomial by ``_madd`` steps (fused or a rounded product and sum: either is accurate
+    def _poly(self, v: int, coeffs: tuple[float, ...]) -> int:
+        """The polynomial by ``madd`` steps (fused or a rounded product and sum: either is accurate
         enough here, the final 1 + p carries the result's one significant rounding)."""
         acc = self.f32c(coeffs[0])
         for c in coeffs[1:]:
-            acc = self._madd(acc, v, self.f32c(c))
+            acc = self.madd(acc, v, self.f32c(c))
         return acc
 
     def _exp_core(self, x: int) -> int:
         """exp(x) for x in [-104, 88.73] (module docstring)."""
         f32 = self.b.type_float(32)
         t, k = self._rounded(x, _LOG2E)
-        r = self._madd(k, self.f32c(-_LN2_HI), x)  # exact, fused or not
-        r = self._madd(k, self.f32c(-_LN2_LO), r)
-        p = self._madd(self.inst("OpFMul", f32, r, r), self._fma_poly(r, exp_coefficients()), r)
+        r = self.madd(k, self.f32c(-_LN2_HI), x)  # exact, fused or not
+        r = self.madd(k, self.f32c(-_LN2_LO), r)
+        p = self.madd(self.inst("OpFMul", f32, r, r), self._poly(r, exp_coefficients()), r)
         return self._scale(self.inst("OpFAdd", f32, self.f32c(1.0), p), t, x)
 
     def _exp2_core(self, x: int) -> int:
@@ -147,21 +136,21 @@ class PreciseExp:
         f32 = self.b.type_float(32)
         t, k = self._rounded(x)
         r = self.inst("OpFSub", f32, x, k)  # exact
-        p = self.inst("OpFMul", f32, r, self._fma_poly(r, exp2_coefficients()))
+        p = self.inst("OpFMul", f32, r, self._poly(r, exp2_coefficients()))
         return self._scale(self.inst("OpFAdd", f32, self.f32c(1.0), p), t, x)
 
     def _rounded(self, x: int, scale: float | None = None) -> tuple[int, int]:
         """(t, k): k = x (times ``scale``) rounded to an integer, ties to even, and t = _SHIFTER + k, exact. Where the
-        module declares RoundingModeRTE (``rounding_rte``: adds round to nearest even), one add (a ``_madd`` with a
+        module declares RoundingModeRTE (``rounding_rte``: adds round to nearest even), one add (a ``madd`` with a
         scale, fused or not) rounds and a subtraction gives k back (no RoundEven: NVIDIA runs it in the slow conversion
         pipe); elsewhere an add may round toward zero, so k comes from RoundEven and t from adding it (exact in any
         rounding mode)."""
         f32 = self.b.type_float(32)
-        if getattr(self, "rounding_rte", False):
+        if self.rounding_rte:
             if scale is None:
                 t = self.inst("OpFAdd", f32, x, self.f32c(_SHIFTER))
             else:
-                t = self._madd(x, self.f32c(scale), self.f32c(_SHIFTER))
+                t = self.madd(x, self.f32c(scale), self.f32c(_SHIFTER))
             return t, self.inst("OpFSub", f32, t, self.f32c(_SHIFTER))
         v = x if scale is None else self.inst("OpFMul", f32, x, self.f32c(scale))
         k = self.glsl("RoundEven", f32, v)
@@ -186,7 +175,7 @@ class PreciseExp:
         f32, u32, boolean = b.type_float(32), b.type_int(32, False), b.type_bool()
         ax = self.glsl("FAbs", f32, x)
         s = op("OpFMul", f32, ax, ax)
-        poly = self._fma_poly(s, tanh_coefficients())
+        poly = self._poly(s, tanh_coefficients())
         small = op("OpFAdd", f32, ax, op("OpFMul", f32, op("OpFMul", f32, ax, s), poly))
         # the large branch on min(|x|, 10) (NaN made 0: the select below answers NaN): exp(2a) in [1, e^20]
         a = op("OpSelect", f32, op("OpFOrdLessThan", boolean, ax, self.f32c(_TANH_CLAMP)), ax, self.f32c(_TANH_CLAMP))

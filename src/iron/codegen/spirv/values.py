@@ -61,6 +61,13 @@ class ValueOps:
     def glsl(self, name: str, rtype: int, *args: int) -> int:
         return self.inst("OpExtInst", rtype, self.b.ext_import(), self.b.g.glsl[name], *args)
 
+    def madd(self, a: int, b: int, c: int) -> int:
+        """f32 a * b + c as an OpFMul and an OpFAdd left contractable (no NoContraction): the driver may fuse them
+        (NVIDIA does) or round twice, so use it only where either is exact or accurate enough. Not GLSL ``Fma``:
+        lavapipe runs that as a call to a software fma (attn_prefill's online softmax took 76 s instead of 6)."""
+        f32 = self.b.type_float(32)
+        return self.inst("OpFAdd", f32, self.inst("OpFMul", f32, a, b, exact=False), c, exact=False)
+
     def const(self, value: bool | int | float, st: t.ScalarType) -> int:
         if st.is_bool:
             return self.b.const_bool(bool(value))
@@ -459,7 +466,7 @@ class ValueOps:
         def horner(coefs: tuple[float, ...], var: int) -> int:  # contractable pairs: lavapipe's Fma is a libm call
             r = self.f32c(coefs[0])
             for c in coefs[1:]:
-                r = self._madd(r, var, self.f32c(c))
+                r = self.madd(r, var, self.f32c(c))
             return r
 
         ax = self.glsl("FAbs", f32, x)

@@ -171,12 +171,10 @@ class VulkanBackend(Backend):
 
     def autotune_tag(self) -> str:
         """What else than the device decides the code a variant compiles to (autotune keys its choices by it): the
-        matrix-fragment path, ``IRON_VULKAN_COOPMAT``, and how halves are rounded where not by default,
-        ``IRON_VULKAN_HW_CONVERT``."""
-        from .vulkan_device import coopmat_mode, hw_convert_mode
+        matrix-fragment path, ``IRON_VULKAN_COOPMAT``."""
+        from .vulkan_device import coopmat_mode
 
-        convert = hw_convert_mode()
-        return coopmat_mode() if convert == "auto" else f"{coopmat_mode()}+convert={convert}"
+        return coopmat_mode()
 
     def info(self) -> dict[str, Any]:
         """What ``iron device`` shows: name, type, API version, driver, subgroup size, limits, features."""
@@ -195,7 +193,7 @@ class VulkanBackend(Backend):
     def emitted(self, variant, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                 float64: bool = False, denorm_preserve: bool = False, lanes: bool = False, ieee_specials: bool = True,
                 rounding_rte: bool = False, simd_width: int = 32, coopmat: frozenset[str] = frozenset(),
-                coopmat_emulation: bool = False, hw_convert: frozenset[str] = frozenset()):
+                coopmat_emulation: bool = False):
         """The variant's SpirvKernel (emitted once per device-dependent mode, cached in ``variant.artifacts``).
         ``atomic_float_add=False`` lowers f32 atomic_add to a compare-and-swap loop for devices without
         ``shaderBufferFloat32AtomicAdd``; ``uniform_control_flow`` declares SubgroupUniformControlFlowKHR where the
@@ -204,10 +202,9 @@ class VulkanBackend(Backend):
         asks for the lanes module (None when the kernel has none); ``ieee_specials``/``rounding_rte`` declare the
         float-controls modes the device supports; ``simd_width`` is the device's subgroup size (the fallback of
         matrix fragments is cut for it); ``coopmat`` the fragment dtypes the device multiplies as cooperative
-        matrices (``coopmat_emulation``: emulated, for tests); ``hw_convert`` the half dtypes rounded by conversion
-        instructions (codegen/spirv/convert16.py); compile/source show the portable form."""
+        matrices (``coopmat_emulation``: emulated, for tests); compile/source show the portable form."""
         key = ("spirv", atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes, ieee_specials,
-               rounding_rte, simd_width, coopmat, coopmat_emulation, hw_convert)
+               rounding_rte, simd_width, coopmat, coopmat_emulation)
         if key in variant.artifacts:
             return variant.artifacts[key]
         try:
@@ -218,8 +215,7 @@ class VulkanBackend(Backend):
         spk = None if lanes and plan is None else emit_spirv(
             variant.kernel, atomic_float_add=atomic_float_add, uniform_control_flow=uniform_control_flow,
             float64=float64, denorm_preserve=denorm_preserve, lanes=plan, ieee_specials=ieee_specials,
-            rounding_rte=rounding_rte, simd_width=simd_width, coopmat=coopmat, coopmat_emulation=coopmat_emulation,
-            hw_convert=hw_convert)
+            rounding_rte=rounding_rte, simd_width=simd_width, coopmat=coopmat, coopmat_emulation=coopmat_emulation)
         variant.artifacts[key] = spk
         return spk
 
@@ -239,8 +235,7 @@ class VulkanBackend(Backend):
         modes = dict(atomic_float_add=has["atomic_float_add"], float64=has["float64"],
                      uniform_control_flow=has["subgroup_uniform_control_flow"], denorm_preserve=has["denorm_preserve"],
                      ieee_specials=has["ieee_specials"], rounding_rte=has["rounding_rte"],
-                     simd_width=ctx.subgroup_size, coopmat=coopmat, coopmat_emulation=mode == "emulate",
-                     hw_convert=ctx.hw_convert)
+                     simd_width=ctx.subgroup_size, coopmat=coopmat, coopmat_emulation=mode == "emulate")
         if grid is not None and grid[1] == 1 and grid[2] == 1 and os.environ.get("IRON_VULKAN_VECTORIZE", "1") != "0":
             spk = self.emitted(variant, lanes=True, **modes)
             if spk is not None and len(spk.words) // 4 <= LANES_MAX_WORDS:

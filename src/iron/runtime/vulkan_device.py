@@ -64,16 +64,6 @@ def coopmat_mode() -> str:
     return {"0": "off", "emulate": "emulate"}.get(value, "auto")
 
 
-def hw_convert_mode() -> str:
-    """``IRON_VULKAN_HW_CONVERT``: "auto" (unset or 1: halves rounded by conversion instructions where the device
-    declares round-to-nearest-even for them, codegen/spirv/convert16.py), "off" (0: integer arithmetic on the bits, as
-    on every device before), "bf16" or "f16" (that dtype only: experiments)."""
-    import os
-
-    value = os.environ.get("IRON_VULKAN_HW_CONVERT", "1").strip().lower()
-    return {"0": "off", "bf16": "bf16", "f16": "f16"}.get(value, "auto")
-
-
 class VulkanContext:
     """One logical device on the chosen physical device. Created lazily by the backend, destroyed at exit."""
 
@@ -141,8 +131,6 @@ class VulkanContext:
         self.coopmat = vp.coopmat_dtypes(configs, feats, api) if coopmat_mode() == "auto" else frozenset()
         self.has["cooperative_matrix"] = bool(self.coopmat)
         self.has["cooperative_matrix_bf16"] = "bf16" in self.coopmat
-        # the bfloat16 type, for conversions (codegen/spirv/convert16.py); enabled on the device where reported
-        self.has["bfloat16"] = feats.bf16 is not None and bool(feats.bf16.shaderBFloat16Type)
         self.memory_types, self.heaps = vp.memory_layout(vk, pd)
         dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
         # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there
@@ -173,7 +161,7 @@ class VulkanContext:
             head = ffi.new("VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR*",
                            {"sType": getattr(vk, UCF_STYPE), "pNext": head, "shaderSubgroupUniformControlFlow": 1})
             chain.append(head)
-        head, coop_structs, coop_exts = vp.coopmat_chain(vk, ffi, head, self.coopmat, self.has["bfloat16"])
+        head, coop_structs, coop_exts = vp.coopmat_chain(vk, ffi, head, self.coopmat)
         chain += coop_structs
         exts += coop_exts
         if "VK_KHR_portability_subset" in self.extensions:  # required by the spec when offered (MoltenVK)
@@ -211,16 +199,6 @@ class VulkanContext:
                 initialDataSize=len(initial), pInitialData=ffi.from_buffer(initial) if initial else None), None)
         except vk.VkError:  # a stale or corrupt file: drivers may reject it; start empty
             self.pipeline_cache = vk.vkCreatePipelineCache(dev, vk.VkPipelineCacheCreateInfo(), None)
-
-    @property
-    def hw_convert(self) -> frozenset[str]:
-        """The half dtypes modules round by conversion instructions here (``hw_convert_mode``): where the device
-        declares round-to-nearest-even for 16-bit floats, f16, and bf16 where it has the bfloat16 type."""
-        mode = hw_convert_mode()
-        if mode == "off" or not self.has["rounding_rte"]:
-            return frozenset()
-        out = {"f16"} | ({"bf16"} if self.has["bfloat16"] else set())
-        return frozenset(out if mode == "auto" else out & {mode})
 
     def info(self) -> dict[str, Any]:
         lim = self.limits

@@ -228,22 +228,17 @@ def coopmat_dtypes(configs: list[tuple[int, ...]], feats: FeatureChain, api: int
     return frozenset(out)
 
 
-def coopmat_chain(vk, ffi, head, dtypes: frozenset[str], bf16_type: bool = False) -> tuple[Any, list[Any], list[str]]:
-    """The feature structs and extensions a device that multiplies ``dtypes`` as cooperative matrices (and, with
-    ``bf16_type``, converts to and from bfloat16: codegen/spirv/convert16.py) is created with (none for an empty set
-    and no ``bf16_type``): ``(new head of the pNext chain, structs to keep alive, extension names)``."""
+def coopmat_chain(vk, ffi, head, dtypes: frozenset[str]) -> tuple[Any, list[Any], list[str]]:
+    """The feature structs and extensions a device that multiplies ``dtypes`` as cooperative matrices is created
+    with (none for an empty set): ``(new head of the pNext chain, structs to keep alive, extension names)``."""
     if not dtypes:
-        if not bf16_type:
-            return head, [], []
-        bf16 = _Bf16Features(ffi, head, {"shaderBFloat16Type": 1})
-        return bf16.pointer, [bf16], [BF16]
+        return head, [], []
     coop = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
                    {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, "pNext": head,
                     "cooperativeMatrix": 1})
-    if "bf16" not in dtypes and not bf16_type:
+    if "bf16" not in dtypes:
         return coop, [coop], [COOPMAT]
-    want = {"shaderBFloat16Type": 1, "shaderBFloat16CooperativeMatrix": int("bf16" in dtypes)}
-    bf16 = _Bf16Features(ffi, coop, want)
+    bf16 = _Bf16Features(ffi, coop, {"shaderBFloat16Type": 1, "shaderBFloat16CooperativeMatrix": 1})
     return bf16.pointer, [coop, bf16], [COOPMAT, BF16]
 
 

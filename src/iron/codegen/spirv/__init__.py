@@ -41,8 +41,7 @@ def lanes_plan(kernel: Kernel):
 def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                float64: bool = False, denorm_preserve: bool = False, lanes=None, ieee_specials: bool = True,
                rounding_rte: bool = False, simd_width: int = 32, coopmat: frozenset[str] = frozenset(),
-               vulkan_memory_model: bool = False, coopmat_emulation: bool = False,
-               hw_convert: frozenset[str] = frozenset()) -> SpirvKernel:
+               vulkan_memory_model: bool = False, coopmat_emulation: bool = False) -> SpirvKernel:
     """The SPIR-V module of ``kernel`` (an optimised IR kernel, e.g. ``variant.kernel``).
 
     ``atomic_float_add=False``: f32 ``atomic_add`` becomes a compare-and-swap loop instead of ``OpAtomicFAddEXT``
@@ -62,9 +61,7 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     ``vulkan_memory_model=True``: SPIR-V 1.6 under the Vulkan memory model without cooperative matrices (what a
     cooperative-matrix module relies on, testable on devices without them). ``coopmat_emulation=True``: the
     cooperative-matrix lowering with the matrices emulated in plain SPIR-V (coopmat_emulation.py; tests on devices
-    without them). ``SpirvKernel.fragments`` says which spelling a module's fragments got. ``hw_convert``: the half
-    dtypes ("f16", "bf16") rounded and packed by conversion instructions where ``rounding_rte`` holds (convert16.py;
-    bf16 needs the device's ``shaderBFloat16Type``), instead of integer arithmetic on their bits.
+    without them). ``SpirvKernel.fragments`` says which spelling a module's fragments got.
     ``lanes`` (a ``lanes_plan``): the *lanes module* instead, in which invocation t runs the kernel for the
     ``lanes.width`` elements ``width * t ...`` of axis 0 (launch ceil(n0 / width) invocations with the same push
     constants): the lane buffers' elements are all loaded before the first element's body and stored after the last,
@@ -78,7 +75,7 @@ def emit_spirv(kernel: Kernel, *, atomic_float_add: bool = True, uniform_control
     spk = SpirvEmitter(lowered, atomic_float_add, uniform_control_flow, float64, denorm_preserve, lanes,
                        ieee_specials=ieee_specials, rounding_rte=rounding_rte, coopmat=cooperative,
                        simd_width=simd_width, vulkan_memory_model=vulkan_memory_model,
-                       coopmat_emulation=coopmat_emulation, hw_convert=frozenset(hw_convert)).run()
+                       coopmat_emulation=coopmat_emulation).run()
     if cooperative:
         return dataclasses.replace(spk, simd_width=simd_width,
                                    fragments="emulated" if coopmat_emulation else "cooperative")

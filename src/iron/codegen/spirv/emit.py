@@ -28,7 +28,6 @@ from ...ir import types as t
 from ...ir.core import Block, Kernel, Op, Value
 from .builder import SpirvModuleBuilder
 from .control import ControlFlow
-from .convert16 import HardwareConvert
 from .coopmat import SCRATCH_WORDS, CoopMatrixOps
 from .coopmat_emulation import CoopMatrixEmulation
 from .driver_constants import driver_constants
@@ -55,8 +54,8 @@ IEEE_SPECIALS = True
 _EXACT_FLOAT_OPS = frozenset({"OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFNegate"})
 
 
-class SpirvEmitter(ValueOps, HardwareConvert, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, LanesOps,
-                   CoopMatrixOps, CoopMatrixEmulation, ControlFlow, ThreadOps):
+class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, LanesOps, CoopMatrixOps,
+                   CoopMatrixEmulation, ControlFlow, ThreadOps):
     """IR kernel -> ``SpirvKernel``: the module, its entry point and the statement dispatch; the mixins emit values
     (values.py, precise.py, mathops.py), memory (memory.py), 16-byte vector copies (words.py), the lanes module
     (lanes.py), cooperative matrices (coopmat.py), control flow (control.py) and threads, SIMD groups and atomics
@@ -65,10 +64,8 @@ class SpirvEmitter(ValueOps, HardwareConvert, PreciseMath, MathOps, MemoryOps, W
     def __init__(self, kernel: Kernel, atomic_float_add: bool = True, uniform_control_flow: bool = False,
                  float64: bool = False, denorm_preserve: bool = False, lanes=None, *, ieee_specials: bool = True,
                  rounding_rte: bool = False, coopmat: bool = False, simd_width: int = 32,
-                 vulkan_memory_model: bool = False, coopmat_emulation: bool = False,
-                 hw_convert: frozenset[str] = frozenset()):
+                 vulkan_memory_model: bool = False, coopmat_emulation: bool = False):
         self.k = kernel
-        self.hw_convert = hw_convert  # half dtypes rounded by conversion instructions (convert16.py)
         # matrix fragments as cooperative matrices, and the SPIR-V 1.6 and Vulkan memory model (vmm) they require;
         # ``emulate``: the matrices in plain SPIR-V (coopmat_emulation.py), for devices without them
         self.coopmat = coopmat
@@ -213,15 +210,15 @@ class SpirvEmitter(ValueOps, HardwareConvert, PreciseMath, MathOps, MemoryOps, W
             self.capability("SignedZeroInfNanPreserve")
             b.extension("SPV_KHR_float_controls")
             b.execution_mode(fn, "SignedZeroInfNanPreserve", 32)
-            if "Float16" in b.capabilities or "BFloat16TypeKHR" in b.capabilities:
+            if "Float16" in b.capabilities:
                 b.execution_mode(fn, "SignedZeroInfNanPreserve", 16)
         if self.rounding_rte:
             # without a declared mode Vulkan lets a device round f32 add/sub/mul and conversions either to nearest
             # even or toward zero; Iron's results (the interpreter's, CUDA's) are round-to-nearest-even
             self.capability("RoundingModeRTE")
             b.extension("SPV_KHR_float_controls")
-            for width, caps in ((32, ()), (16, ("Float16", "BFloat16TypeKHR")), (64, ("Float64",))):
-                if not caps or any(c in b.capabilities for c in caps):
+            for width, cap in ((32, None), (16, "Float16"), (64, "Float64")):
+                if cap is None or cap in b.capabilities:
                     b.execution_mode(fn, "RoundingModeRTE", width)
             self.features.add("rounding_rte")
         if self.denorm_preserve:

@@ -172,8 +172,6 @@ class MemoryOps:
         if m.kind == "f16":
             return self.inst("OpFConvert", m.elem_type, v)  # exact: the value is already an f16
         if m.kind == "bf16":
-            if self.hw_converts(t.bf16):  # convert16.py
-                return self.hw_bits16(t.bf16, v, m.elem_type)
             u32 = b.type_int(32, False)
             high = self.inst("OpShiftRightLogical", u32, self.inst("OpBitcast", u32, v), b.const_uint(16))
             return self.inst("OpUConvert", m.elem_type, high)

@@ -93,8 +93,6 @@ class ValueOps:
             return self.round_f16(x)
         if st != t.bf16:
             return x
-        if self.hw_converts(st):  # convert16.py
-            return self.hw_round(x, st)
         bits = self.inst("OpBitcast", u32, x)
         odd = self.inst("OpBitwiseAnd", u32, self.inst("OpShiftRightLogical", u32, bits, b.const_uint(16)),
                         b.const_uint(1))
@@ -108,10 +106,7 @@ class ValueOps:
     def round_f16(self, x: int) -> int:
         """An f32 register rounded to nearest even at f16 precision (subnormals, overflow to inf, NaN kept), kept
         as f32, in integer arithmetic on its bits. An OpFConvert f32 -> f16 -> f32 round trip says the same, but
-        NVIDIA's driver did not round there (it is free to pick the conversion's rounding mode, or to drop the pair)
-        without RoundingModeRTE for 16 bits; where the module declares it, ``hw_convert`` (convert16.py) uses it."""
-        if self.hw_converts(t.f16):
-            return self.hw_round(x, t.f16)
+        NVIDIA's driver did not round there (it is free to pick the conversion's rounding mode, or to drop the pair)."""
         b = self.b
         f32, u32, boolean = b.type_float(32), b.type_int(32, False), b.type_bool()
         op = self.inst

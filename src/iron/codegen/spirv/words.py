@@ -17,7 +17,6 @@ Everything else (register arrays, 16-bit shared arrays, narrower copies) moves e
 from __future__ import annotations
 
 from ...ir import ops as O
-from ...ir import types as t
 from ...ir.core import Op
 
 
@@ -126,9 +125,6 @@ class WordOps:
         """Two registers holding f16 (``kind`` "f16") or bf16 values as one u32 word, the first in the low half."""
         b = self.b
         u32 = b.type_int(32, False)
-        st = t.f16 if kind == "f16" else t.bf16
-        if self.hw_converts(st):  # one conversion of the pair (convert16.py)
-            return self.hw_pack(st, pair)
         if kind == "f16":
             f16 = b.type_float(16)
             halves = [self.inst("OpFConvert", f16, v) for v in pair]  # exact: already f16 values

@@ -87,6 +87,7 @@
 #   scripts/gpu_check.sh vdiag   issue 16 (carry .gl/.whl): bench/experiments/vk_barrier_cost.py (a launch's cost by
 #                                 barrier kind and batch size) and vk_silu_variants.py (what OpFDiv costs) on Vulkan,
 #                                 the latter on CUDA beside it; vk_fdiv_contract.py (OpFDiv without NoContraction)
+#   scripts/gpu_check.sh vfdiv   vdiag's vk_fdiv_contract.py alone
 #   scripts/gpu_check.sh gemmf32 issue 14: iron bench of std/gemm/gemm_f32 on CUDA (every tuning candidate timed)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
@@ -116,7 +117,7 @@ for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
@@ -521,6 +522,11 @@ if [ "$PART" = vdiag ]; then
     timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_silu_variants.py $B "$OUT/silu_variants_$B.json" 2>&1 \
       | tee "$OUT/silu_variants_$B.txt" | tail -n 6
   done
+  IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_fdiv_contract.py "$OUT/vk_fdiv_contract.json" 2>&1 \
+    | tee "$OUT/vk_fdiv_contract.txt" | tail -n 4
+  pack
+fi
+if [ "$PART" = vfdiv ]; then  # vdiag's last experiment alone
   IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_fdiv_contract.py "$OUT/vk_fdiv_contract.json" 2>&1 \
     | tee "$OUT/vk_fdiv_contract.txt" | tail -n 4
   pack

@@ -88,6 +88,7 @@
 #                                 barrier kind and batch size) and vk_silu_variants.py (what OpFDiv costs) on Vulkan,
 #                                 the latter on CUDA beside it; vk_fdiv_contract.py (OpFDiv without NoContraction)
 #   scripts/gpu_check.sh vfdiv   vdiag's vk_fdiv_contract.py alone
+#   scripts/gpu_check.sh cm2     issue 14: bench/experiments/vk_coopmat2_gemm.py (VK_NV_cooperative_matrix2 GEMM)
 #   scripts/gpu_check.sh gemmf32 issue 14: iron bench of std/gemm/gemm_f32 on CUDA (every tuning candidate timed)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
 #     4. the conformance suite and the differential fuzzer on NVIDIA's Vulkan driver, cooperative matrices (the
@@ -117,7 +118,7 @@ for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
@@ -529,6 +530,11 @@ fi
 if [ "$PART" = vfdiv ]; then  # vdiag's last experiment alone
   IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_fdiv_contract.py "$OUT/vk_fdiv_contract.json" 2>&1 \
     | tee "$OUT/vk_fdiv_contract.txt" | tail -n 4
+  pack
+fi
+if [ "$PART" = cm2 ]; then  # issue 14: GEMM through VK_NV_cooperative_matrix2 beside Iron's CUDA GEMM and torch
+  IRON_VULKAN_COOPMAT2=1 CM2_PREBUILT=1 timeout ${CM2_TIMEOUT:-400} $PY bench/experiments/vk_coopmat2_gemm.py \
+    "$OUT/coopmat2_gemm.json" ${CM2_DTYPES:-bf16 f16} 2>&1 | tee "$OUT/coopmat2_gemm.txt" | tail -n 40
   pack
 fi
 if [ "$PART" = gemmf32 ]; then

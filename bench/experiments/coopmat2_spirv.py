@@ -15,7 +15,16 @@ import tempfile
 from pathlib import Path
 
 
-def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int) -> str:
+def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = None, aligned: bool = False,
+             prefetch: bool = False) -> str:
+    """The module; ``dims``: M = N = K that number, as constants (else push constants); ``aligned``: the loads and
+    the store say Aligned 16; ``prefetch``: tile k + 1 is loaded before tile k is multiplied (the last outside)."""
+    mem = "Aligned 16" if aligned else "None"
+    loads = ["%pm = OpAccessChain %ppu %pc %c0", "%M = OpLoad %u32 %pm",
+             "%pn = OpAccessChain %ppu %pc %c1", "%N = OpLoad %u32 %pn",
+             "%pk = OpAccessChain %ppu %pc %c2", "%K = OpLoad %u32 %pk"] if dims is None else []
+    consts = [f"%M = OpConstant %u32 {dims}", f"%N = OpConstant %u32 {dims}", f"%K = OpConstant %u32 {dims}"] \
+        if dims is not None else []
     half = "%h = OpTypeFloat 16" if dtype == "f16" else "%h = OpTypeFloat 16 BFloat16KHR"
     caps = ["Float16"] if dtype == "f16" else ["BFloat16TypeKHR", "BFloat16CooperativeMatrixKHR"]
     exts = [] if dtype == "f16" else ['OpExtension "SPV_KHR_bfloat16"']
@@ -49,7 +58,7 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int) -> str:
         "%wgid = OpVariable %pv3u Input",
         "%c0 = OpConstant %u32 0", "%c1 = OpConstant %u32 1", "%c2 = OpConstant %u32 2",
         f"%cbm = OpConstant %u32 {bm}", f"%cbn = OpConstant %u32 {bn}", f"%cbk = OpConstant %u32 {bk}",
-        "%f0 = OpConstant %f32 0",
+        "%f0 = OpConstant %f32 0", *consts,
         "%scope = OpConstant %u32 2",  # Workgroup
         "%TL = OpTypeTensorLayoutNV %c2 %c0",  # 2 dimensions, clamp mode Undefined
         "%CA = OpTypeCooperativeMatrixKHR %h %scope %cbm %cbk %c0",
@@ -62,9 +71,7 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int) -> str:
         "%entry = OpLabel",
         "%wg = OpLoad %v3u %wgid",
         "%bx = OpCompositeExtract %u32 %wg 0", "%by = OpCompositeExtract %u32 %wg 1",
-        "%pm = OpAccessChain %ppu %pc %c0", "%M = OpLoad %u32 %pm",
-        "%pn = OpAccessChain %ppu %pc %c1", "%N = OpLoad %u32 %pn",
-        "%pk = OpAccessChain %ppu %pc %c2", "%K = OpLoad %u32 %pk",
+        *loads,
         "%m0 = OpIMul %u32 %by %cbm", "%n0 = OpIMul %u32 %bx %cbn",
         "%tl = OpCreateTensorLayoutNV %TL",
         "%la = OpTensorLayoutSetDimensionNV %TL %tl %M %K",
@@ -72,30 +79,67 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int) -> str:
         "%lc = OpTensorLayoutSetDimensionNV %TL %tl %M %N",
         "%pa = OpAccessChain %ph %A %c0 %c0", "%pb = OpAccessChain %ph %B %c0 %c0",
         "%pcc = OpAccessChain %ph %C %c0 %c0",
+        *(_prefetch_loop(mem) if prefetch else _plain_loop(mem)),
+        "%out = OpFConvert %CH %acc",
+        "%sc = OpTensorLayoutSliceNV %TL %lc %m0 %cbm %n0 %cbn",
+        f"OpCooperativeMatrixStoreTensorNV %pcc %out %sc {mem} None",
+        "OpReturn",
+        "OpFunctionEnd",
+    ]) + "\n"
+
+
+def _plain_loop(mem: str) -> list[str]:
+    return [
         "OpBranch %header",
         "%header = OpLabel",
         "%k = OpPhi %u32 %c0 %entry %knext %cont",
-        "%acc = OpPhi %CC %acc0 %entry %accnext %cont",
+        "%accl = OpPhi %CC %acc0 %entry %accnext %cont",
         "%more = OpULessThan %bool %k %K",
         "OpLoopMerge %merge %cont None",
         "OpBranchConditional %more %body %merge",
         "%body = OpLabel",
         "%sa = OpTensorLayoutSliceNV %TL %la %m0 %cbm %k %cbk",
-        "%a = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa None None",
+        f"%a = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa {mem} None",
         "%sb = OpTensorLayoutSliceNV %TL %lb %k %cbk %n0 %cbn",
-        "%b = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb None None",
-        "%accnext = OpCooperativeMatrixMulAddKHR %CC %a %b %acc",
+        f"%b = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb {mem} None",
+        "%accnext = OpCooperativeMatrixMulAddKHR %CC %a %b %accl",
         "OpBranch %cont",
         "%cont = OpLabel",
         "%knext = OpIAdd %u32 %k %cbk",
         "OpBranch %header",
         "%merge = OpLabel",
-        "%out = OpFConvert %CH %acc",
-        "%sc = OpTensorLayoutSliceNV %TL %lc %m0 %cbm %n0 %cbn",
-        "OpCooperativeMatrixStoreTensorNV %pcc %out %sc None None",
-        "OpReturn",
-        "OpFunctionEnd",
-    ]) + "\n"
+        "%acc = OpCopyObject %CC %accl",
+    ]
+
+
+def _prefetch_loop(mem: str) -> list[str]:
+    return [
+        "%sa0 = OpTensorLayoutSliceNV %TL %la %m0 %cbm %c0 %cbk",
+        f"%a0 = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa0 {mem} None",
+        "%sb0 = OpTensorLayoutSliceNV %TL %lb %c0 %cbk %n0 %cbn",
+        f"%b0 = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb0 {mem} None",
+        "OpBranch %header",
+        "%header = OpLabel",
+        "%k = OpPhi %u32 %cbk %entry %knext %cont",
+        "%accl = OpPhi %CC %acc0 %entry %accnext %cont",
+        "%al = OpPhi %CA %a0 %entry %an %cont",
+        "%bl = OpPhi %CB %b0 %entry %bn %cont",
+        "%more = OpULessThan %bool %k %K",
+        "OpLoopMerge %merge %cont None",
+        "OpBranchConditional %more %body %merge",
+        "%body = OpLabel",
+        "%sa = OpTensorLayoutSliceNV %TL %la %m0 %cbm %k %cbk",
+        f"%an = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa {mem} None",
+        "%sb = OpTensorLayoutSliceNV %TL %lb %k %cbk %n0 %cbn",
+        f"%bn = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb {mem} None",
+        "%accnext = OpCooperativeMatrixMulAddKHR %CC %al %bl %accl",
+        "OpBranch %cont",
+        "%cont = OpLabel",
+        "%knext = OpIAdd %u32 %k %cbk",
+        "OpBranch %header",
+        "%merge = OpLabel",
+        "%acc = OpCooperativeMatrixMulAddKHR %CC %al %bl %accl",
+    ]
 
 
 def tool(name: str) -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import ml_dtypes
@@ -28,16 +27,24 @@ from iron.codegen.spirv.module import SpirvBuffer, SpirvKernel, SpirvPush  # noq
 from iron.runtime import get_backend  # noqa: E402
 
 SPV = Path(__file__).parent / "coopmat2_spv"
-CONFIGS = [(128, 128, 32, 128), (128, 128, 32, 256), (128, 256, 32, 256), (256, 128, 32, 256), (128, 256, 64, 256),
-           (256, 256, 32, 256), (128, 128, 64, 256), (64, 128, 32, 128), (256, 128, 64, 256)]
+CONFIGS = [(128, 128, 32, 128), (128, 256, 32, 256), (256, 128, 32, 256), (64, 128, 32, 128)]
+#: module variants (coopmat2_spirv.gemm_asm's options): as first measured (run-time sizes), Aligned 16 accesses, the
+#: next tile loaded before the product, and the sizes as constants (one module per size)
+OPTIONS = [{}, {"aligned": True}, {"aligned": True, "prefetch": True}, {"dims": 0, "aligned": True},
+           {"dims": 0, "aligned": True, "prefetch": True}]
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 
-def module(dtype: str, cfg: tuple[int, ...]) -> bytes:
-    path = SPV / f"gemm_{dtype}_{'x'.join(map(str, cfg))}.spv"
+def tag(opts: dict) -> str:
+    return "".join(f"_{k}{v if v is not True else ''}" for k, v in sorted(opts.items()))
+
+
+def module(dtype: str, cfg: tuple[int, ...], opts: dict | None = None) -> bytes:
+    opts = opts or {}
+    path = SPV / f"gemm_{dtype}_{'x'.join(map(str, cfg))}{tag(opts)}.spv"
     if cs.tool("spirv-as") and os.environ.get("CM2_PREBUILT") != "1":
         try:
-            words = cs.assemble(cs.gemm_asm(dtype, *cfg))
+            words = cs.assemble(cs.gemm_asm(dtype, *cfg, **opts))
             SPV.mkdir(exist_ok=True)
             path.write_bytes(words)
             return words
@@ -46,11 +53,11 @@ def module(dtype: str, cfg: tuple[int, ...]) -> bytes:
     return path.read_bytes()
 
 
-def kernel(dtype: str, cfg: tuple[int, ...]) -> SpirvKernel:
+def kernel(dtype: str, cfg: tuple[int, ...], opts: dict | None = None) -> SpirvKernel:
     st = t.bf16 if dtype == "bf16" else t.f16
     feats = {"cooperative_matrix", "spirv_1_6", "vulkan_memory_model", "storage16"}
     feats.add("cooperative_matrix_bf16" if dtype == "bf16" else "float16")
-    return SpirvKernel(words=module(dtype, cfg), entry="gemm_cm2",
+    return SpirvKernel(words=module(dtype, cfg, opts), entry="gemm_cm2",
                        buffers=(SpirvBuffer("A", 0, st, True), SpirvBuffer("B", 1, st, True),
                                 SpirvBuffer("C", 2, st, False)),
                        push=tuple(SpirvPush(n, 4 * i, t.u32) for i, n in enumerate("MNK")), push_size=12,
@@ -91,7 +98,42 @@ def cuda_rows(dtype: str, sizes) -> list[dict]:
     return rows
 
 
+def measure(be, dtype, cfg, opts, a, b, want, big) -> dict:
+    """One module: checked (at 512^3, or on 64 rows at its own size), then timed at each size it takes."""
+    npt = NP[dtype]
+    row = {"dtype": dtype, "cfg": cfg, "opts": tag(opts)}
+    try:
+        for n, (x, y) in big.items():
+            if "dims" in opts and opts["dims"] != n:
+                continue
+            spk = kernel(dtype, cfg, opts)
+            if "dims" not in opts and "max_rel_err" not in row:
+                s = a.shape[0]
+                c = np.full((s, s), np.nan, npt)
+                run(be, spk, cfg, a, b, c, s, s, s)
+                got, ref = c.astype(np.float64), want
+            cc = np.full((n, n), np.nan, npt)
+            ms = run(be, spk, cfg, x, y, cc, n, n, n, repeat=10 if n == 4096 else 4)
+            if "dims" in opts:
+                got, ref = cc[:64].astype(np.float64), x[:64].astype(np.float64) @ y.astype(np.float64)
+            err = np.abs(got - ref) / (np.abs(ref) + 1.0)
+            row["max_rel_err"] = float(np.max(err)) if np.all(np.isfinite(got)) else "nan"
+            row["ok"] = row["max_rel_err"] != "nan" and row["max_rel_err"] < 2e-2
+            row[f"ms_{n}"] = ms
+            row[f"tflops_{n}"] = None if ms is None else 2 * n ** 3 / ms / 1e9
+    except Exception as e:  # noqa: BLE001 - a configuration the driver refuses is a result too
+        row["error"] = f"{type(e).__name__}: {e}"[:400]
+    print(row, flush=True)
+    return row
+
+
 def main(out: str, dtypes: list[str]) -> None:
+    try:  # a CUDA context first: without one the Vulkan GEMM ran at a fraction of its clocks (2026-12-02, s3)
+        import torch
+
+        torch.zeros(1, device="cuda")
+    except Exception:  # noqa: BLE001 - no torch or no CUDA: Vulkan alone
+        pass
     be = get_backend("vulkan")
     info = be.info()
     print(json.dumps(info.get("cooperative_matrix2"), indent=None), flush=True)
@@ -100,35 +142,32 @@ def main(out: str, dtypes: list[str]) -> None:
               "rows": []}
     for dtype in dtypes:
         npt = NP[dtype]
-        s = 512
-        a = rng.standard_normal((s, s)).astype(np.float32).astype(npt)
-        b = rng.standard_normal((s, s)).astype(np.float32).astype(npt)
+        a = rng.standard_normal((512, 512)).astype(np.float32).astype(npt)
+        b = rng.standard_normal((512, 512)).astype(np.float32).astype(npt)
         want = a.astype(np.float64) @ b.astype(np.float64)
         big = {n: [rng.standard_normal((n, n)).astype(np.float32).astype(npt) for _ in range(2)] for n in (4096, 8192)}
         for cfg in CONFIGS:
-            row = {"dtype": dtype, "cfg": cfg}
-            try:
-                spk = kernel(dtype, cfg)
-                c = np.full((s, s), np.nan, npt)
-                run(be, spk, cfg, a, b, c, s, s, s)
-                err = np.abs(c.astype(np.float64) - want) / (np.abs(want) + 1.0)
-                row["max_rel_err"] = float(np.nanmax(err)) if not np.isnan(c.astype(np.float32)).any() else "nan"
-                row["ok"] = bool(np.all(np.isfinite(c.astype(np.float32)))) and row["max_rel_err"] != "nan" and \
-                    row["max_rel_err"] < 2e-2
-                for n, (x, y) in big.items():
-                    cc = np.empty((n, n), npt)
-                    t0 = time.perf_counter()
-                    ms = run(be, spk, cfg, x, y, cc, n, n, n, repeat=10 if n == 4096 else 4)
-                    row[f"ms_{n}"] = ms
-                    row[f"tflops_{n}"] = None if ms is None else 2 * n ** 3 / ms / 1e9
-                    row[f"host_s_{n}"] = time.perf_counter() - t0
-            except Exception as e:  # noqa: BLE001 - a configuration the driver refuses is a result too
-                row["error"] = f"{type(e).__name__}: {e}"[:400]
-            print(row, flush=True)
-            result["rows"].append(row)
-        result["rows"] += cuda_rows(dtype, (4096, 8192))
+            for opts in OPTIONS:
+                sizes = (4096, 8192) if "dims" in opts else (None,)
+                for n in sizes:
+                    o = dict(opts, dims=n) if n else opts
+                    result["rows"].append(measure(be, dtype, cfg, o, a, b, want, big))
+        if os.environ.get("CM2_CUDA", "1") != "0":
+            result["rows"] += cuda_rows(dtype, (4096, 8192))
         Path(out).write_text(json.dumps(result, indent=1, default=str))
 
 
+def prebuild() -> None:
+    """Assemble every module into coopmat2_spv/ (needs spirv-as 2025+): the H200 has no SPIRV-Tools."""
+    for dtype in NP:
+        for cfg in CONFIGS:
+            for opts in OPTIONS:
+                for n in ((4096, 8192) if "dims" in opts else (None,)):
+                    module(dtype, cfg, dict(opts, dims=n) if n else opts)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:] or ["bf16"])
+    if sys.argv[1:] == ["--prebuild"]:
+        prebuild()
+    else:
+        main(sys.argv[1], sys.argv[2:] or ["bf16"])

@@ -16,15 +16,23 @@ from pathlib import Path
 
 
 def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = None, aligned: bool = False,
-             prefetch: bool = False) -> str:
+             prefetch: bool = False, hint8: bool = False, spec: bool = False, unroll: bool = False) -> str:
     """The module; ``dims``: M = N = K that number, as constants (else push constants); ``aligned``: the loads and
-    the store say Aligned 16; ``prefetch``: tile k + 1 is loaded before tile k is multiplied (the last outside)."""
+    the store say Aligned 16; ``prefetch``: tile k + 1 is loaded before tile k is multiplied (the last outside);
+    ``hint8``: the push constants hold M, N / 8 and K / 8 (rows a multiple of 16 bytes, visibly); ``spec``: M, N, K
+    are specialization constants 3, 4, 5; ``unroll``: two K steps an iteration (K a multiple of 2 BK)."""
     mem = "Aligned 16" if aligned else "None"
     loads = ["%pm = OpAccessChain %ppu %pc %c0", "%M = OpLoad %u32 %pm",
              "%pn = OpAccessChain %ppu %pc %c1", "%N = OpLoad %u32 %pn",
-             "%pk = OpAccessChain %ppu %pc %c2", "%K = OpLoad %u32 %pk"] if dims is None else []
+             "%pk = OpAccessChain %ppu %pc %c2", "%K = OpLoad %u32 %pk"] if dims is None and not spec else []
+    if hint8:
+        loads = ["%pm = OpAccessChain %ppu %pc %c0", "%M = OpLoad %u32 %pm",
+                 "%pn = OpAccessChain %ppu %pc %c1", "%N8 = OpLoad %u32 %pn", "%N = OpShiftLeftLogical %u32 %N8 %c3",
+                 "%pk = OpAccessChain %ppu %pc %c2", "%K8 = OpLoad %u32 %pk", "%K = OpShiftLeftLogical %u32 %K8 %c3"]
     consts = [f"%M = OpConstant %u32 {dims}", f"%N = OpConstant %u32 {dims}", f"%K = OpConstant %u32 {dims}"] \
         if dims is not None else []
+    if spec:
+        consts = ["%M = OpSpecConstant %u32 1", "%N = OpSpecConstant %u32 1", "%K = OpSpecConstant %u32 1"]
     half = "%h = OpTypeFloat 16" if dtype == "f16" else "%h = OpTypeFloat 16 BFloat16KHR"
     caps = ["Float16"] if dtype == "f16" else ["BFloat16TypeKHR", "BFloat16CooperativeMatrixKHR"]
     exts = [] if dtype == "f16" else ['OpExtension "SPV_KHR_bfloat16"']
@@ -45,6 +53,7 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = 
         "OpDecorate %A DescriptorSet 0", "OpDecorate %A Binding 0", "OpDecorate %A NonWritable",
         "OpDecorate %B DescriptorSet 0", "OpDecorate %B Binding 1", "OpDecorate %B NonWritable",
         "OpDecorate %C DescriptorSet 0", "OpDecorate %C Binding 2",
+        *(["OpDecorate %M SpecId 3", "OpDecorate %N SpecId 4", "OpDecorate %K SpecId 5"] if spec else []),
         "OpDecorate %pcs Block",
         "OpMemberDecorate %pcs 0 Offset 0", "OpMemberDecorate %pcs 1 Offset 4", "OpMemberDecorate %pcs 2 Offset 8",
         "%void = OpTypeVoid", "%fn = OpTypeFunction %void", "%bool = OpTypeBool",
@@ -57,6 +66,7 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = 
         "%C = OpVariable %pbuf StorageBuffer", "%pc = OpVariable %ppcs PushConstant",
         "%wgid = OpVariable %pv3u Input",
         "%c0 = OpConstant %u32 0", "%c1 = OpConstant %u32 1", "%c2 = OpConstant %u32 2",
+        "%c3 = OpConstant %u32 3", f"%cbk2 = OpConstant %u32 {2 * bk}",
         f"%cbm = OpConstant %u32 {bm}", f"%cbn = OpConstant %u32 {bn}", f"%cbk = OpConstant %u32 {bk}",
         "%f0 = OpConstant %f32 0", *consts,
         "%scope = OpConstant %u32 2",  # Workgroup
@@ -79,7 +89,7 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = 
         "%lc = OpTensorLayoutSetDimensionNV %TL %tl %M %N",
         "%pa = OpAccessChain %ph %A %c0 %c0", "%pb = OpAccessChain %ph %B %c0 %c0",
         "%pcc = OpAccessChain %ph %C %c0 %c0",
-        *(_prefetch_loop(mem) if prefetch else _plain_loop(mem)),
+        *(_prefetch_loop(mem) if prefetch else _unrolled_loop(mem) if unroll else _plain_loop(mem)),
         "%out = OpFConvert %CH %acc",
         "%sc = OpTensorLayoutSliceNV %TL %lc %m0 %cbm %n0 %cbn",
         f"OpCooperativeMatrixStoreTensorNV %pcc %out %sc {mem} None",
@@ -106,6 +116,36 @@ def _plain_loop(mem: str) -> list[str]:
         "OpBranch %cont",
         "%cont = OpLabel",
         "%knext = OpIAdd %u32 %k %cbk",
+        "OpBranch %header",
+        "%merge = OpLabel",
+        "%acc = OpCopyObject %CC %accl",
+    ]
+
+
+def _unrolled_loop(mem: str) -> list[str]:
+    return [
+        "OpBranch %header",
+        "%header = OpLabel",
+        "%k = OpPhi %u32 %c0 %entry %knext %cont",
+        "%accl = OpPhi %CC %acc0 %entry %accnext %cont",
+        "%more = OpULessThan %bool %k %K",
+        "OpLoopMerge %merge %cont None",
+        "OpBranchConditional %more %body %merge",
+        "%body = OpLabel",
+        "%k1 = OpIAdd %u32 %k %cbk",
+        "%sa = OpTensorLayoutSliceNV %TL %la %m0 %cbm %k %cbk",
+        f"%a = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa {mem} None",
+        "%sb = OpTensorLayoutSliceNV %TL %lb %k %cbk %n0 %cbn",
+        f"%b = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb {mem} None",
+        "%sa1 = OpTensorLayoutSliceNV %TL %la %m0 %cbm %k1 %cbk",
+        f"%a1 = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa1 {mem} None",
+        "%sb1 = OpTensorLayoutSliceNV %TL %lb %k1 %cbk %n0 %cbn",
+        f"%b1 = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb1 {mem} None",
+        "%acch = OpCooperativeMatrixMulAddKHR %CC %a %b %accl",
+        "%accnext = OpCooperativeMatrixMulAddKHR %CC %a1 %b1 %acch",
+        "OpBranch %cont",
+        "%cont = OpLabel",
+        "%knext = OpIAdd %u32 %k %cbk2",
         "OpBranch %header",
         "%merge = OpLabel",
         "%acc = OpCopyObject %CC %accl",

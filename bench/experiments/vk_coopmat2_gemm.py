@@ -23,15 +23,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 import coopmat2_spirv as cs  # noqa: E402
 
 import iron.ir.types as t  # noqa: E402
-from iron.codegen.spirv.module import SpirvBuffer, SpirvKernel, SpirvPush  # noqa: E402
+from iron.codegen.spirv.module import SpirvBuffer, SpirvKernel, SpirvPush, SpirvSharedLength  # noqa: E402
 from iron.runtime import get_backend  # noqa: E402
 
 SPV = Path(__file__).parent / "coopmat2_spv"
-CONFIGS = [(128, 128, 32, 128), (128, 256, 32, 256), (256, 128, 32, 256), (64, 128, 32, 128)]
+CONFIGS = [(128, 256, 32, 256), (128, 128, 32, 128), (128, 256, 64, 256), (256, 256, 32, 256), (128, 256, 32, 128),
+           (256, 128, 64, 256)]
 #: module variants (coopmat2_spirv.gemm_asm's options): as first measured (run-time sizes), Aligned 16 accesses, the
 #: next tile loaded before the product, and the sizes as constants (one module per size)
-OPTIONS = [{}, {"aligned": True}, {"aligned": True, "prefetch": True}, {"dims": 0, "aligned": True},
-           {"dims": 0, "aligned": True, "prefetch": True}]
+OPTIONS = [{"aligned": True, "hint8": True}, {"aligned": True, "spec": True}, {"dims": 0, "aligned": True},
+           {"dims": 0, "aligned": True, "unroll": True}]
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 
@@ -57,16 +58,20 @@ def kernel(dtype: str, cfg: tuple[int, ...], opts: dict | None = None) -> SpirvK
     st = t.bf16 if dtype == "bf16" else t.f16
     feats = {"cooperative_matrix", "spirv_1_6", "vulkan_memory_model", "storage16"}
     feats.add("cooperative_matrix_bf16" if dtype == "bf16" else "float16")
-    return SpirvKernel(words=module(dtype, cfg, opts), entry="gemm_cm2",
+    opts = opts or {}
+    names = ("M", "N8", "K8") if opts.get("hint8") else "MNK"
+    lengths = tuple(SpirvSharedLength(p, 3 + i, 0) for i, p in enumerate("MNK")) if opts.get("spec") else ()
+    return SpirvKernel(words=module(dtype, cfg, opts), entry="gemm_cm2", shared_lengths=lengths,
                        buffers=(SpirvBuffer("A", 0, st, True), SpirvBuffer("B", 1, st, True),
                                 SpirvBuffer("C", 2, st, False)),
-                       push=tuple(SpirvPush(n, 4 * i, t.u32) for i, n in enumerate("MNK")), push_size=12,
+                       push=tuple(SpirvPush(n, 4 * i, t.u32) for i, n in enumerate(names)), push_size=12,
                        local_size_spec_ids=(0, 1, 2), shared_bytes=0, features=frozenset(feats))
 
 
 def run(be, spk, cfg, a, b, c, m, n, k, repeat=1):
     bm, bn, _, wg = cfg
-    return be.run_spirv(spk, {"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k}, (n // bn * wg, m // bm, 1),
+    return be.run_spirv(spk, {"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k, "N8": n // 8, "K8": k // 8},
+                        (n // bn * wg, m // bm, 1),
                         (wg, 1, 1), repeat=repeat)
 
 

@@ -16,11 +16,13 @@ from pathlib import Path
 
 
 def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = None, aligned: bool = False,
-             prefetch: bool = False, hint8: bool = False, spec: bool = False, unroll: bool = False) -> str:
+             prefetch: bool = False, hint8: bool = False, spec: bool = False, unroll: int = 0, swizzle: int = 0) -> str:
     """The module; ``dims``: M = N = K that number, as constants (else push constants); ``aligned``: the loads and
     the store say Aligned 16; ``prefetch``: tile k + 1 is loaded before tile k is multiplied (the last outside);
     ``hint8``: the push constants hold M, N / 8 and K / 8 (rows a multiple of 16 bytes, visibly); ``spec``: M, N, K
-    are specialization constants 3, 4, 5; ``unroll``: two K steps an iteration (K a multiple of 2 BK)."""
+    are specialization constants 3, 4, 5; ``unroll``: that many K steps an iteration (K a multiple of unroll * BK);
+    ``swizzle``: tiles taken in groups of that many tile rows, column by column (L2 reuse of B), as Triton's
+    grouped ordering."""
     mem = "Aligned 16" if aligned else "None"
     loads = ["%pm = OpAccessChain %ppu %pc %c0", "%M = OpLoad %u32 %pm",
              "%pn = OpAccessChain %ppu %pc %c1", "%N = OpLoad %u32 %pn",
@@ -66,7 +68,9 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = 
         "%C = OpVariable %pbuf StorageBuffer", "%pc = OpVariable %ppcs PushConstant",
         "%wgid = OpVariable %pv3u Input",
         "%c0 = OpConstant %u32 0", "%c1 = OpConstant %u32 1", "%c2 = OpConstant %u32 2",
-        "%c3 = OpConstant %u32 3", f"%cbk2 = OpConstant %u32 {2 * bk}",
+        "%c3 = OpConstant %u32 3", f"%cbku = OpConstant %u32 {max(unroll, 1) * bk}",
+        f"%cg = OpConstant %u32 {max(swizzle, 1)}",
+        *[f"%cbk{j} = OpConstant %u32 {j * bk}" for j in range(1, max(unroll, 1))],
         f"%cbm = OpConstant %u32 {bm}", f"%cbn = OpConstant %u32 {bn}", f"%cbk = OpConstant %u32 {bk}",
         "%f0 = OpConstant %f32 0", *consts,
         "%scope = OpConstant %u32 2",  # Workgroup
@@ -82,14 +86,14 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = 
         "%wg = OpLoad %v3u %wgid",
         "%bx = OpCompositeExtract %u32 %wg 0", "%by = OpCompositeExtract %u32 %wg 1",
         *loads,
-        "%m0 = OpIMul %u32 %by %cbm", "%n0 = OpIMul %u32 %bx %cbn",
+        *(_swizzled() if swizzle else ["%m0 = OpIMul %u32 %by %cbm", "%n0 = OpIMul %u32 %bx %cbn"]),
         "%tl = OpCreateTensorLayoutNV %TL",
         "%la = OpTensorLayoutSetDimensionNV %TL %tl %M %K",
         "%lb = OpTensorLayoutSetDimensionNV %TL %tl %K %N",
         "%lc = OpTensorLayoutSetDimensionNV %TL %tl %M %N",
         "%pa = OpAccessChain %ph %A %c0 %c0", "%pb = OpAccessChain %ph %B %c0 %c0",
         "%pcc = OpAccessChain %ph %C %c0 %c0",
-        *(_prefetch_loop(mem) if prefetch else _unrolled_loop(mem) if unroll else _plain_loop(mem)),
+        *(_prefetch_loop(mem) if prefetch else _unrolled_loop(mem, unroll) if unroll else _plain_loop(mem)),
         "%out = OpFConvert %CH %acc",
         "%sc = OpTensorLayoutSliceNV %TL %lc %m0 %cbm %n0 %cbn",
         f"OpCooperativeMatrixStoreTensorNV %pcc %out %sc {mem} None",
@@ -122,7 +126,34 @@ def _plain_loop(mem: str) -> list[str]:
     ]
 
 
-def _unrolled_loop(mem: str) -> list[str]:
+def _swizzled() -> list[str]:
+    """m0, n0 of this group's tile in grouped order: group g of ``cg`` tile rows runs its columns one after another."""
+    return [
+        "%gx = OpUDiv %u32 %N %cbn", "%gy = OpUDiv %u32 %M %cbm",
+        "%pid0 = OpIMul %u32 %by %gx", "%pid = OpIAdd %u32 %pid0 %bx",
+        "%width = OpIMul %u32 %cg %gx", "%grp = OpUDiv %u32 %pid %width", "%first = OpIMul %u32 %grp %cg",
+        "%rem = OpISub %u32 %gy %first", "%short = OpULessThan %bool %rem %cg",
+        "%gsz = OpSelect %u32 %short %rem %cg", "%inn = OpUMod %u32 %pid %width",
+        "%mr = OpUMod %u32 %inn %gsz", "%mt = OpIAdd %u32 %first %mr", "%nt = OpUDiv %u32 %inn %gsz",
+        "%m0 = OpIMul %u32 %mt %cbm", "%n0 = OpIMul %u32 %nt %cbn",
+    ]
+
+
+def _unrolled_loop(mem: str, u: int) -> list[str]:
+    body = []
+    acc = "%accl"
+    for j in range(u):
+        kj = "%k" if j == 0 else f"%k{j}"
+        if j:
+            body.append(f"{kj} = OpIAdd %u32 %k %cbk{j}")
+        body += [f"%sa{j} = OpTensorLayoutSliceNV %TL %la %m0 %cbm {kj} %cbk",
+                 f"%a{j} = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa{j} {mem} None",
+                 f"%sb{j} = OpTensorLayoutSliceNV %TL %lb {kj} %cbk %n0 %cbn",
+                 f"%b{j} = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb{j} {mem} None"]
+    for j in range(u):
+        nxt = "%accnext" if j == u - 1 else f"%acch{j}"
+        body.append(f"{nxt} = OpCooperativeMatrixMulAddKHR %CC %a{j} %b{j} {acc}")
+        acc = nxt
     return [
         "OpBranch %header",
         "%header = OpLabel",
@@ -132,20 +163,10 @@ def _unrolled_loop(mem: str) -> list[str]:
         "OpLoopMerge %merge %cont None",
         "OpBranchConditional %more %body %merge",
         "%body = OpLabel",
-        "%k1 = OpIAdd %u32 %k %cbk",
-        "%sa = OpTensorLayoutSliceNV %TL %la %m0 %cbm %k %cbk",
-        f"%a = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa {mem} None",
-        "%sb = OpTensorLayoutSliceNV %TL %lb %k %cbk %n0 %cbn",
-        f"%b = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb {mem} None",
-        "%sa1 = OpTensorLayoutSliceNV %TL %la %m0 %cbm %k1 %cbk",
-        f"%a1 = OpCooperativeMatrixLoadTensorNV %CA %pa %za %sa1 {mem} None",
-        "%sb1 = OpTensorLayoutSliceNV %TL %lb %k1 %cbk %n0 %cbn",
-        f"%b1 = OpCooperativeMatrixLoadTensorNV %CB %pb %zb %sb1 {mem} None",
-        "%acch = OpCooperativeMatrixMulAddKHR %CC %a %b %accl",
-        "%accnext = OpCooperativeMatrixMulAddKHR %CC %a1 %b1 %acch",
+        *body,
         "OpBranch %cont",
         "%cont = OpLabel",
-        "%knext = OpIAdd %u32 %k %cbk2",
+        "%knext = OpIAdd %u32 %k %cbku",
         "OpBranch %header",
         "%merge = OpLabel",
         "%acc = OpCopyObject %CC %accl",

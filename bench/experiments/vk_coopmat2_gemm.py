@@ -27,12 +27,12 @@ from iron.codegen.spirv.module import SpirvBuffer, SpirvKernel, SpirvPush, Spirv
 from iron.runtime import get_backend  # noqa: E402
 
 SPV = Path(__file__).parent / "coopmat2_spv"
-CONFIGS = [(128, 256, 32, 256), (128, 128, 32, 128), (128, 256, 64, 256), (256, 256, 32, 256), (128, 256, 32, 128),
-           (256, 128, 64, 256)]
+CONFIGS = [(128, 256, 64, 256), (128, 256, 32, 256), (128, 128, 64, 128), (128, 128, 32, 256), (128, 128, 64, 256)]
 #: module variants (coopmat2_spirv.gemm_asm's options): as first measured (run-time sizes), Aligned 16 accesses, the
 #: next tile loaded before the product, and the sizes as constants (one module per size)
-OPTIONS = [{"aligned": True, "hint8": True}, {"aligned": True, "spec": True}, {"dims": 0, "aligned": True},
-           {"dims": 0, "aligned": True, "unroll": True}]
+OPTIONS = [{"aligned": True, "spec": True, "unroll": 2}, {"aligned": True, "spec": True, "unroll": 4},
+           {"aligned": True, "spec": True, "unroll": 2, "swizzle": 8}, {"aligned": True, "spec": True, "unroll": 4,
+                                                                         "swizzle": 8}]
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 

@@ -2,10 +2,10 @@
 dimensions and tensor addressing, what sizes it multiplies (``vkGetPhysicalDeviceCooperativeMatrixFlexible
 DimensionsPropertiesNV``), and the feature struct a device is created with to use them.
 
-Opt-in (``IRON_VULKAN_COOPMAT2=1``) while it serves the GEMM probe (bench/experiments/vk_coopmat2_gemm.py, issue
-14); nothing Iron emits needs it yet. The extension (Vulkan headers 1.3.300+) is newer than the ``vulkan`` package,
-so its structs are raw memory laid out as C does (the same way as vulkan_props' bfloat16 struct), their sTypes those
-of the registry's vk.xml.
+Used where offered (``IRON_VULKAN_COOPMAT2=0`` leaves it off the device): the std GEMM's Vulkan module
+(std/gemm_coopmat2.py) needs workgroup scope and tensor addressing; nothing the emitter writes needs it. The
+extension (Vulkan headers 1.3.300+) is newer than the ``vulkan`` package, so its structs are raw memory laid out
+as C does (the same way as vulkan_props' bfloat16 struct), their sTypes those of the registry's vk.xml.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ FLEXIBLE = ("MGranularity", "NGranularity", "KGranularity", "AType", "BType", "C
 
 
 def wanted() -> bool:
-    """``IRON_VULKAN_COOPMAT2=1``: create the device with the extension where it is offered."""
-    return os.environ.get("IRON_VULKAN_COOPMAT2", "0") == "1"
+    """Whether to create the device with the extension where it is offered (``IRON_VULKAN_COOPMAT2=0``: never)."""
+    return os.environ.get("IRON_VULKAN_COOPMAT2", "1") != "0"
 
 
 class _Raw:

@@ -132,10 +132,11 @@ class VulkanContext:
         self.coopmat = vp.coopmat_dtypes(configs, feats, api) if coopmat_mode() == "auto" else frozenset()
         self.has["cooperative_matrix"] = bool(self.coopmat)
         self.has["cooperative_matrix_bf16"] = "bf16" in self.coopmat
-        # VK_NV_cooperative_matrix2 (opt-in, IRON_VULKAN_COOPMAT2=1: the GEMM probe of issue 14)
+        # VK_NV_cooperative_matrix2 (the std GEMM's module, std/gemm_coopmat2.py; IRON_VULKAN_COOPMAT2=0: off)
         self.coopmat2: dict[str, Any] | None = None
         if self.coopmat and cm2.wanted() and cm2.EXTENSION in self.extensions:
             self.coopmat2 = cm2.query(vk, ffi, self.instance, self.phys)
+        self.has["cooperative_matrix2"] = self.coopmat2 is not None
         self.memory_types, self.heaps = vp.memory_layout(vk, pd)
         dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
         # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there

@@ -19,8 +19,8 @@ from .vulkan_shared import check_lengths, describe, run_time_bytes, spec_constan
 FEATURES = ("float16", "storage16", "subgroup_basic", "subgroup_arithmetic", "subgroup_shuffle", "subgroup_ballot",
             "atomic_float_add", "subgroup_uniform_control_flow", "float64", "denorm_preserve", "ieee_specials",
             "rounding_rte", "int16", "spirv_1_6", "vulkan_memory_model", "vulkan_memory_model_device_scope",
-            "cooperative_matrix", "cooperative_matrix_bf16", "int64", "int8", "storage8", "int64_atomics",
-            "int64_shared_atomics")
+            "cooperative_matrix", "cooperative_matrix_bf16", "cooperative_matrix2", "int64", "int8", "storage8",
+            "int64_atomics", "int64_shared_atomics")
 
 
 @dataclass

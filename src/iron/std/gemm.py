@@ -45,7 +45,7 @@ from ..lang import (
     warpgroup_wait,
 )
 from ..runtime import get_backend
-from . import gemm_staged
+from . import gemm_coopmat2, gemm_staged
 from .gemm_persistent import gemm_wgp
 from .gemm_tiles import GROUP_M, VEC, H, is_inside, load_inside, load_tiles, multiply, tile_origin
 from .gemm_tma import gemm_tma, tma_ok
@@ -260,6 +260,17 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
     tma = wg and os.environ.get("IRON_TMA", "1") != "0" and tma_ok(m, n, k, strides) and \
         2 * batch * m * n * k >= int(os.environ.get("IRON_TMA_MIN_FLOPS", TMA_MIN_FLOPS))
 
+    dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
+    if staged and not trans_b and gemm_coopmat2.usable(get_backend(name), dtype, m, n, k):
+        # workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2): 2.5x gemm_rs on the H200
+        be = get_backend(name)
+        fitting = [c for c in gemm_coopmat2.CONFIGS if gemm_coopmat2.fits(c, m, n, k)]
+        cm2 = tune("std/gemm_cm2", [{"CFG": c} for c in fitting],
+                   lambda cfg: gemm_coopmat2.launch(be, flat, m, n, k, strides, batch, dtype, tuple(cfg["CFG"])),
+                   backend=name, dtype=dtype, key=(batch * m, n, k))
+        gemm_coopmat2.launch(be, flat, m, n, k, strides, batch, dtype, tuple(cm2["CFG"]))
+        return
+
     def run(cfg: dict) -> None:
         if staged:
             g = cfg["WM"] * cfg["WN"] * width
@@ -293,7 +304,6 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
         table = VULKAN_NVIDIA if name == "vulkan" and get_backend(name).vendor() == "nvidia" else \
             CONFIGS.get(name, SMALL)
         configs = [dict(zip(_FIELDS, values)) for values in table]
-    dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
     label = f"std/gemm{'_tma' if tma else '_wg' if wg else '_rs' if staged else ''}{'_nt' if trans_b else ''}"
     run(tune(label, configs, run, backend=name, dtype=dtype, key=(batch * m, n, k)))
 

@@ -11,6 +11,7 @@ FEATURES = frozenset({"float16", "storage16", "subgroup_basic", "subgroup_arithm
                       "subgroup_ballot",
                       "atomic_float_add", "subgroup_uniform_control_flow", "float64",
                       "denorm_preserve", "rounding_rte", "int16", "cooperative_matrix", "cooperative_matrix_bf16",
+                      "cooperative_matrix2",
                       "vulkan_memory_model", "vulkan_memory_model_device_scope", "spirv_1_6",
                       "int64", "int8", "storage8", "int64_atomics", "int64_shared_atomics"})
 

@@ -71,6 +71,23 @@ def test_gemm_on_cooperative_matrix2(dtype, shape):
     assert np.max(np.abs(got - want) / (np.abs(want) + 1.0)) < tol
 
 
+def test_gemm_on_cooperative_matrix2_device_arrays():
+    import iron
+
+    _vulkan_cm2()
+    m, n, k = 256, 256, 512
+    rng = np.random.default_rng()
+    a = rng.standard_normal((m, k)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    da, db = iron.asarray(a, backend="vulkan"), iron.asarray(b, backend="vulkan")
+    dc = iron.asarray(np.full((m, n), np.nan, ml_dtypes.bfloat16), backend="vulkan")
+    gemm.launch(da, db, dc, backend="vulkan")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    got = dc.numpy().astype(np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.max(np.abs(got - want) / (np.abs(want) + 1.0)) < 2e-2
+
+
 def test_shape_off_the_tiles_takes_gemm_rs():
     be = _vulkan_cm2()
     m, n, k = 200, 256, 128

@@ -164,9 +164,10 @@ def launch(backend, flat, m: int, n: int, k: int, strides: tuple[int, int, int],
            cfg: tuple[int, ...]) -> None:
     """One launch: ``flat`` the 1-D A, B, C; grid (N / BN groups along x, M / BM along y, batch along z)."""
     bm, bn, _, wg, _, _ = cfg
-    a, b, c = flat
     sa, sb, sc = strides
-    backend.run_spirv(spirv_kernel(dtype, cfg), {"A": a, "B": b, "C": c},
+    # NumPy arrays as they are, Vulkan arrays as their buffer ranges (what a kernel launch binds)
+    args = {p: backend.check_array(p, x, lambda: None) for p, x in zip("ABC", flat)}
+    backend.run_spirv(spirv_kernel(dtype, cfg), args,
                       {"SA": sa, "SB": sb, "SC": sc, "M": m, "N": n, "K": k},
                       (n // bn * wg, m // bm, batch), (wg, 1, 1))
 

@@ -11,8 +11,9 @@ groups of 8 tile rows (B reused from L2). The DSL has no workgroup-scope matrice
 here in SPIR-V assembly and shipped assembled (``spv/``; ``python -m iron.std.gemm_coopmat2`` rebuilds them with
 spirv-as 2025+, and tests/std/test_gemm_coopmat2.py checks the shipped files against the text and spirv-val).
 
-C = A @ B, row-major, f16/bf16 in, f32 accumulation, the input dtype out, batched through WorkgroupId.z and the
-push-constant strides SA, SB, SC; M a multiple of BM, N of BN, K of 2 BK (other shapes take gemm_rs).
+C = A @ B (or A @ B^T, B (N, K)), row-major, f16/bf16 in, f32 accumulation, the input dtype out, batched through
+WorkgroupId.z and the push-constant strides SA, SB, SC; M a multiple of BM, N of BN, K of unroll * BK (other shapes
+take gemm_rs).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ CONFIGS = [(128, 256, 64, 256, 2, 8), (128, 256, 32, 256, 4, 8), (128, 128, 64, 
 DTYPES = ("f16", "bf16")
 
 
-def asm(dtype: str, cfg: tuple[int, ...]) -> str:
-    """The module's SPIR-V assembly (spirv-as, --target-env vulkan1.3)."""
+def asm(dtype: str, cfg: tuple[int, ...], trans_b: bool = False) -> str:
+    """The module's SPIR-V assembly (spirv-as, --target-env vulkan1.3); ``trans_b``: C = A @ B^T with B (N, K)
+    row-major, B's tiles sliced from it and loaded through a transposing tensor view."""
     bm, bn, bk, wg, unroll, group = cfg
     half = "%h = OpTypeFloat 16" if dtype == "f16" else "%h = OpTypeFloat 16 BFloat16KHR"
     caps = ["Float16"] if dtype == "f16" else ["BFloat16TypeKHR", "BFloat16CooperativeMatrixKHR"]
@@ -66,16 +68,20 @@ def asm(dtype: str, cfg: tuple[int, ...]) -> str:
         "%CC = OpTypeCooperativeMatrixKHR %f32 %scope %cbm %cbn %c2",
         "%CH = OpTypeCooperativeMatrixKHR %h %scope %cbm %cbn %c2",
         "%acc0 = OpConstantComposite %CC %f0", "%za = OpConstantNull %CA", "%zb = OpConstantNull %CB",
+        *(["%false = OpConstantFalse %bool", "%TV = OpTypeTensorViewNV %c2 %false %c1 %c0"] if trans_b else []),
         "%main = OpFunction %void None %fn", "%entry = OpLabel",
         "%wg = OpLoad %v3u %wgid", "%bx = OpCompositeExtract %u32 %wg 0", "%by = OpCompositeExtract %u32 %wg 1",
         "%bz = OpCompositeExtract %u32 %wg 2",
         *[f"%p{s} = OpAccessChain %ppu %pc %c{i}\n%{s} = OpLoad %u32 %p{s}" for i, s in enumerate(("SA", "SB", "SC"))],
         *_grouped_order(),
         "%tl = OpCreateTensorLayoutNV %TL",
-        "%la = OpTensorLayoutSetDimensionNV %TL %tl %M %K", "%lb = OpTensorLayoutSetDimensionNV %TL %tl %K %N",
+        "%la = OpTensorLayoutSetDimensionNV %TL %tl %M %K",
+        "%lb = OpTensorLayoutSetDimensionNV %TL %tl %N %K" if trans_b else
+        "%lb = OpTensorLayoutSetDimensionNV %TL %tl %K %N",
+        *(["%tv = OpCreateTensorViewNV %TV"] if trans_b else []),
         "%lc = OpTensorLayoutSetDimensionNV %TL %tl %M %N",
         *[f"%o{v} = OpIMul %u32 %bz %S{v}\n%ptr{v} = OpAccessChain %ph %{v} %c0 %o{v}" for v in "ABC"],
-        *_loop(unroll),
+        *_loop(unroll, trans_b),
         "%out = OpFConvert %CH %acc",
         "%sc = OpTensorLayoutSliceNV %TL %lc %m0 %cbm %n0 %cbn",
         "OpCooperativeMatrixStoreTensorNV %ptrC %out %sc Aligned 16 None",
@@ -96,7 +102,7 @@ def _grouped_order() -> list[str]:
     ]
 
 
-def _loop(unroll: int) -> list[str]:
+def _loop(unroll: int, trans_b: bool) -> list[str]:
     """acc = the sum over K of A's row panel times B's column panel, ``unroll`` K steps an iteration."""
     body, acc = [], "%accl"
     for j in range(unroll):
@@ -105,8 +111,10 @@ def _loop(unroll: int) -> list[str]:
             body.append(f"{kj} = OpIAdd %u32 %k %cbk{j}")
         body += [f"%sa{j} = OpTensorLayoutSliceNV %TL %la %m0 %cbm {kj} %cbk",
                  f"%a{j} = OpCooperativeMatrixLoadTensorNV %CA %ptrA %za %sa{j} Aligned 16 None",
+                 f"%sb{j} = OpTensorLayoutSliceNV %TL %lb %n0 %cbn {kj} %cbk" if trans_b else
                  f"%sb{j} = OpTensorLayoutSliceNV %TL %lb {kj} %cbk %n0 %cbn",
-                 f"%b{j} = OpCooperativeMatrixLoadTensorNV %CB %ptrB %zb %sb{j} Aligned 16 None"]
+                 f"%b{j} = OpCooperativeMatrixLoadTensorNV %CB %ptrB %zb %sb{j} Aligned 16 "
+                 + ("TensorView %tv" if trans_b else "None")]
     for j in range(unroll):
         nxt = "%accnext" if j == unroll - 1 else f"%acch{j}"
         body.append(f"{nxt} = OpCooperativeMatrixMulAddKHR %CC %a{j} %b{j} {acc}")
@@ -119,12 +127,12 @@ def _loop(unroll: int) -> list[str]:
             "%merge = OpLabel", "%acc = OpCopyObject %CC %accl"]
 
 
-def file_name(dtype: str, cfg: tuple[int, ...]) -> str:
-    return f"gemm_cm2_{dtype}_{'x'.join(map(str, cfg))}.spv"
+def file_name(dtype: str, cfg: tuple[int, ...], trans_b: bool = False) -> str:
+    return f"gemm_cm2_{dtype}_{'nt_' if trans_b else ''}{'x'.join(map(str, cfg))}.spv"
 
 
 @cache
-def spirv_kernel(dtype: str, cfg: tuple[int, ...]):
+def spirv_kernel(dtype: str, cfg: tuple[int, ...], trans_b: bool = False):
     """The shipped module as a SpirvKernel: buffers A, B, C; push constants SA, SB, SC (batch strides); M, N, K
     specialization constants 3, 4, 5 (the runtime builds a pipeline per shape, as for shared arrays sized at launch;
     they size nothing here)."""
@@ -134,7 +142,7 @@ def spirv_kernel(dtype: str, cfg: tuple[int, ...]):
     st = t.bf16 if dtype == "bf16" else t.f16
     feats = {"cooperative_matrix", "spirv_1_6", "vulkan_memory_model", "storage16", "cooperative_matrix2",
              "cooperative_matrix_bf16" if dtype == "bf16" else "float16"}
-    return SpirvKernel(words=(SPV / file_name(dtype, cfg)).read_bytes(), entry="gemm_cm2",
+    return SpirvKernel(words=(SPV / file_name(dtype, cfg, trans_b)).read_bytes(), entry="gemm_cm2",
                        buffers=tuple(SpirvBuffer(p, i, st, p != "C") for i, p in enumerate("ABC")),
                        push=tuple(SpirvPush(p, 4 * i, t.u32) for i, p in enumerate(("SA", "SB", "SC"))),
                        push_size=12, local_size_spec_ids=(0, 1, 2), shared_bytes=0, features=frozenset(feats),
@@ -161,13 +169,13 @@ def usable(backend, dtype: str, m: int, n: int, k: int) -> bool:
 
 
 def launch(backend, flat, m: int, n: int, k: int, strides: tuple[int, int, int], batch: int, dtype: str,
-           cfg: tuple[int, ...]) -> None:
+           cfg: tuple[int, ...], trans_b: bool = False) -> None:
     """One launch: ``flat`` the 1-D A, B, C; grid (N / BN groups along x, M / BM along y, batch along z)."""
     bm, bn, _, wg, _, _ = cfg
     sa, sb, sc = strides
     # NumPy arrays as they are, Vulkan arrays as their buffer ranges (what a kernel launch binds)
     args = {p: backend.check_array(p, x, lambda: None) for p, x in zip("ABC", flat)}
-    backend.run_spirv(spirv_kernel(dtype, cfg), args,
+    backend.run_spirv(spirv_kernel(dtype, cfg, trans_b), args,
                       {"SA": sa, "SB": sb, "SC": sc, "M": m, "N": n, "K": k},
                       (n // bn * wg, m // bm, batch), (wg, 1, 1))
 
@@ -181,15 +189,14 @@ def build() -> None:
     bindir = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / \
         "cmeel.prefix" / "bin"
     SPV.mkdir(exist_ok=True)
-    for dtype in DTYPES:
-        for cfg in CONFIGS:
-            with tempfile.TemporaryDirectory() as d:
-                src = Path(d) / "m.spvasm"
-                src.write_text(asm(dtype, cfg))
-                out = SPV / file_name(dtype, cfg)
-                subprocess.run([str(bindir / "spirv-as"), "--target-env", "vulkan1.3", str(src), "-o", str(out)],
-                               check=True)
-                subprocess.run([str(bindir / "spirv-val"), "--target-env", "vulkan1.3", str(out)], check=True)
+    for dtype, cfg, trans_b in ((d, c, t) for d in DTYPES for c in CONFIGS for t in (False, True)):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "m.spvasm"
+            src.write_text(asm(dtype, cfg, trans_b))
+            out = SPV / file_name(dtype, cfg, trans_b)
+            subprocess.run([str(bindir / "spirv-as"), "--target-env", "vulkan1.3", str(src), "-o", str(out)],
+                           check=True)
+            subprocess.run([str(bindir / "spirv-val"), "--target-env", "vulkan1.3", str(out)], check=True)
 
 
 if __name__ == "__main__":

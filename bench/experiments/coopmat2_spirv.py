@@ -127,16 +127,10 @@ def _plain_loop(mem: str) -> list[str]:
 
 
 def _swizzled() -> list[str]:
-    """m0, n0 of this group's tile in grouped order: group g of ``cg`` tile rows runs its columns one after another."""
-    return [
-        "%gx = OpUDiv %u32 %N %cbn", "%gy = OpUDiv %u32 %M %cbm",
-        "%pid0 = OpIMul %u32 %by %gx", "%pid = OpIAdd %u32 %pid0 %bx",
-        "%width = OpIMul %u32 %cg %gx", "%grp = OpUDiv %u32 %pid %width", "%first = OpIMul %u32 %grp %cg",
-        "%rem = OpISub %u32 %gy %first", "%short = OpULessThan %bool %rem %cg",
-        "%gsz = OpSelect %u32 %short %rem %cg", "%inn = OpUMod %u32 %pid %width",
-        "%mr = OpUMod %u32 %inn %gsz", "%mt = OpIAdd %u32 %first %mr", "%nt = OpUDiv %u32 %inn %gsz",
-        "%m0 = OpIMul %u32 %mt %cbm", "%n0 = OpIMul %u32 %nt %cbn",
-    ]
+    """m0, n0 of this group's tile in grouped order (the std module's, where this probe's winner went)."""
+    from iron.std.gemm_coopmat2 import _grouped_order
+
+    return _grouped_order()
 
 
 def _unrolled_loop(mem: str, u: int) -> list[str]:

@@ -27,12 +27,14 @@ from iron.codegen.spirv.module import SpirvBuffer, SpirvKernel, SpirvPush, Spirv
 from iron.runtime import get_backend  # noqa: E402
 
 SPV = Path(__file__).parent / "coopmat2_spv"
-CONFIGS = [(128, 256, 64, 256), (128, 256, 32, 256), (128, 128, 64, 128), (128, 128, 32, 256), (128, 128, 64, 256)]
-#: module variants (coopmat2_spirv.gemm_asm's options): as first measured (run-time sizes), Aligned 16 accesses, the
-#: next tile loaded before the product, and the sizes as constants (one module per size)
-OPTIONS = [{"aligned": True, "spec": True, "unroll": 2}, {"aligned": True, "spec": True, "unroll": 4},
-           {"aligned": True, "spec": True, "unroll": 2, "swizzle": 8}, {"aligned": True, "spec": True, "unroll": 4,
-                                                                         "swizzle": 8}]
+CONFIGS = [(128, 256, 64, 256), (128, 512, 64, 256), (128, 256, 128, 256), (256, 256, 64, 256)]
+#: module variants (coopmat2_spirv.gemm_asm's options). Each session's list is in its commit (README of the results):
+#: 286d647 run-time sizes; 9719d04 Aligned, prefetch, constant sizes; 2ae7ac1 N/8 and K/8, specialization constants,
+#: unroll 2; 6a18d33 unroll 4 and grouped order. Queued next (s16): around the std module's best (128 x 256 x 64,
+#: unroll 2, groups of 8), groups of 4 and 16, one K step of 128, and 128 x 512 / 256 x 256 tiles
+OPTIONS = [{"aligned": True, "spec": True, "unroll": 2, "swizzle": 8}, {"aligned": True, "spec": True, "unroll": 2,
+                                                                       "swizzle": 4},
+           {"aligned": True, "spec": True, "unroll": 2, "swizzle": 16}, {"aligned": True, "spec": True, "swizzle": 8}]
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 

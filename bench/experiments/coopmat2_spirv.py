@@ -16,13 +16,15 @@ from pathlib import Path
 
 
 def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = None, aligned: bool = False,
-             prefetch: bool = False, hint8: bool = False, spec: bool = False, unroll: int = 0, swizzle: int = 0) -> str:
+             prefetch: bool = False, hint8: bool = False, spec: bool = False, unroll: int = 0, swizzle: int = 0,
+             clamp: bool = False) -> str:
     """The module; ``dims``: M = N = K that number, as constants (else push constants); ``aligned``: the loads and
     the store say Aligned 16; ``prefetch``: tile k + 1 is loaded before tile k is multiplied (the last outside);
     ``hint8``: the push constants hold M, N / 8 and K / 8 (rows a multiple of 16 bytes, visibly); ``spec``: M, N, K
     are specialization constants 3, 4, 5; ``unroll``: that many K steps an iteration (K a multiple of unroll * BK);
     ``swizzle``: tiles taken in groups of that many tile rows, column by column (L2 reuse of B), as Triton's
-    grouped ordering."""
+    grouped ordering; ``clamp``: the layouts clamp (mode Constant: loads past the edges read 0, and the store is to
+    leave C's elements past them alone), for any M, N, K on a ceil(N/BN) x ceil(M/BM) grid."""
     mem = "Aligned 16" if aligned else "None"
     loads = ["%pm = OpAccessChain %ppu %pc %c0", "%M = OpLoad %u32 %pm",
              "%pn = OpAccessChain %ppu %pc %c1", "%N = OpLoad %u32 %pn",
@@ -74,7 +76,7 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = 
         f"%cbm = OpConstant %u32 {bm}", f"%cbn = OpConstant %u32 {bn}", f"%cbk = OpConstant %u32 {bk}",
         "%f0 = OpConstant %f32 0", *consts,
         "%scope = OpConstant %u32 2",  # Workgroup
-        "%TL = OpTypeTensorLayoutNV %c2 %c0",  # 2 dimensions, clamp mode Undefined
+        f"%TL = OpTypeTensorLayoutNV %c2 {'%c1' if clamp else '%c0'}",  # 2 dimensions, clamp mode Constant/Undefined
         "%CA = OpTypeCooperativeMatrixKHR %h %scope %cbm %cbk %c0",
         "%CB = OpTypeCooperativeMatrixKHR %h %scope %cbk %cbn %c1",
         "%CC = OpTypeCooperativeMatrixKHR %f32 %scope %cbm %cbn %c2",
@@ -86,7 +88,7 @@ def gemm_asm(dtype: str, bm: int, bn: int, bk: int, wg: int, dims: int | None = 
         "%wg = OpLoad %v3u %wgid",
         "%bx = OpCompositeExtract %u32 %wg 0", "%by = OpCompositeExtract %u32 %wg 1",
         *loads,
-        *(_swizzled() if swizzle else ["%m0 = OpIMul %u32 %by %cbm", "%n0 = OpIMul %u32 %bx %cbn"]),
+        *(_swizzled(clamp) if swizzle else ["%m0 = OpIMul %u32 %by %cbm", "%n0 = OpIMul %u32 %bx %cbn"]),
         "%tl = OpCreateTensorLayoutNV %TL",
         "%la = OpTensorLayoutSetDimensionNV %TL %tl %M %K",
         "%lb = OpTensorLayoutSetDimensionNV %TL %tl %K %N",
@@ -126,11 +128,17 @@ def _plain_loop(mem: str) -> list[str]:
     ]
 
 
-def _swizzled() -> list[str]:
-    """m0, n0 of this group's tile in grouped order (the std module's, where this probe's winner went)."""
+def _swizzled(ceil: bool = False) -> list[str]:
+    """m0, n0 of this group's tile in grouped order (the std module's, where this probe's winner went); ``ceil``: the
+    tile counts rounded up (edge tiles)."""
     from iron.std.gemm_coopmat2 import _grouped_order
 
-    return _grouped_order()
+    lines = _grouped_order()
+    if ceil:
+        up = ["%nb1 = OpISub %u32 %cbn %c1", "%mb1 = OpISub %u32 %cbm %c1", "%Nup = OpIAdd %u32 %N %nb1",
+              "%Mup = OpIAdd %u32 %M %mb1", "%gx = OpUDiv %u32 %Nup %cbn", "%gy = OpUDiv %u32 %Mup %cbm"]
+        lines = up + lines[2:]
+    return lines
 
 
 def _unrolled_loop(mem: str, u: int) -> list[str]:

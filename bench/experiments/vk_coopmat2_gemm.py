@@ -36,6 +36,9 @@ OPTIONS = [{"aligned": True, "spec": True, "unroll": 2, "swizzle": 8}, {"aligned
                                                                        "swizzle": 4},
            {"aligned": True, "spec": True, "unroll": 2, "swizzle": 16}, {"aligned": True, "spec": True, "swizzle": 8}]
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+#: edges through clamping layouts: the std module's best with clamp mode Constant, checked at shapes off the tiles
+CLAMPED = [((128, 256, 64, 256), {"aligned": True, "spec": True, "unroll": 2, "swizzle": 8, "clamp": True})]
+EDGE_SHAPES = [(1000, 1000, 1000), (2048 + 64, 1536 + 40, 1000 + 8), (4096, 4096, 4096)]
 
 
 def tag(opts: dict) -> str:
@@ -159,9 +162,38 @@ def main(out: str, dtypes: list[str]) -> None:
                 for n in sizes:
                     o = dict(opts, dims=n) if n else opts
                     result["rows"].append(measure(be, dtype, cfg, o, a, b, want, big))
+        result["rows"] += edges(be, dtype, rng)
         if os.environ.get("CM2_CUDA", "1") != "0":
             result["rows"] += cuda_rows(dtype, (4096, 8192))
         Path(out).write_text(json.dumps(result, indent=1, default=str))
+
+
+def edges(be, dtype: str, rng) -> list[dict]:
+    """The clamped module at shapes off its tiles: every element checked (float64), then GPU time."""
+    npt, rows = NP[dtype], []
+    for cfg, opts in CLAMPED:
+        for m, n, k in EDGE_SHAPES:
+            row = {"dtype": dtype, "cfg": cfg, "opts": tag(opts), "shape": (m, n, k)}
+            try:
+                spk = kernel(dtype, cfg, opts)
+                a = rng.standard_normal((m, k)).astype(np.float32).astype(npt)
+                b = rng.standard_normal((k, n)).astype(np.float32).astype(npt)
+                c = np.full((m, n), np.nan, npt)
+                bm, bn, _, wg = cfg
+                grid = (-(-n // bn) * wg, -(-m // bm), 1)
+                ms = be.run_spirv(spk, {"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k}, grid, (wg, 1, 1),
+                                  repeat=5)
+                got = c[:256].astype(np.float64)
+                want = a[:256].astype(np.float64) @ b.astype(np.float64)
+                err = np.abs(got - want) / (np.abs(want) + 1.0)
+                row.update(ms=ms, tflops=None if ms is None else 2 * m * n * k / ms / 1e9,
+                           finite=bool(np.all(np.isfinite(c.astype(np.float32)))),
+                           max_rel_err=float(np.nanmax(err)))
+            except Exception as e:  # noqa: BLE001 - a refusal is a result
+                row["error"] = f"{type(e).__name__}: {e}"[:400]
+            print(row, flush=True)
+            rows.append(row)
+    return rows
 
 
 def prebuild() -> None:
@@ -171,6 +203,8 @@ def prebuild() -> None:
             for opts in OPTIONS:
                 for n in ((4096, 8192) if "dims" in opts else (None,)):
                     module(dtype, cfg, dict(opts, dims=n) if n else opts)
+        for cfg, opts in CLAMPED:
+            module(dtype, cfg, opts)
 
 
 if __name__ == "__main__":

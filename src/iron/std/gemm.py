@@ -261,9 +261,8 @@ def launch(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, b
         2 * batch * m * n * k >= int(os.environ.get("IRON_TMA_MIN_FLOPS", TMA_MIN_FLOPS))
 
     dtype = str(getattr(a, "dtype", "")).replace("torch.", "").replace("bfloat16", "bf16").replace("float16", "f16")
-    if staged and gemm_coopmat2.usable(get_backend(name), dtype, m, n, k):
-        # workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2): 2.5x gemm_rs on the H200
-        be = get_backend(name)
+    if staged and gemm_coopmat2.usable(be := get_backend(name), dtype, m, n, k):
+        # workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2): 2.4x gemm_rs on the H200
         fitting = [c for c in gemm_coopmat2.CONFIGS if gemm_coopmat2.fits(c, m, n, k)]
         cm2 = tune(f"std/gemm_cm2{'_nt' if trans_b else ''}", [{"CFG": c} for c in fitting],
                    lambda cfg: gemm_coopmat2.launch(be, flat, m, n, k, strides, batch, dtype, tuple(cfg["CFG"]),

@@ -446,8 +446,16 @@ class VulkanContext:
         if qp is not None:
             vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1)
 
+    def fence_limit(self) -> float:
+        """Seconds a wait for a submission may take before its work counts as never finishing: ``IRON_VULKAN_TIMEOUT``
+        if set, else 120 on a GPU and 600 on a CPU device. lavapipe compiles a pipeline (LLVM) at its first dispatch,
+        inside the wait: cold, attn_prefill's bf16 D 128 variant took 191 s on an AVX2 host before 2026-12-04's
+        change to its loops (73 s with AVX-512), so 120 s failed a healthy kernel there."""
+        default = "600" if self.phys.type == "cpu" else "120"
+        return float(os.environ.get("IRON_VULKAN_TIMEOUT", default))
+
     def _submit_and_wait(self, entry: str = "kernel") -> None:
-        """Submit the recorded command buffer and wait for it, at most ``IRON_VULKAN_TIMEOUT`` seconds (default 120):
+        """Submit the recorded command buffer and wait for it, at most ``fence_limit()`` seconds:
         a dispatch that never finishes (an endless loop) is a LaunchError, not a hung process. The device then
         still runs it, so this context refuses every later launch."""
         vk, dev = self.vk, self.device
@@ -455,7 +463,7 @@ class VulkanContext:
             raise LaunchError(self.lost)
         vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self.cmd])],
                          self.fence)
-        limit = float(os.environ.get("IRON_VULKAN_TIMEOUT", "120"))
+        limit = self.fence_limit()
         try:
             vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, int(limit * 1e9))
         except vk.VkTimeout:

@@ -28,7 +28,6 @@ those belongs in both.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from typing import Any
@@ -336,7 +335,7 @@ class VulkanQueue:
                                   "read arrays back after the with block")
             self._drain()
             self._submit()
-            limit = float(os.environ.get("IRON_VULKAN_TIMEOUT", "120"))
+            limit = self.ctx.fence_limit()
             while self.inflight:
                 cmd, fence, freed = self.inflight[0]
                 try:

@@ -177,6 +177,7 @@ def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: in
     LP = BN + VEC
     LS = max(BN, D)
     DPL = D // SW  # O columns per lane
+    DC = D if SW >= 16 else 16
     sq = shared(H, BM * LQ)
     skv = shared(H, BN * LQ)
     ss = shared(f32, BM * LS)
@@ -212,17 +213,28 @@ def attn_prefill(q: Tensor[H], k: Tensor[H], v: Tensor[H], out: Tensor[H], n: in
         # the first step's accumulator is a fresh fragment (the interpreter cannot blend a bare zero fragment into a
         # variable set inside a loop)
         acc = mma(frag_a(sq, row0 * LQ, LQ), frag_b(skv, 0, LQ, True, BN // 16), frag_acc(1, BN // 16))
-        for kk in static_range(1, D // 16):
-            acc = mma(frag_a(sq, row0 * LQ + kk * 16, LQ), frag_b(skv, kk * 16, LQ, True, BN // 16), acc)
+        if SW < 16:  # loops, not unrolled copies, where a lane holds many elements (lavapipe: LLVM's compile time)
+            for kk in range(1, D // 16):
+                acc = mma(frag_a(sq, row0 * LQ + kk * 16, LQ), frag_b(skv, kk * 16, LQ, True, BN // 16), acc)
+        else:
+            for kk in static_range(1, D // 16):
+                acc = mma(frag_a(sq, row0 * LQ + kk * 16, LQ), frag_b(skv, kk * 16, LQ, True, BN // 16), acc)
         frag_store(ss, row0 * LS, LS, acc, 16, BN)
         barrier()
         online_softmax(ss, sp, m, l, al, row0, q0 + row0, k0, n, scale2, LS, LP, BN, CAUSAL, SW)
         barrier()  # every SIMD group is done with K
         stage_rows(v, hk * D, HKV * D, skv, LQ, k0, n, BN, D, tid, nth)
-        pv = mma(frag_a(sp, row0 * LP, LP), frag_b(skv, 0, LQ, False, D // 16), frag_acc(1, D // 16))
-        for kk in static_range(1, BN // 16):
-            pv = mma(frag_a(sp, row0 * LP + kk * 16, LP), frag_b(skv, kk * 16 * LQ, LQ, False, D // 16), pv)
-        frag_store(ss, row0 * LS, LS, pv, 16, D)
+        for dc in range(0, D, DC):
+            pv = mma(frag_a(sp, row0 * LP, LP), frag_b(skv, dc, LQ, False, DC // 16), frag_acc(1, DC // 16))
+            if SW < 16:
+                for kk in range(1, BN // 16):
+                    pv = mma(frag_a(sp, row0 * LP + kk * 16, LP),
+                             frag_b(skv, kk * 16 * LQ + dc, LQ, False, DC // 16), pv)
+            else:
+                for kk in static_range(1, BN // 16):
+                    pv = mma(frag_a(sp, row0 * LP + kk * 16, LP),
+                             frag_b(skv, kk * 16 * LQ + dc, LQ, False, DC // 16), pv)
+            frag_store(ss, row0 * LS + dc, LS, pv, 16, DC)
         barrier()
         for r in static_range(16):
             for j in static_range(DPL):

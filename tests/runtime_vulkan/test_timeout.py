@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+import iron
 from iron.runtime import unavailable_reason
 
 pytestmark = pytest.mark.skipif(unavailable_reason("vulkan") is not None, reason="no Vulkan device")
@@ -82,3 +83,45 @@ def test_closing_a_lost_device_does_not_wait_for_it(monkeypatch):
     monkeypatch.undo()
     assert be.context() is not ctx and not be.context().lost
     be.close()
+
+
+def test_a_lost_device_is_not_touched_by_later_launches(monkeypatch):
+    """After a dispatch that never finished (ctx.lost), a launch on NumPy arrays or on device arrays is refused
+    before it resets the command buffer or descriptor pool, writes a set or hands a buffer back: the device still
+    runs the old dispatch from them. Stop 35's CI timed out once (120 s), then the later launches re-recorded under
+    it and the process died of SIGSEGV about 200 tests on."""
+    import numpy as np
+
+    import iron
+    from iron.runtime import get_backend
+
+    be = get_backend("vulkan")
+    ctx = be.context()
+    x = np.ones(64, np.float32)
+    arr = iron.asarray(x, backend="vulkan")
+    iron.synchronize("vulkan")
+    pooled = {key: list(bufs) for key, bufs in ctx.pool.items()}
+
+    def refuse(*args):
+        raise AssertionError("called into a lost device")
+
+    for name in ("vkResetDescriptorPool", "vkAllocateDescriptorSets", "vkUpdateDescriptorSets",
+                 "vkBeginCommandBuffer", "vkResetCommandBuffer", "vkQueueSubmit"):
+        monkeypatch.setattr(ctx.vk, name, refuse)
+    ctx.lost = "a dispatch did not finish (test)"
+    try:
+        for args in ((x,), (arr,)):
+            with pytest.raises(iron.LaunchError, match="did not finish"):
+                _double[64](*args, backend="vulkan")
+        assert {key: list(bufs) for key, bufs in ctx.pool.items()} == pooled
+    finally:
+        ctx.lost = None  # nothing ran: the context is as it was
+        monkeypatch.undo()
+    _double[64](x, backend="vulkan")
+    assert (x == 2).all()
+
+
+@iron.kernel
+def _double(x: iron.Tensor[iron.f32]):
+    i = iron.program_id(0)
+    x[i] = x[i] * 2.0

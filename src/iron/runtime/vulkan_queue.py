@@ -150,6 +150,8 @@ class VulkanQueue:
 
     def record(self, spk, prog, pipe, groups, binds: dict[str, tuple], push: bytes) -> None:
         """Record a prepared dispatch on buffers (param -> (Buffer, offset, bytes)); hold ``lock``."""
+        if self.ctx.lost:  # nothing may touch the sets or buffers a dispatch that never finished still uses
+            raise LaunchError(self.ctx.lost)
         self._drain()
         moved = self._align_views(spk, binds)
         dset = self._set(spk, prog, binds)
@@ -158,6 +160,8 @@ class VulkanQueue:
     def record_aligned(self, spk, prog, pipe, groups, key: tuple, binds: dict[str, tuple], push: bytes) -> None:
         """``record`` for buffers all bound at aligned offsets, ``key`` their descriptor-set key as ``_set`` makes it
         (the fast launcher builds both without a loop); hold ``lock``."""
+        if self.ctx.lost:
+            raise LaunchError(self.ctx.lost)
         if self.released:
             self._drain()
         dset = self.sets.get(key) if self.recording is None else None

@@ -22,7 +22,10 @@ blocks of BN tokens (up to its last row when causal):
 3. stage V in the same shared buffer; PV = P V (16 x D) by ``mma`` over BN / 16 steps, stored to the scratch; each
    lane then updates its slice of O (16 rows x D / simd_size() columns, f32 registers): O = O * alpha + PV.
 
-At the end O / l is written. Fragments cannot be scaled in place in the DSL (no element-wise ops on fragments), so O
+At the end O / l is written. Where a SIMD group is narrower than 16 lanes (lavapipe: 8), steps 1 and 3 keep their
+fragment k-steps as loops and compute P V in 16-column chunks: the scalar fragment fallback unrolled there held 256
+accumulators a lane, and lavapipe's LLVM took 191 s (cold, a host without AVX-512) to compile the bf16 D 128 variant,
+21 s after this change. Fragments cannot be scaled in place in the DSL (no element-wise ops on fragments), so O
 lives in lane registers and every block's PV passes through shared memory: correct on every backend, but the shared
 traffic keeps this well below FlashAttention's speed on the H200. Measured there (2026-12-02, bf16, 2048 tokens, 32/8
 heads, D 64, causal; Nsight Compute, bench/results/2026-12-02-h200-attn-ncu.txt) before the lane-owned rows: 22 TF/s,

@@ -321,21 +321,33 @@ class ValueOps:
         raise CompileError(f"unsupported op '{code}' on backend spirv", op.loc)
 
     def round64(self, x: int, code: str) -> int:
-        """f64 floor/ceil through an exact i64 round trip: lavapipe on hosts without AVX-512 rounds f64 as the
-        identity past 2^24 (docs/backends/vulkan.md, issue 12). |x| >= 2^52 (and inf, NaN) is integral already; the
-        result takes x's sign, which also makes floor(-0.0) and ceil(-0.5) -0.0."""
+        """f64 floor/ceil from x truncated in integer arithmetic (the fraction bits of its significand cleared):
+        lavapipe on hosts without AVX-512 rounds f64 as the identity past 2^24 (docs/backends/vulkan.md, issue 12),
+        and its compiler turned the earlier exact i64 round trip back into that truncation (seen 2026-12-04 with
+        GALLIUM_OVERRIDE_CPU_CAPS=avx: floor(16777218.25) gave 16777218.25). |x| >= 2^52, inf and NaN keep every
+        bit; the result takes x's sign, which also makes floor(-0.0) and ceil(-0.5) -0.0."""
         b = self.b
-        f64, i64, u64, boolean = self.reg_type(t.f64), self.reg_type(t.i64), self.reg_type(t.u64), b.type_bool()
-        whole = self.inst("OpConvertSToF", f64, self.inst("OpConvertFToS", i64, x))  # truncated: exact below 2^52
+        f64, u64, boolean = self.reg_type(t.f64), self.reg_type(t.u64), b.type_bool()
+
+        def u(v: int) -> int:
+            return self.const(v, t.u64)
+
+        bits = self.inst("OpBitcast", u64, x)
+        expo = self.inst("OpBitwiseAnd", u64, self.inst("OpShiftRightLogical", u64, bits, u(52)), u(0x7FF))
+        tiny = self.inst("OpULessThan", boolean, expo, u(1023))  # |x| < 1: only the sign stays
+        whole_already = self.inst("OpUGreaterThanEqual", boolean, expo, u(1075))  # |x| >= 2^52, inf, NaN
+        shift = self.inst("OpSelect", u64, self.inst("OpLogicalOr", boolean, tiny, whole_already), u(0),
+                          self.inst("OpISub", u64, u(1075), expo))  # fraction bits: 1 .. 52
+        frac = self.inst("OpISub", u64, self.inst("OpShiftLeftLogical", u64, u(1), shift), u(1))
+        mask = self.inst("OpSelect", u64, tiny, u((1 << 63) - 1), frac)
+        whole = self.inst("OpBitcast", f64, self.inst("OpBitwiseAnd", u64, bits, self.inst("OpNot", u64, mask)))
         if code == "floor":
             step = self.inst("OpFOrdGreaterThan", boolean, whole, x)
             r = self.inst("OpSelect", f64, step, self.inst("OpFSub", f64, whole, self.const(1.0, t.f64)), whole)
         else:
             step = self.inst("OpFOrdLessThan", boolean, whole, x)
             r = self.inst("OpSelect", f64, step, self.inst("OpFAdd", f64, whole, self.const(1.0, t.f64)), whole)
-        small = self.inst("OpFOrdLessThan", boolean, self.glsl("FAbs", f64, x), self.const(2.0**52, t.f64))
-        r = self.inst("OpSelect", f64, small, r, x)
-        sign = self.inst("OpBitwiseAnd", u64, self.inst("OpBitcast", u64, x), self.const(1 << 63, t.u64))
+        sign = self.inst("OpBitwiseAnd", u64, bits, u(1 << 63))
         return self.inst("OpBitcast", f64, self.inst("OpBitwiseOr", u64, self.inst("OpBitcast", u64, r), sign))
 
     def srem(self, a: int, b: int, st: t.ScalarType = t.i32) -> int:

@@ -8,8 +8,19 @@ from __future__ import annotations
 import math
 
 import iron
-from iron import Tensor, constexpr, exp, exp2, f32, kernel
-from iron.lang import frag_a, frag_acc, frag_b, frag_mask, frag_row_max, frag_row_sum, frag_rows, frag_store, mma
+from iron import Tensor, constexpr, exp, exp2, f32, kernel, static_range
+from iron.lang import (
+    frag_a,
+    frag_acc,
+    frag_b,
+    frag_mask,
+    frag_row_max,
+    frag_row_sum,
+    frag_rows,
+    frag_store,
+    frag_to_a,
+    mma,
+)
 
 H = iron.T
 
@@ -64,3 +75,15 @@ def per_lane_scale(A: Tensor[H], B: Tensor[H], O: Tensor[f32]):
     """A scalar that differs between the lanes of a SIMD group (refused: the result would depend on the layout)."""
     s = mma(frag_a(A, 0, 16), frag_b(B, 0, 16), frag_acc())
     frag_store(O, 0, 16, s * iron.simd_lane())
+
+
+@kernel
+def p_times_v(A: Tensor[H], B: Tensor[H], V: Tensor[H], O: Tensor[f32], NT: constexpr, NV: constexpr):
+    """O = round(exp2(S - rowmax S)) @ V with S = A @ B (16 x 16 NT) and P taken straight from the accumulator by
+    frag_to_a, 16 columns (one k-step) at a time; V is (16 NT) x (16 NV), row-major."""
+    s = mma(frag_a(A, 0, 16), frag_b(B, 0, 16 * NT, False, NT), frag_acc(1, NT))
+    p = exp2(s - frag_row_max(s))
+    o = frag_acc(1, NV)
+    for kk in static_range(NT):
+        o = mma(frag_to_a(p, 16 * kk, H), frag_b(V, 16 * kk * 16 * NV, 16 * NV, False, NV), o)
+    frag_store(O, 0, 16 * NV, o)

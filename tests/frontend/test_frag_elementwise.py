@@ -116,6 +116,22 @@ def test_scalar_fallback_matches_the_interpreter(width, rng):
     assert_close(outs[1][1], outs[0][1], "f32", math_fn=True, n_ops=40)
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("nt, nv", [(1, 1), (2, 3)])
+def test_p_from_the_accumulator_times_v(backend, dtype, nt, nv, rng):
+    """frag_to_a: P = exp2(S - rowmax S), rounded to the input type, straight from the accumulator into P V."""
+    a, b, s = _inputs(rng, dtype, 1, nt)
+    v = as_dtype(rng.standard_normal((16 * nt, 16 * nv)), dtype)
+    o = np.full(256 * nv, np.nan, np.float32)
+    K.p_times_v[_group(backend)](a.reshape(-1), b.reshape(-1), v.reshape(-1), o, nt, nv, backend=backend)
+    p = f64(as_dtype(np.exp2(s - s.max(axis=1, keepdims=True)), dtype))  # P rounded to the input type, as the A
+    want = p @ f64(v)                                                     # operand holds it
+    # S itself is f32 on the device: a P element near a rounding boundary may round the other way (one half ulp)
+    ulp = 2.0 ** (-8 if dtype == "bf16" else -11)
+    tol = ulp * (np.abs(p) @ np.abs(f64(v))) + 1e-5 * (np.abs(s).max() + 1)
+    assert np.all(np.abs(o.reshape(want.shape) - want) <= tol), np.abs(o.reshape(want.shape) - want).max()
+
+
 def test_a_per_lane_scalar_is_an_execution_error(rng):
     a = np.zeros(256, np.float16)
     o = np.zeros(256, np.float32)
@@ -137,6 +153,12 @@ def test_a_per_lane_scalar_is_an_execution_error(rng):
      "causal must be a compile-time bool"),
     ("s = iron.mma(a, b, iron.frag_acc())\n    t = iron.atan2(s, 1.0)", "atan2\\(\\) is not defined on fragments"),
     ("s = iron.mma(a, b, iron.frag_acc())\n    t = iron.frag_rows(1, s)", "value must be a number"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    t = iron.frag_to_a(s, 8, iron.f16)", "multiple of 16 from 0 to 0"),
+    ("s = iron.mma(a, b, iron.frag_acc(1, 2))", "shapes disagree"),
+    ("s = iron.mma(a, b, iron.frag_acc())\n    t = iron.frag_to_a(s, 0, iron.f32)", "hold f16"),
+    ("s = iron.mma(iron.frag_a(A, 0, 16, False, 2), b, iron.frag_acc(2))\n    t = iron.frag_to_a(s, 0, iron.f16)",
+     "16-row accumulator"),
+    ("t = iron.frag_to_a(a, 0, iron.f16)", "16-row accumulator"),
 ])
 def test_misuse_is_a_located_error(tmp_path, body, message):
     src = (HEADER + "def bad(A: iron.Tensor[iron.f16], C: iron.Tensor[iron.f32], n: int):\n"
@@ -154,9 +176,37 @@ def test_nvidia_spells_them_in_the_mma_sync_layout():
     assert "__shfl_xor_sync" in text and "regs[" not in text  # no scalar-fallback arrays
 
 
+def test_frag_to_a_column_known_only_at_run_time(tmp_path):
+    """A run-time col0 is refused where the kernel is compiled (every target lays the columns out at compile time);
+    the interpreter takes it, and faults on a column off the 16-column grid."""
+    src = (HEADER + "def bad(A: iron.Tensor[iron.f16], B: iron.Tensor[iron.f16], C: iron.Tensor[iron.f32], n: int):\n"
+           "    s = iron.mma(iron.frag_a(A, 0, 16), iron.frag_b(B, 0, 32, False, 2), iron.frag_acc(1, 2))\n"
+           "    o = iron.mma(iron.frag_to_a(s, n, iron.f16), iron.frag_b(A, 0, 16), iron.frag_acc())\n"
+           "    iron.frag_store(C, 0, 16, o)\n")
+    mod = module_from_source(tmp_path, "frag_to_a_rt", src)
+    with pytest.raises(iron.CompileError, match="known at compile time") as e:
+        emit_cuda(mod.bad.variant(None).kernel)
+    assert "frag_to_a_rt.py:" in str(e.value)
+    a = np.ones(256, np.float16)
+    bm = np.tile(np.arange(32, dtype=np.float16), 16)  # B[k, n] = n: S[r, n] = 16 n, exact in f16
+    for n in (0, 16):
+        c = np.full(256, np.nan, np.float32)
+        mod.bad[(32, 1), (32, 1)](a, bm, c, n, backend="cpu")
+        assert np.all(c == 16.0 * 16 * np.arange(n, n + 16).sum() / 16), (n, c[:4])
+    with pytest.raises(iron.ExecutionError, match="col0 is 8") as e:
+        mod.bad[(32, 1), (32, 1)](a, bm, c, 8, backend="cpu")
+    assert "frag_to_a_rt.py:" in str(e.value)
+
+
+def test_nvidia_turns_an_accumulator_into_an_a_fragment_in_registers():
+    text = emit_cuda(K.p_times_v.variant(iron.bf16, (2, 3)).kernel).source
+    assert "iron_fto_a_bf16<2, 2>" in text and "mma.sync.aligned.m16n8k16" in text and "regs[" not in text
+
+
 @pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
 @pytest.mark.parametrize("kern, cfg", [(K.softmax_tile, (2, 2, True)), (K.arith_tile, (2, 3)),
-                                       (K.running_max, (1, 4))])
+                                       (K.running_max, (1, 4)),
+                                       (K.p_times_v, (2, 3))])
 def test_nvrtc_compiles_them(kern, cfg):
     src = emit_cuda(kern.variant(iron.f16, cfg).kernel)
     _, log = compile_cuda_log(src, "sm_80", default_options())

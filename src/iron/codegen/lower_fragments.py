@@ -12,12 +12,25 @@ must be the one the kernel runs at (the emitter's target width).
 
 from __future__ import annotations
 
+from ..errors import CompileError
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
-from ..ir.rewrite import clone_kernel
+from ..ir.rewrite import clone_kernel, const_value
 from .warpgroup import expand_warpgroup_mma
+
+
+def to_a_column(op: Op) -> int:
+    """frag_to_a's first column, which every lowering needs at compile time: a constant once static_range loops are
+    unrolled (a literal, a constexpr, a static_range index), a multiple of 16 inside the accumulator."""
+    col0, cols = const_value(op.operands[1]), op.operands[0].type.cols
+    if type(col0) is not int:
+        raise CompileError("frag_to_a's col0 must be known at compile time (a literal, a constexpr or a static_range "
+                           "index), not a run-time value", op.loc)
+    if col0 % 16 or not 0 <= col0 <= cols - 16:
+        raise CompileError(f"frag_to_a's col0 is {col0}: it must be a multiple of 16 from 0 to {cols - 16}", op.loc)
+    return col0
 
 
 def needs_fallback(kernel: Kernel, matrix: object | None) -> bool:
@@ -269,7 +282,7 @@ class _Lowering:
         acc = op.operands[0]
         out = self._result(op)
         src = self.arrays[acc]
-        rb, cb, col0 = self._rb(acc.type.rows), self._cb(acc.type.cols), op.attrs["col0"]
+        rb, cb, col0 = self._rb(acc.type.rows), self._cb(acc.type.cols), to_a_column(op)
         base = b.binary("mul", self.lane_row, b.const(self.gc, t.i32))
         for i in range(rb):
             for k in range(self.kk):

@@ -96,7 +96,7 @@ def _expand_call(b: Builder, op: Op) -> Value:
     rows = b.binary("mul", b.cast(w, ity), b.const(16 * K, ity))
     for kk in range(K // 16):
         if isinstance(a.type, t.FragType):  # A in each SIMD group's own accumulator: its columns 16 kk ..
-            fa = b.op("frag_to_a", [a], t.FragType("a", 16, 16, bb.type.elem), {"col0": 16 * kk}).result
+            fa = b.op("frag_to_a", [a, b.const(16 * kk, t.i32)], t.FragType("a", 16, 16, bb.type.elem)).result
         else:
             a_idx = b.binary("add", ai, b.binary("add", rows, b.const(16 * kk, ity)))
             fa = b.op("frag_load", [a, a_idx, b.const(K, ity)], t.FragType("a", 16, 16, a.type.elem),

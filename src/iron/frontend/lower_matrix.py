@@ -12,7 +12,8 @@ from .refs import Ref
 from .typing_rules import Const
 
 MATRIX_BUILTINS = frozenset({"mma_shape", "frag_a", "frag_b", "frag_acc", "mma", "frag_store", "warpgroup_mma",
-                             "warpgroup_wait", "frag_rows", "frag_row_max", "frag_row_sum", "frag_mask"})
+                             "warpgroup_wait", "frag_rows", "frag_row_max", "frag_row_sum", "frag_mask",
+                             "frag_to_a"})
 _INPUT_DTYPES = ", ".join(t.MMA_SHAPE)
 
 
@@ -34,6 +35,8 @@ def lower_matrix(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Any:
         return _rows(cg, name, arg_nodes, node)
     if name == "warpgroup_mma":
         return _warpgroup_mma(cg, arg_nodes, node)
+    if name == "frag_to_a":
+        return _to_a(cg, arg_nodes, node)
     if name == "warpgroup_wait":
         pending = cg.expr(arg_nodes[0])
         if not (isinstance(pending, Const) and type(pending.value) is int and pending.value >= 0):
@@ -106,6 +109,24 @@ def _rows(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
         raise cg.error(f"frag_mask's fill must be a number, got {cg.describe(fill)}", arg_nodes[5])
     cg.b.loc = cg.frame.src.loc(node)
     return cg.b.op("frag_mask", [acc, *bounds, fill], acc.type, {"causal": flag.value}).result
+
+
+def _to_a(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """frag_to_a(acc, col0, dtype): 16 columns of a 16-row accumulator as an A fragment of dtype (rounded)."""
+    acc = cg.expr(arg_nodes[0])
+    if not (is_fragment(acc) and acc.type.role == "acc" and acc.type.rows == 16):
+        raise cg.error(f"frag_to_a needs a 16-row accumulator fragment (frag_acc(1, nt)), got {cg.describe(acc)}",
+                       arg_nodes[0])
+    col0 = _int(cg, arg_nodes[1])
+    k = t.MMA_SHAPE["f16"][2]
+    if isinstance(col0, Const) and not (col0.value % k == 0 and 0 <= col0.value <= acc.type.cols - k):
+        raise cg.error(f"frag_to_a's col0 must be a multiple of {k} from 0 to {acc.type.cols - k} (the accumulator "
+                       f"has {acc.type.cols} columns), got {col0.value}", arg_nodes[1])
+    elem = _dtype(cg, arg_nodes[2])
+    cg.b.loc = cg.frame.src.loc(node)
+    col = cg.materialize_as(col0, t.i32)
+    cg.b.loc = cg.frame.src.loc(node)
+    return cg.b.op("frag_to_a", [acc, col], t.FragType("a", 16, k, elem)).result
 
 
 def _int(cg, node: ast.AST) -> Any:

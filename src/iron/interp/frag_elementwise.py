@@ -18,7 +18,7 @@ from ..ir import types as t
 from ..ir.core import Op
 from .matrix import _uniform, whole_groups
 from .semantics import from_f64, pure_fn
-from .threads import Geometry, Mask
+from .threads import Fault, Geometry, Mask, first_fault
 
 
 def _operand(value: np.ndarray, is_frag: bool) -> np.ndarray:
@@ -46,12 +46,26 @@ def evaluate(op: Op, values: list[np.ndarray], geom: Geometry, mask: Mask) -> np
                 return np.fmax.reduce(acc, axis=2, keepdims=True).astype(np.float32)
             return from_f64(acc.astype(np.float64).sum(axis=2, keepdims=True), t.f32)
         if code == "frag_to_a":
-            col0 = op.attrs["col0"]
+            col0 = _to_a_column(op, values[1], geom, mask)
             return from_f64(values[0][..., :, col0:col0 + 16].astype(np.float64), ty.elem)
         if code == "frag_fill":
             return np.broadcast_to(_operand(values[0], False), (geom.n if np.ndim(values[0]) else 1, ty.rows, ty.cols)
                                    ).astype(np.float32)
         return _mask(op, values, geom, mask)
+
+
+def _to_a_column(op: Op, col0: np.ndarray, geom: Geometry, mask: Mask) -> int:
+    """frag_to_a's first column (uniform, checked above): a multiple of 16 inside the accumulator, else a fault."""
+    c = np.asarray(col0).reshape(-1)
+    live = c if mask is None or c.size == 1 else c[np.asarray(mask, bool)]
+    if live.size == 0:
+        return 0
+    col = int(live[0])
+    if col % 16 or not 0 <= col <= op.operands[0].type.cols - 16:
+        bad = first_fault(np.ones(geom.n, bool), mask, geom.n)
+        raise Fault(f"frag_to_a's col0 is {col}: it must be a multiple of 16 from 0 to "
+                    f"{op.operands[0].type.cols - 16}", *bad)
+    return col
 
 
 def _mask(op: Op, values: list[np.ndarray], geom: Geometry, mask: Mask) -> np.ndarray:
@@ -67,7 +81,7 @@ def _mask(op: Op, values: list[np.ndarray], geom: Geometry, mask: Mask) -> np.nd
     return np.where(out, _operand(fill, False), acc).astype(np.float32)
 
 
-_NAMES = {"frag_to_a": "warpgroup_mma's A fragment", "frag_unary": "fragment math", "frag_binary":
+_NAMES = {"frag_to_a": "frag_to_a", "frag_unary": "fragment math", "frag_binary":
           "fragment arithmetic", "frag_reduce": "frag_row_max/sum", "frag_fill": "frag_rows", "frag_mask": "frag_mask"}
 
 

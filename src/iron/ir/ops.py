@@ -142,9 +142,9 @@ _TABLE: list[OpInfo] = [
     OpInfo("frag_reduce", "matrix", 1, pure=False,
            doc="frag_reduce(acc) -> row fragment: attrs.fn (max or add) of each row of an accumulator"),
     OpInfo("frag_fill", "matrix", 1, pure=False, doc="frag_fill(value) -> a row or accumulator fragment of value"),
-    OpInfo("frag_to_a", "matrix", 1, pure=False,
-           doc="frag_to_a(acc) -> A fragment (attrs col0): columns col0 .. col0 + 15 of a 16-row accumulator as an "
-               "A fragment of the result's dtype (rounded)"),
+    OpInfo("frag_to_a", "matrix", 2, pure=False,
+           doc="frag_to_a(acc, col0) -> A fragment: columns col0 .. col0 + 15 of a 16-row accumulator as an A "
+               "fragment of the result's dtype (rounded); col0 (i32) a constant once static_range is unrolled"),
     OpInfo("frag_mask", "matrix", 5, pure=False,
            doc="frag_mask(acc, row0, col0, cols, fill) -> acc with element (r, c) replaced by fill where col0 + c >= "
                "cols, or (attrs.causal) col0 + c > row0 + r"),
@@ -401,6 +401,11 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "acc with element (r, c) replaced by fill where col0 + c >= cols, or, when causal (compile-time bool), where "
        "col0 + c > row0 + r: the edge and causal masks of attention scores (row0, col0: the tile's origin). "
        "row0, col0, cols and fill uniform in the SIMD group.", (6, 6), pure=False),
+    _b("frag_to_a", "frag_to_a(acc, col0, dtype) -> A fragment",
+       "Columns col0 .. col0 + K - 1 of a 16-row accumulator (frag_acc(1, nt)) as an M x K A-fragment of dtype (f16 "
+       "or bf16; each element rounded to it): P of attention's P V straight from the registers. col0 a multiple of K "
+       "inside the accumulator, known at compile time (a literal, a constexpr or a static_range index).", (3, 3),
+       pure=False),
     _b("warpgroup_mma", "warpgroup_mma(a, ai, b, bi, ldb, trans_b, acc) -> fragment",
        "The 4 SIMD groups 4j..4j+3 of a group (a warpgroup) together start acc += A[16w:16w+16, :] @ B in SIMD "
        "group 4j+w: A is 64 x 64 at a[ai + 64*r + k], B is 64 x N (N = acc's columns, up to 256) at "

@@ -236,8 +236,8 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
     elif code == "frag_to_a":
         need(isinstance(xs[0], t.FragType) and xs[0].role == "acc" and xs[0].rows == 16 and isinstance(r, t.FragType)
              and r.role == "a" and (r.rows, r.cols) == (16, 16) and r.elem.name in t.MMA_SHAPE
-             and attrs.get("col0", -1) % 16 == 0 and 0 <= attrs["col0"] < xs[0].cols,
-             "frag_to_a(acc 16xN) -> a 16x16, attrs.col0 a multiple of 16 inside")
+             and isinstance(xs[1], t.ScalarType) and xs[1].is_int,
+             "frag_to_a(acc 16xN, col0 int) -> a 16x16")
 
 
 def _frag_operand(x) -> bool:

@@ -11,6 +11,7 @@ warpgroup_wait), and one fresh from ``frag_acc`` reads as zeros.
 from __future__ import annotations
 
 from ...ir import types as t
+from ..lower_fragments import to_a_column
 from .dialect import Snippet
 from .expr import Expr
 
@@ -153,7 +154,7 @@ def spell(op, ctype, operands: list[Expr], math: dict[str, str], wg: bool) -> tu
         return Expr(f"iron_ffill<{r}>({operands[0]})"), needs
     if code == "frag_to_a":
         elem, nt_in = rt.elem.name, op.operands[0].type.cols // 16
-        return (Expr(f"iron_fto_a_{elem}<{op.attrs['col0'] // 8}, {nt_in}>({operands[0]})"),
+        return (Expr(f"iron_fto_a_{elem}<{to_a_column(op) // 8}, {nt_in}>({operands[0]})"),
                 needs + (f"frag_to_a_{elem}",))
     causal = "true" if op.attrs["causal"] else "false"
     acc, row0, col0, cols, fill = operands

@@ -2,7 +2,9 @@
 the issue's 32,8192,32,8,128; every sequence full), for ``ncu`` (scripts/gpu_check.sh decodencu): each
 configuration ``split_configs`` offers CUDA, checked against torch SDPA and timed by CUDA events (median of 10; the
 1 GiB of K/V is 20 times the L2, so nothing stays cached), printed with its K/V read rate. ``DECODE_ONLY=i`` runs
-configuration i alone, 4 times (the launches ncu profiles)."""
+configuration i alone, 4 times (the launches ncu profiles). Then (unless DECODE_PAGED=0) every configuration again over
+a paged cache (pages of ``Dc.PAGE`` positions, a shuffled block table), beside its contiguous time (issue 18's
+"paged decode within 90 % of contiguous")."""
 
 from __future__ import annotations
 
@@ -37,27 +39,45 @@ if only is not None:
 kt, vt = k.transpose(1, 2), v.transpose(1, 2)  # (b, hkv, n, d)
 want = torch.nn.functional.scaled_dot_product_attention(q.unsqueeze(2), kt, vt, enable_gqa=True).squeeze(2)
 nbytes = 2 * k.numel() * k.element_size()
-for i, cfg in enumerate(configs):
-    run(cfg)
-    torch.cuda.synchronize()
-    err = (out.float() - want.float()).abs().max().item()
+
+
+def timed(fn) -> float:
+    """Median of 10 CUDA-event timings of fn, in us."""
     times = []
     for _ in range(10):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        run(cfg)
+        fn()
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) * 1e3)
-    us = statistics.median(times)
-    print(f"decode config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, max |err| vs SDPA {err:.3g}: {cfg}")
-times = []
-for _ in range(10):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.nn.functional.scaled_dot_product_attention(q.unsqueeze(2), kt, vt, enable_gqa=True)
-    end.record()
+    return statistics.median(times)
+
+
+flat = {}
+for i, cfg in enumerate(configs):
+    run(cfg)
     torch.cuda.synchronize()
-    times.append(start.elapsed_time(end) * 1e3)
-us = statistics.median(times)
+    err = (out.float() - want.float()).abs().max().item()
+    us = flat[i] = timed(lambda: run(cfg))
+    print(f"decode config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, max |err| vs SDPA {err:.3g}: {cfg}")
+if os.environ.get("DECODE_PAGED", "1") != "0":
+    maxp = n // Dc.PAGE
+    table = torch.randperm(b * maxp, device="cuda").to(torch.int32).reshape(b, maxp)
+    kp = torch.empty(b * maxp, Dc.PAGE, hkv, d, dtype=k.dtype, device="cuda")
+    vp = torch.empty_like(kp)
+    kp[table.long()] = k.reshape(b, maxp, Dc.PAGE, hkv, d)
+    vp[table.long()] = v.reshape(b, maxp, Dc.PAGE, hkv, d)
+    pconfigs = Dc.split_configs(d, hq // hkv, 2, None, n, "cuda", paged=True)
+    for i, cfg in enumerate(pconfigs):
+        def runp(cfg=cfg):
+            Dc.run_config(cfg, q, kp, vp, table, lens, out, Dc.PAGE, maxp, n, True, None, "cuda")
+        runp()
+        torch.cuda.synchronize()
+        err = (out.float() - want.float()).abs().max().item()
+        us = timed(runp)
+        j = configs.index(cfg) if cfg in configs else None
+        ratio = f", {flat[j] / us:.1%} of contiguous config {j}" if j is not None else ""
+        print(f"paged config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s{ratio}, max |err| vs SDPA {err:.3g}: {cfg}")
+us = timed(lambda: torch.nn.functional.scaled_dot_product_attention(q.unsqueeze(2), kt, vt, enable_gqa=True))
 print(f"torch SDPA: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s")

@@ -49,7 +49,7 @@ CASES = [("f32", 1, 64, 2, False, 16), ("f16", 2, 128, 1, True, 16), ("bf16", 4,
          ("bf16", 8, 64, 1, True, 16), ("f16", 4, 64, 2, True, 64), ("f32", 8, 128, 1, False, 64)]
 
 
-@pytest.mark.parametrize("path", Dc.PATHS)
+@pytest.mark.parametrize("path", [p for p in Dc.PATHS if p != "mma"])  # f16/bf16 only: test_attention_decode_mma
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-G{c[1]}-D{c[2]}-{'paged' if c[4] else 'flat'}-c{c[5]}")
 def test_paths_match_the_oracle(backend, rng, path, case):
     """Lengths: the whole cache, exactly one chunk, 1, and one ending inside the second split."""
@@ -70,6 +70,9 @@ def test_every_gpu_configuration_on_the_interpreter(rng, entry):
     for dtype, g, d, paged in (("bf16", 4, 128, False), ("f32", 2, 64, True)):
         data = _data(rng, (3, 120, 2 * g, 2, d), dtype, paged, [120, 1, 64])
         cfg = Dc.entry_config(entry, d, g, data["q"].dtype.itemsize, None, 120, get_backend("cpu").simd_width())
+        if cfg is None:  # the matrix-unit kernel reads f16/bf16 only
+            assert entry[0] == "mma" and dtype == "f32"
+            continue
         table = data.get("table", data["lens"])
         cache_len, maxp = (Dc.PAGE, data["table"].shape[1]) if paged else (120, 0)
         lmax = Dc.PAGE * maxp if paged else 120
@@ -149,8 +152,12 @@ def test_paged_chunks_that_split_pages(backend, rng, chunk):
 def test_lengths_outside_the_cache(backend, rng, path, paged):
     """lens lives on the device, so the kernels clamp it: a length past the cache (40 positions flat, 3 pages of 16
     paged; chunks of 16, the last split short when flat) attends over the whole cache and never reads the next
-    sequence's rows or past the buffer (the interpreter checks every access); a length of 0 or below gives zeros."""
-    data = _data(rng, (5, 40, 4, 2, 64), "f32", paged, [45, 0, 1000, -3, 7])
+    sequence's rows or past the buffer (the interpreter checks every access); a length of 0 or below gives zeros.
+    The matrix-unit kernel reads f16 (not on lavapipe: its compile time, test_attention_decode_mma.py)."""
+    if path == "mma" and backend == "vulkan":
+        pytest.skip("lavapipe runs two of the matrix-unit kernel's variants (test_attention_decode_mma.py)")
+    dtype, tol = ("f16", 2e-3) if path == "mma" else ("f32", 1e-5)
+    data = _data(rng, (5, 40, 4, 2, 64), dtype, paged, [45, 0, 1000, -3, 7])
     _launch(data, paged, backend, 16, path)
     lmax = Dc.PAGE * data["table"].shape[1] if paged else data["k"].shape[1]
     lens = data["lens"]
@@ -158,4 +165,4 @@ def test_lengths_outside_the_cache(backend, rng, path, paged):
     want = np.where((lens > 0)[:, None, None], full, 0.0)
     got = data["out"].astype(np.float64)
     assert not np.isnan(got).any(), "an output element was never written"
-    assert np.allclose(got, want, rtol=1e-4, atol=1e-5), f"max error {np.abs(got - want).max():.3g}"
+    assert np.allclose(got, want, rtol=max(tol, 1e-4), atol=tol), f"max error {np.abs(got - want).max():.3g}"

@@ -13,6 +13,11 @@ from iron.harness.registry import InputGen
 from iron.std import attention_decode as Dc
 
 
+def _dtype(path: str) -> tuple[type, float]:
+    """f32 with its tolerance; f16 for the matrix-unit kernel (it reads half types)."""
+    return (np.float16, 2e-3) if path == "mma" else (np.float32, 1e-5)
+
+
 def _case(rng, shape, lens, dtype=np.float32):
     d = Dc._setup(InputGen(shape, np.dtype(dtype), rng))
     d["lens"] = np.array(lens, np.int32)
@@ -25,9 +30,10 @@ def _case(rng, shape, lens, dtype=np.float32):
 def test_reductions_at_every_simd_width(width, path, monkeypatch, rng):
     """GQA 4:1; one sequence in split 0 only, one over all 3 splits, one ending inside split 1."""
     monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(width))
-    d = _case(rng, (3, 48, 8, 2, 64), [5, 48, 20])
+    dtype, tol = _dtype(path)
+    d = _case(rng, (3, 48, 8, 2, 64), [5, 48, 20], dtype)
     Dc.launch_decode(d["q"], d["k"], d["v"], d["lens"], d["out"], None, "cpu", chunk=16, path=path)
-    assert np.allclose(d["out"], Dc.oracle(d), rtol=1e-5, atol=1e-5)
+    assert np.allclose(d["out"].astype(np.float64), Dc.oracle(d), rtol=tol, atol=tol)
 
 
 def test_short_sequences_in_a_long_cache(backend, rng):
@@ -54,7 +60,13 @@ def test_one_split_cache(backend, rng):
 @pytest.mark.parametrize("path", Dc.PATHS)
 def test_chunk_too_long_to_unroll(backend, path, rng):
     """A chunk of 2048 positions at D 128, GQA 2:1: the per-thread kernel's score loop stays a loop (past the unroll
-    budget); the coalesced kernel's always is one."""
-    d = _case(rng, (1, 2100, 2, 1, 128), [2077])
+    budget); the coalesced kernel's always is one. The matrix-unit kernel (f16) has no room for D 128 on lavapipe
+    and says so."""
+    dtype, tol = _dtype(path)
+    d = _case(rng, (1, 2100, 2, 1, 128), [2077], dtype)
+    if path == "mma" and backend == "vulkan":
+        with pytest.raises(ValueError, match="does not apply"):
+            Dc.launch_decode(d["q"], d["k"], d["v"], d["lens"], d["out"], None, backend, chunk=2048, path=path)
+        return
     Dc.launch_decode(d["q"], d["k"], d["v"], d["lens"], d["out"], None, backend, chunk=2048, path=path)
-    assert np.allclose(d["out"], Dc.oracle(d), rtol=1e-5, atol=1e-5)
+    assert np.allclose(d["out"].astype(np.float64), Dc.oracle(d), rtol=tol, atol=tol)

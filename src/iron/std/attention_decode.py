@@ -22,6 +22,12 @@ below gives zeros. Three split kernels compute the same partials; they differ in
   barrier a tile; scores and P V in one pass with an online softmax per row set, merged at the end. Slower than
   the coalesced kernel on the H200 (557-982 us against 420 at bf16 32 x 8192; 128 registers, 24 % occupancy):
   kept as a tuning candidate for shapes not yet measured.
+- ``attn_decode_split_mma`` (``attention_decode_mma``, "mma"): the same ring of K/V tiles in shared memory, but the
+  G query heads are the rows of a matrix-fragment A operand, so S = Q K^T and P V run on the tensor cores
+  (mma.sync on NVIDIA), the online softmax on the accumulators and P from the registers (``frag_to_a``); one SIMD
+  group a group. Written because the two kernels above are bound by instruction issue (ncu: SM throughput 76-83 %,
+  DRAM 35-42 %); f16/bf16 with G <= 16, timed on CUDA only (elsewhere its fragments take the scalar fallback); not
+  yet measured on a GPU.
 - ``attn_decode_split`` (the per-thread path):
 
 1. loads: the G query rows, the thread's first K row (D / VEC 16-byte loads) and its first U V vectors are all issued
@@ -87,6 +93,7 @@ from .attention_decode_coalesced import (
     seq_len,
     weigh_values,
 )
+from .attention_decode_mma import attn_decode_split_mma, mma_shared_bytes
 from .attention_decode_staged import attn_decode_split_staged, staged_shared_bytes
 from .softmax import dtype_label, scratch_f32
 
@@ -239,20 +246,25 @@ def plan_chunk(lmax: int) -> int:
 
 
 #: the split kernels' paths: "coalesced" (``attn_decode_split_coalesced``), "per_thread" (``attn_decode_split``) and
-#: "staged" (``attn_decode_split_staged``)
-PATHS = ("coalesced", "per_thread", "staged")
+#: "staged" (``attn_decode_split_staged``) and "mma" (``attn_decode_split_mma``: f16/bf16, G <= 16)
+PATHS = ("coalesced", "per_thread", "staged", "mma")
 #: (path, BLOCK, elements per vector at most, rows-per-step factor, CHUNK factor) that autotuning times on GPUs beside
 #: the first entry (the default, the only one elsewhere): 16-byte vectors of f16/bf16 (the default takes 4 elements:
 #: fewer registers), twice the rows in flight per thread, longer chunks (fewer splits, less combine work; only where
 #: the caller leaves the chunk to plan_chunk), wider groups, and the per-thread kernel. A "staged" entry is (path,
 #: BLOCK, R rows per tile, STAGES, CHUNK factor), its vectors always 16 bytes (``staged_config``). Timed on the
 #: H200 at bf16 32 x 8192 (2026-12-04): the VEC 8 coalesced entry won; the staged ones lost (module docstring).
+#: An "mma" entry is (path, 0, BN positions a tile, STAGES, CHUNK factor), one SIMD group a group; it applies to
+#: f16/bf16 with G <= 16 only (``mma_config``), not yet timed on a GPU.
 TUNING = {"cuda": (("coalesced", 128, 4, 1, 1), ("coalesced", 128, 8, 1, 1), ("coalesced", 128, 4, 2, 1),
                    ("coalesced", 128, 4, 1, 2), ("coalesced", 256, 4, 1, 2), ("per_thread", 128, 8, 1, 1),
-                   ("staged", 128, 16, 3, 1), ("staged", 128, 32, 2, 1), ("staged", 256, 16, 4, 2))}
+                   ("staged", 128, 16, 3, 1), ("staged", 128, 32, 2, 1), ("staged", 256, 16, 4, 2),
+                   ("mma", 0, 16, 4, 1), ("mma", 0, 32, 3, 1), ("mma", 0, 16, 4, 2), ("mma", 0, 32, 2, 2))}
 #: the shared memory per group the staged kernel's configurations may take: 32 KiB (Metal, lavapipe: runs
 #: everywhere) except on CUDA, where 48 KiB is what a group gets without opting in
 SHARED_LIMIT = {"cuda": 48 * 1024}
+#: the matrix-unit kernel's: CUDA's opt-in 227 KiB (one SIMD group a group needs its whole ring)
+MMA_SHARED_LIMIT = {"cuda": 227 * 1024, "hip": 64 * 1024}
 
 
 def lanes_per_row(d: int, vec: int, simd_width: int) -> int:
@@ -303,8 +315,27 @@ def staged_config(d: int, g: int, itemsize: int, chunk: int, block: int, simd_wi
     return {"path": "staged", "BLOCK": block, "CHUNK": chunk, "VEC": vec, "LANES": lanes, "R": r, "STAGES": stages}
 
 
+def mma_config(d: int, g: int, itemsize: int, chunk: int, simd_width: int, bn: int = 16, stages: int = 4,
+               backend: str = "cpu", paged: bool = False) -> dict[str, Any] | None:
+    """The matrix-unit kernel's constexprs (one SIMD group a group, 16-byte pieces), or None where it does not
+    apply (f32, G > 16, or 2 stages of 16 positions past the shared memory: D 128 on lavapipe); STAGES, then BN
+    (down to 16), shrink while the shared memory passes ``backend``'s limit (``MMA_SHARED_LIMIT`` on CUDA,
+    ``SHARED_LIMIT`` elsewhere)."""
+    if itemsize != 2 or g > 16:
+        return None
+    limit = MMA_SHARED_LIMIT.get(backend, SHARED_LIMIT.get(backend, 32 * 1024))
+    stored = 4 if backend == "vulkan" else itemsize
+    while stages > 2 and mma_shared_bytes(d, stored, bn, stages, chunk, paged) > limit:
+        stages -= 1
+    while bn > 16 and mma_shared_bytes(d, stored, bn, stages, chunk, paged) > limit:
+        bn //= 2
+    if mma_shared_bytes(d, stored, bn, stages, chunk, paged) > limit:
+        return None
+    return {"path": "mma", "BLOCK": simd_width, "CHUNK": chunk, "VEC": 16 // itemsize, "BN": bn, "STAGES": stages}
+
+
 def entry_config(entry: tuple, d: int, g: int, itemsize: int, chunk: int | None, lmax: int, simd_width: int,
-                 backend: str = "cpu") -> dict[str, Any]:
+                 backend: str = "cpu", paged: bool = False) -> dict[str, Any] | None:
     """The configuration of one ``TUNING`` entry for these shapes (``chunk``: the caller's, else planned) on
     ``backend``."""
     p, block, most, factor, chunk_factor = entry
@@ -315,11 +346,13 @@ def entry_config(entry: tuple, d: int, g: int, itemsize: int, chunk: int | None,
         return coalesced_config(d, g, itemsize, ch, block, most, factor, simd_width)
     if p == "staged":
         return staged_config(d, g, itemsize, ch, block, simd_width, most, factor, backend)
+    if p == "mma":
+        return mma_config(d, g, itemsize, ch, simd_width, most, factor, backend, paged)
     return {"path": p, "BLOCK": block, "CHUNK": ch, "VEC": 16 // itemsize}
 
 
 def split_configs(d: int, g: int, itemsize: int, chunk: int | None, lmax: int, backend: str,
-                  path: str | None = None) -> list[dict[str, Any]]:
+                  path: str | None = None, paged: bool = False) -> list[dict[str, Any]]:
     """The configurations the launch chooses among on ``backend`` (the first alone where it times nothing); ``path``
     keeps that path's."""
     if path is not None and path not in PATHS:
@@ -330,9 +363,13 @@ def split_configs(d: int, g: int, itemsize: int, chunk: int | None, lmax: int, b
         table = [e for e in table if e[0] == path] or [e for e in TUNING["cuda"] if e[0] == path][:1]
     configs: list[dict[str, Any]] = []
     for entry in table:
-        cfg = entry_config(entry, d, g, itemsize, chunk, lmax, sw, backend)
-        if cfg not in configs:
+        cfg = entry_config(entry, d, g, itemsize, chunk, lmax, sw, backend, paged)
+        if cfg is not None and cfg not in configs:
             configs.append(cfg)
+    if not configs:
+        raise ValueError(f"attention decode: path {path!r} does not apply to {itemsize}-byte elements, {g} query "
+                         f"heads a kv head and head dim {d} on {backend}: it takes f16/bf16, at most 16 heads, and "
+                         f"two stages of 16 K/V rows in the group's shared memory")
     return configs
 
 
@@ -352,6 +389,8 @@ def run_config(cfg: dict[str, Any], q, k, v, table, lens, out, cache_len: int, m
         attn_decode_split_coalesced[grid, group](*args, cfg["LANES"], cfg["UK"], cfg["U"], backend=backend)
     elif cfg["path"] == "staged":
         attn_decode_split_staged[grid, group](*args, cfg["LANES"], cfg["R"], cfg["STAGES"], backend=backend)
+    elif cfg["path"] == "mma":
+        attn_decode_split_mma[grid, group](*args, cfg["BN"], cfg["STAGES"], backend=backend)
     else:
         attn_decode_split[grid, group](*args, backend=backend)
     attn_decode_combine[b * hq * d, 128](po, pm, pl, lens, out, hq, nsplit, d, chunk, min(16, _pow2(nsplit)),
@@ -365,7 +404,7 @@ def _launch(q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, pag
     if hq % hkv or d % 16 or k.shape[-1] != d or tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"attention decode: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit")
     be = backend or get_backend(None).name
-    configs = split_configs(d, hq // hkv, q.dtype.itemsize, chunk, lmax, be, path)
+    configs = split_configs(d, hq // hkv, q.dtype.itemsize, chunk, lmax, be, path, paged)
 
     def run(cfg: dict[str, Any]) -> None:
         run_config(cfg, q, k, v, table, lens, out, cache_len, maxp, lmax, paged, scale, backend)
@@ -379,7 +418,8 @@ def _launch(q, k, v, table, lens, out, cache_len: int, maxp: int, lmax: int, pag
 def launch_decode(q: Any, k: Any, v: Any, lens: Any, out: Any, scale: float | None = None,
                   backend: str | None = None, chunk: int | None = None, path: str | None = None) -> dict[str, Any]:
     """out (B, HQ, D) = attention of q over the first lens[b] positions of the contiguous cache (B, L_max, HKV, D).
-    ``path`` ("coalesced", "per_thread" or "staged") forces that split kernel; returns the configuration that ran."""
+    ``path`` ("coalesced", "per_thread", "staged" or "mma") forces that split kernel; returns the configuration that
+    ran."""
     lmax = k.shape[1]
     return _launch(q, k, v, lens, lens, out, lmax, 0, lmax, False, scale, backend, chunk, path)
 

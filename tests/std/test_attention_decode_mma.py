@@ -105,6 +105,17 @@ def test_refusals(rng):
     assert sum(c["path"] == "mma" for c in Dc.split_configs(128, 4, 2, None, 8192, "cuda")) == len(MMA)
 
 
+def test_vulkan_on_a_gpu_does_not_time_it(monkeypatch):
+    """Vulkan on a GPU borrows CUDA's tuning table, but without the mma.sync lane layout its fragments take the
+    scalar fallback: the mma entries are left out there (``path="mma"`` still forces the kernel)."""
+    from iron.frontend import autotune
+
+    monkeypatch.setitem(autotune._BORROWS, "vulkan", True)
+    configs = Dc.split_configs(64, 4, 2, None, 8192, "vulkan")
+    assert len(configs) > 1 and all(c["path"] != "mma" for c in configs)
+    assert {c["path"] for c in Dc.split_configs(64, 4, 2, None, 8192, "vulkan", "mma")} == {"mma"}
+
+
 @pytest.mark.parametrize("backend_name, limit", [("cpu", 32 * 1024), ("vulkan", 32 * 1024), ("cuda", 227 * 1024)])
 def test_configurations_fit_shared_memory(backend_name, limit):
     """Every mma entry at D 64 and 128, G 1 to 16, chunks 16 to 512, contiguous and paged: within the backend's

@@ -363,6 +363,8 @@ def split_configs(d: int, g: int, itemsize: int, chunk: int | None, lmax: int, b
         table = [e for e in table if e[0] == path] or [e for e in TUNING["cuda"] if e[0] == path][:1]
     configs: list[dict[str, Any]] = []
     for entry in table:
+        if path is None and entry[0] == "mma" and backend != "cuda":
+            continue  # Vulkan on a GPU borrows CUDA's table, but its fragments would take the scalar fallback
         cfg = entry_config(entry, d, g, itemsize, chunk, lmax, sw, backend, paged)
         if cfg is not None and cfg not in configs:
             configs.append(cfg)

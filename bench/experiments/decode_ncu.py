@@ -56,10 +56,11 @@ def timed(fn) -> float:
 
 flat = {}
 for i, cfg in enumerate(configs):
+    out.fill_(float("nan"))  # a configuration that writes nothing shows as NaN, not the previous one's result
     run(cfg)
     torch.cuda.synchronize()
     err = (out.float() - want.float()).abs().max().item()
-    us = flat[i] = timed(lambda: run(cfg))
+    us = flat[i] = timed(lambda cfg=cfg: run(cfg))
     print(f"decode config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, max |err| vs SDPA {err:.3g}: {cfg}")
 if os.environ.get("DECODE_PAGED", "1") != "0":
     maxp = n // Dc.PAGE
@@ -72,12 +73,14 @@ if os.environ.get("DECODE_PAGED", "1") != "0":
     for i, cfg in enumerate(pconfigs):
         def runp(cfg=cfg):
             Dc.run_config(cfg, q, kp, vp, table, lens, out, Dc.PAGE, maxp, n, True, None, "cuda")
+        out.fill_(float("nan"))
         runp()
         torch.cuda.synchronize()
         err = (out.float() - want.float()).abs().max().item()
         us = timed(runp)
         j = configs.index(cfg) if cfg in configs else None
         ratio = f", {flat[j] / us:.1%} of contiguous config {j}" if j is not None else ""
-        print(f"paged config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s{ratio}, max |err| vs SDPA {err:.3g}: {cfg}")
+        print(f"paged config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s{ratio}, max |err| vs SDPA {err:.3g}: "
+              f"{cfg}")
 us = timed(lambda: torch.nn.functional.scaled_dot_product_attention(q.unsqueeze(2), kt, vt, enable_gqa=True))
 print(f"torch SDPA: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s")

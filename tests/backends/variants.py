@@ -55,7 +55,8 @@ CONSTEXPRS: dict[str, list[dict[str, object]]] = {
     "attn_prefill": [{"D": 64, "BN": 16, "WARPS": 1, "CAUSAL": True, "SW": 32}],
     # one 64-token chunk, one warpgroup, one stage (24 KiB of shared memory: every target's limit)
     "attn_prefill_wg": [{"D": 64, "NC": 1, "WG": 1, "STAGES": 1, "CAUSAL": True, "PIPE": 0}],
-    # head dim 64, paged, 16-position tiles in 2 stages (7 KiB of shared memory: every target's limit)
+    # head dim 64, paged, 16-position tiles in 2 stages (12 KiB of shared memory, 23 KiB as SPIR-V's 4-byte words:
+    # every target's limit)
     "attn_decode_split_mma": [{"D": 64, "G": 4, "CHUNK": 64, "BLOCK": 32, "VEC": 8, "PAGED": True, "SW": 32, "BN": 16,
                                "STAGES": 2}],
 }

@@ -13,7 +13,9 @@ import pytest
 
 import iron
 from iron.codegen import emit_cuda
-from iron.codegen.nvrtc import resource_report, unavailable_reason
+from iron.codegen.nvrtc import resource_report
+from iron.codegen.nvrtc import unavailable_reason as nvrtc_unavailable
+from iron.runtime import unavailable_reason
 from iron.std import attention_decode as Dc
 from iron.std.attention_decode_mma import attn_decode_split_mma, mma_shared_bytes
 
@@ -98,7 +100,10 @@ def test_scale_and_one_split_cache(backend, rng):
 def test_refusals(rng):
     """f32, more than 16 heads a kv head, and D 128 on Vulkan (no room for two stages) are refused with the reason;
     CUDA's tuning leaves the mma entries out for f32 rather than failing."""
-    for itemsize, g, d, backend in ((4, 4, 64, "cpu"), (2, 17, 64, "cpu"), (2, 4, 128, "vulkan")):
+    cases = [(4, 4, 64, "cpu"), (2, 17, 64, "cpu"), (2, 4, 512, "cpu")]
+    if not unavailable_reason("vulkan"):
+        cases.append((2, 4, 128, "vulkan"))
+    for itemsize, g, d, backend in cases:
         with pytest.raises(ValueError, match="does not apply"):
             Dc.split_configs(d, g, itemsize, 64, 1024, backend, "mma")
     assert all(c["path"] != "mma" for c in Dc.split_configs(128, 4, 4, None, 8192, "cuda"))
@@ -110,6 +115,8 @@ def test_vulkan_on_a_gpu_does_not_time_it(monkeypatch):
     scalar fallback: the mma entries are left out there (``path="mma"`` still forces the kernel)."""
     from iron.frontend import autotune
 
+    if unavailable_reason("vulkan"):
+        pytest.skip(unavailable_reason("vulkan"))
     monkeypatch.setitem(autotune._BORROWS, "vulkan", True)
     configs = Dc.split_configs(64, 4, 2, None, 8192, "vulkan")
     assert len(configs) > 1 and all(c["path"] != "mma" for c in configs)
@@ -134,7 +141,7 @@ def test_configurations_fit_shared_memory(backend_name, limit):
                         assert mma_shared_bytes(d, stored, cfg["BN"], cfg["STAGES"], chunk, paged) <= limit, cfg
 
 
-@pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
+@pytest.mark.skipif(nvrtc_unavailable() is not None, reason=f"NVRTC unavailable: {nvrtc_unavailable()}")
 @pytest.mark.parametrize("paged", [False, True])
 def test_cuda_kernel_uses_the_tensor_cores_without_spills(paged):
     """bf16 D 128 G 4, CHUNK 256 at each mma entry: mma.sync and ldmatrix (K plain, V transposed), P packed from
@@ -151,4 +158,8 @@ def test_cuda_kernel_uses_the_tensor_cores_without_spills(paged):
         assert res["stack_frame_bytes"] == res["spill_store_bytes"] == res["spill_load_bytes"] == 0, res
         assert 0 < res["registers"] <= 192, res
         counted = mma_shared_bytes(128, 2, cfg["BN"], cfg["STAGES"], 256, paged)  # the unused page slot may go
-        assert res["shared_bytes"] == 0 or counted - 4 <= res["shared_bytes"] <= counted, res
+        static = res["shared_bytes"]
+        if counted > 48 * 1024:  # past CUDA's static limit the arrays are one dynamic buffer, sized at launch
+            assert static == 0 and counted - 4 <= source.dynamic_shared_bytes <= counted + 64, (source, res)
+        else:
+            assert source.dynamic_shared_bytes == 0 and counted - 4 <= static <= counted, res

@@ -10,7 +10,7 @@ takes CHUNK positions of the sequence and all G = HQ // HKV query heads that sha
 read once for G heads. A group whose split starts at or past the sequence's length returns at once (the cache shape
 is fixed across decode steps, the length lives on the device, so most splits of a short sequence are empty). A
 length past the cache is clamped to it (``seq_len``: the whole cache, never the next sequence's rows); one of 0 or
-below gives zeros. Three split kernels compute the same partials; they differ in how they read K and V:
+below gives zeros. Four split kernels compute the same partials; they differ in how they read K and V:
 
 - ``attn_decode_split_coalesced`` (``attention_decode_coalesced``, the default): LANES consecutive lanes share a K
   row, each holding its slice of the G query rows in registers (f32, pre-scaled); a thread scores UK rows a step,
@@ -318,10 +318,10 @@ def staged_config(d: int, g: int, itemsize: int, chunk: int, block: int, simd_wi
 def mma_config(d: int, g: int, itemsize: int, chunk: int, simd_width: int, bn: int = 16, stages: int = 4,
                backend: str = "cpu", paged: bool = False) -> dict[str, Any] | None:
     """The matrix-unit kernel's constexprs (one SIMD group a group, 16-byte pieces), or None where it does not
-    apply (f32, G > 16, or 2 stages of 16 positions past the shared memory: D 128 on lavapipe); STAGES, then BN
+    apply (f32, G > 16, D > 256, or 2 stages of 16 positions past the shared memory: D 128 on lavapipe); STAGES, then BN
     (down to 16), shrink while the shared memory passes ``backend``'s limit (``MMA_SHARED_LIMIT`` on CUDA,
     ``SHARED_LIMIT`` elsewhere)."""
-    if itemsize != 2 or g > 16:
+    if itemsize != 2 or g > 16 or d > 256:
         return None
     limit = MMA_SHARED_LIMIT.get(backend, SHARED_LIMIT.get(backend, 32 * 1024))
     stored = 4 if backend == "vulkan" else itemsize
@@ -370,8 +370,8 @@ def split_configs(d: int, g: int, itemsize: int, chunk: int | None, lmax: int, b
             configs.append(cfg)
     if not configs:
         raise ValueError(f"attention decode: path {path!r} does not apply to {itemsize}-byte elements, {g} query "
-                         f"heads a kv head and head dim {d} on {backend}: it takes f16/bf16, at most 16 heads, and "
-                         f"two stages of 16 K/V rows in the group's shared memory")
+                         f"heads a kv head and head dim {d} on {backend}: it takes f16/bf16, at most 16 heads, head "
+                         f"dim at most 256, and two stages of 16 K/V rows in the group's shared memory")
     return configs
 
 

@@ -22,13 +22,14 @@ outputs), then BN and STAGES:
    row max m and sum l as row fragments, O rescaled by exp2(m_old - m_new)); then O += P V with P straight from the
    accumulator (``frag_to_a``, rounded to the input type as FlashAttention does) by BN / 16 k-steps;
 3. at the end, rows g < G: the normalised output (``whole``) or the split's partial (po = O, pm = m in natural log
-   units, pl = l), as ``attention_decode.weigh_values`` writes them and ``attn_decode_combine`` reads them.
+   units, pl = l), as ``attention_decode_coalesced.weigh_values`` writes them and ``attn_decode_combine`` reads them.
 
-f16/bf16 only (matrix fragments read half types), G <= 16 (one row tile). On NVIDIA the element-wise fragment ops
-run in the mma.sync accumulator registers; elsewhere (HIP, Metal, Vulkan: no lane layout for them) the fragments
-take the scalar fallback, correct but slow, so the launch times this kernel on CUDA only (``attention_decode``'s
-``TUNING``); ``path="mma"`` forces it anywhere, for tests. Shared memory: (2 STAGES BN + 16) (D + 8) elements
-(``mma_shared_bytes``).
+f16/bf16 only (matrix fragments read half types), G <= 16 (one row tile), D <= 256 (16 accumulator tiles); the
+launch (``attention_decode.mma_config``) keeps BN a multiple of 16 and STAGES >= 2. On NVIDIA the element-wise
+fragment ops run in the mma.sync accumulator registers; elsewhere (HIP, Metal, Vulkan: no lane layout for them)
+the fragments take the scalar fallback, correct but slow, so the launch times this kernel on CUDA only
+(``attention_decode``'s ``TUNING``); ``path="mma"`` forces it anywhere, for tests. Shared memory: (2 STAGES BN + 16)
+(D + 8) elements (``mma_shared_bytes``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ from ..lang import (
 from .attention_decode_coalesced import kv_row, page_window, seq_len
 from .gemm import H
 
-#: the variant `iron build` compiles (launches pass their own): head dim 128, 4 query heads, 32-position tiles
+#: the variant `iron build` compiles (launches pass their own): head dim 128, 4 query heads, 16-position tiles in 3
+#: stages (30 KiB of shared memory: within Metal's 32 KiB)
 D = 128
 G = 4
 CHUNK = 256
@@ -72,7 +74,7 @@ BLOCK = 32
 VEC = 8
 PAGED = False
 SW = 32
-BN = 32
+BN = 16
 STAGES = 3
 LOG2E = 1.4426950408889634
 PAD = 8  # elements of padding after each shared row (16 bytes of f16/bf16)

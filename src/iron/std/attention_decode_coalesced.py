@@ -135,6 +135,20 @@ def page_window(table, pg, b, start, cnt, L, MAXP, BLOCK):
 
 
 @func
+def chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED):
+    """What the split kernels pass ``kv_row`` as (table, b, MAXP) for the chunk: paged, the chunk's page numbers in
+    ``pg`` first (``page_window``; then b = -1, MAXP = start // L index pg); contiguous, b and MAXP as they are.
+    Returns (b, MAXP)."""
+    tb = b
+    mp = MAXP
+    if PAGED:
+        page_window(table, pg, b, start, cnt, L, MAXP, BLOCK)
+        tb = -1
+        mp = start // L
+    return tb, mp
+
+
+@func
 def reduce_heads(x, red, dst, G, NW, IS_MAX):
     """dst[g] = max (or sum) of x[g] over the group: a SIMD reduction per head, one slot per (head, SIMD group) in
     ``red`` (G * NW), one barrier, then every thread reads the G * NW slots back (unrolled: all loads in flight).
@@ -325,12 +339,7 @@ def attn_decode_split_coalesced(q: Tensor[T], k: Tensor[T], v: Tensor[T], table:
     # paged: the chunk's page numbers in shared memory first; the loads below then index ``pg`` (kv_row's
     # table[b * MAXP + j // L] with b = -1 and MAXP = start // L), contiguous caches ignore both
     pg = shared(i32, CHUNK if PAGED else 1)
-    tb = b
-    mp = MAXP
-    if PAGED:
-        page_window(table, pg, b, start, cnt, L, MAXP, BLOCK)
-        tb = -1
-        mp = start // L
+    tb, mp = chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED)
     kr = local_array(T, UK * W * VEC)
     load_rows(k, kr, pg, tb, start, tgk, BLOCK // LANES, cnt, hk, dv, L, mp, HKV, D, PAGED, UK, W, VEC, LANES)
     mx = local_array(f32, G)

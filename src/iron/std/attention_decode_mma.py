@@ -62,7 +62,7 @@ from ..lang import (
     shared,
     static_range,
 )
-from .attention_decode_coalesced import kv_row, page_window, seq_len
+from .attention_decode_coalesced import chunk_pages, kv_row, seq_len
 from .gemm import H
 
 #: the variant `iron build` compiles (launches pass their own): head dim 128, 4 query heads, 16-position tiles in 3
@@ -160,12 +160,7 @@ def attn_decode_split_mma(q: Tensor[H], k: Tensor[H], v: Tensor[H], table: Tenso
     cnt = min(n - start, CHUNK)
     whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
     pg = shared(i32, CHUNK if PAGED else 1)  # paged: the chunk's page numbers first (as the coalesced kernel)
-    tb = b
-    mp = MAXP
-    if PAGED:
-        page_window(table, pg, b, start, cnt, L, MAXP, BLOCK)
-        tb = -1
-        mp = start // L
+    tb, mp = chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED)
     ntiles = (cnt + BN - 1) // BN  # uniform over the group, as the barriers in the loop need
     stage_query(q, qs, head0, D, G, BLOCK, VEC)
     for t in static_range(STAGES - 1):

@@ -65,7 +65,7 @@ from ..lang import (
     vload,
     where,
 )
-from .attention_decode_coalesced import kv_row, lane_sums, load_query, page_window, seq_len
+from .attention_decode_coalesced import chunk_pages, kv_row, lane_sums, load_query, seq_len
 
 #: the variant `iron build` compiles (launches pass their own): 4-element pieces (16 bytes of f32, 8 of f16/bf16,
 #: so one variant serves every dtype), 32 lanes a row, tiles of 8 rows in 3 stages (28 KiB of shared memory at f32)
@@ -266,12 +266,7 @@ def attn_decode_split_staged(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Te
     cnt = min(n - start, CHUNK)
     whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
     pg = shared(i32, CHUNK if PAGED else 1)  # paged: the chunk's page numbers first (as the coalesced kernel)
-    tb = b
-    mp = MAXP
-    if PAGED:
-        page_window(table, pg, b, start, cnt, L, MAXP, BLOCK)
-        tb = -1
-        mp = start // L
+    tb, mp = chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED)
     ntiles = (cnt + R - 1) // R  # uniform over the group, as the barriers in the loop need
     for t in static_range(STAGES - 1):
         if t < ntiles:

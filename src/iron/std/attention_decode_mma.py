@@ -159,10 +159,10 @@ def attn_decode_split_mma(q: Tensor[H], k: Tensor[H], v: Tensor[H], table: Tenso
         return
     cnt = min(n - start, CHUNK)
     whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
+    stage_query(q, qs, head0, D, G, BLOCK, VEC)  # first: the query's copies overlap the page numbers' loads
     pg = shared(i32, CHUNK if PAGED else 1)  # paged: the chunk's page numbers first (as the coalesced kernel)
     tb, mp = chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED)
     ntiles = (cnt + BN - 1) // BN  # uniform over the group, as the barriers in the loop need
-    stage_query(q, qs, head0, D, G, BLOCK, VEC)
     for t in static_range(STAGES - 1):
         if t < ntiles:
             issue_kv(k, v, ks, vs, pg, tb, start, t, cnt, hk, L, mp, HKV, D, PAGED, BLOCK, VEC, BN, STAGES)

@@ -88,6 +88,7 @@ from ..lang import (
 from ..runtime import get_backend
 from .attention_decode_coalesced import (
     attn_decode_split_coalesced,
+    chunk_pages,
     chunk_weights,
     load_rows,
     seq_len,
@@ -161,14 +162,17 @@ def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i3
         return
     cnt = min(n - start, CHUNK)
     whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
+    # paged: the chunk's K/V row indices in shared memory first (chunk_pages); then kv_row reads pg, not table
+    pg = shared(i32, CHUNK if PAGED else 1)
+    tb, mp = chunk_pages(table, pg, b, start, cnt, hk, L, MAXP, HKV, D, BLOCK, PAGED)
     dv = tid % NV
     tg = tid // NV
     # this thread's first K row and first U V rows go in flight with q's, before the barrier (no load crosses one):
     # a short sequence then waits for global memory once
     kr = local_array(T, D)
     vr = local_array(T, U * VEC)
-    load_rows(k, kr, table, b, start, tid, BLOCK, cnt, hk, 0, L, MAXP, HKV, D, PAGED, 1, NV, VEC, 1)
-    load_rows(v, vr, table, b, start, tg, TG, cnt, hk, dv, L, MAXP, HKV, D, PAGED, U, 1, VEC, 1)
+    load_rows(k, kr, pg, tb, start, tid, BLOCK, cnt, hk, 0, L, mp, HKV, D, PAGED, 1, NV, VEC, 1)
+    load_rows(v, vr, pg, tb, start, tg, TG, cnt, hk, dv, L, mp, HKV, D, PAGED, U, 1, VEC, 1)
     for i0 in static_range(0, G * D, BLOCK):
         if i0 + tid < G * D:
             sq[i0 + tid] = qr[i0 // BLOCK] * scale
@@ -181,16 +185,16 @@ def attn_decode_split(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Tensor[i3
     if (CHUNK + BLOCK - 1) // BLOCK * G * D <= 2048:
         for j0 in static_range(0, CHUNK, BLOCK):
             if j0 + tid < cnt:
-                score_row(k, kr, sq, sc, mx, table, b, start, j0 + tid, cnt, hk, L, MAXP, HKV, D, PAGED, G, CHUNK,
+                score_row(k, kr, sq, sc, mx, pg, tb, start, j0 + tid, cnt, hk, L, mp, HKV, D, PAGED, G, CHUNK,
                           BLOCK, NV, VEC)
     else:
         for jj in range(tid, cnt, BLOCK):
-            score_row(k, kr, sq, sc, mx, table, b, start, jj, cnt, hk, L, MAXP, HKV, D, PAGED, G, CHUNK, BLOCK, NV,
+            score_row(k, kr, sq, sc, mx, pg, tb, start, jj, cnt, hk, L, mp, HKV, D, PAGED, G, CHUNK, BLOCK, NV,
                       VEC)
     stat = local_array(f32, G)
     den = local_array(f32, G)
     chunk_weights(sc, mx, redm, redl, stat, den, cnt, G, CHUNK, BLOCK, NW)
-    weigh_values(v, vr, sc, acc_s, stat, den, table, po, pm, pl, out, b, start, cnt, hk, head0, s, whole, L, MAXP,
+    weigh_values(v, vr, sc, acc_s, stat, den, pg, po, pm, pl, out, tb, start, cnt, hk, head0, s, whole, L, mp,
                  HKV, NSPLIT, D, G, CHUNK, BLOCK, VEC, PAGED, U, False)
 
 

@@ -28,10 +28,12 @@ the kernel is valid at every SIMD width and head size. NVRTC 13.5, sm_90, bf16 D
 registers with UK = U = 4, no spills (6 groups per SM by registers). On the H200 (2026-12-04, bf16 32 x 8192):
 537.8 us at VEC 4, 420.2 us = 2555 GB/s at VEC 8 (SDPA 267.2); ncu at VEC 4: 85 registers, 30 % achieved occupancy.
 
-A paged cache (``PAGED``) first reads the chunk's page numbers into shared memory (``page_window``: one load per
-page and a barrier), so each K/V row's address waits on shared memory rather than on a dependent global load of the
-block table (H200, 2026-12-03, before this: paged 685 us against contiguous 376 at 32 x 8192 bf16, 55 %; with it:
-not yet measured).
+A paged cache (``PAGED``) first writes the index of each chunk position's K/V row into shared memory
+(``page_window``: the block table's loads and the divisions by the page size once per position, all in flight, and a
+barrier), so each K/V row's address waits on one shared load rather than on a dependent global load of the block
+table and two divisions (H200, bf16 32 x 8192: 2026-12-03, before any window: paged 685 us against contiguous 376,
+55 %; 2026-12-05 with a window of page numbers, still dividing per copy: this kernel 42-65 %, the mma one 45-80 %;
+with row indices: not yet measured).
 In P V the coalesced kernel also loads the next step's U V rows into a second register buffer before the step's
 arithmetic (``weigh_values``'s AHEAD; 85 registers at the default configuration instead of 80, no spills), where
 the per-thread kernel loaded them after it and waited for them at every step; not yet measured either.
@@ -80,11 +82,10 @@ U = 4
 
 @func
 def kv_row(table, b, j, hk, L, MAXP, HKV, D, PAGED):
-    """Index of element 0 of position j's row of kv head hk of sequence b: contiguous (B, L, HKV, D), or paged
-    (pages of L positions, table (B, MAXP))."""
+    """Index of element 0 of position j's row of kv head hk of sequence b: contiguous (B, L, HKV, D); paged, the
+    index ``chunk_pages`` left in its window (``table`` is the window ``pg``, MAXP the chunk's first position)."""
     if PAGED:
-        page = table[b * MAXP + j // L]
-        return ((page * L + j % L) * HKV + hk) * D
+        return table[j - MAXP]
     return ((b * L + j) * HKV + hk) * D
 
 
@@ -124,27 +125,30 @@ def load_rows(src, dst, table, b, start, j0, step, cnt, hk, dv0, L, MAXP, HKV, D
 
 
 @func
-def page_window(table, pg, b, start, cnt, L, MAXP, BLOCK):
-    """pg[i] = the page of chunk position start + (the i-th page's first), i.e. table[b, start // L + i], for the
-    pages the chunk's cnt positions touch (at most CHUNK), then a barrier: the rows' addresses then wait on shared
-    memory, not on a dependent global load each (kv_row reads pg with b = -1, MAXP = start // L)."""
-    p0 = start // L
-    for i in range(local_id(0), (start + cnt - 1) // L - p0 + 1, BLOCK):
-        pg[i] = table[b * MAXP + p0 + i]
+def page_window(table, pg, b, start, cnt, hk, L, MAXP, HKV, D, BLOCK):
+    """pg[jj] = the index of element 0 of kv head hk's row of chunk position start + jj (jj < cnt), through the
+    block table (pages of L positions, table (B, MAXP)), then a barrier. The divisions by the page size and the
+    table's loads happen here, once per position and all in flight together, not once per copy of every tile: the
+    rows' addresses then wait on one shared load (H200, 2026-12-05: paged decode at 45-80 % of contiguous when each
+    copy divided by L and read a page number)."""
+    for jj in range(local_id(0), cnt, BLOCK):
+        j = start + jj
+        page = table[b * MAXP + j // L]
+        pg[jj] = ((page * L + j % L) * HKV + hk) * D
     barrier()
 
 
 @func
-def chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED):
-    """What the split kernels pass ``kv_row`` as (table, b, MAXP) for the chunk: paged, the chunk's page numbers in
-    ``pg`` first (``page_window``; then b = -1, MAXP = start // L index pg); contiguous, b and MAXP as they are.
-    Returns (b, MAXP)."""
+def chunk_pages(table, pg, b, start, cnt, hk, L, MAXP, HKV, D, BLOCK, PAGED):
+    """What the split kernels pass ``kv_row`` as (b, MAXP) beside ``pg`` (in table's place) for the chunk: paged, the
+    window ``pg`` of the chunk's row indices filled first (``page_window``), then -1 and the chunk's start;
+    contiguous, b and MAXP as they are (``pg`` unused). Returns (b, MAXP)."""
     tb = b
     mp = MAXP
     if PAGED:
-        page_window(table, pg, b, start, cnt, L, MAXP, BLOCK)
+        page_window(table, pg, b, start, cnt, hk, L, MAXP, HKV, D, BLOCK)
         tb = -1
-        mp = start // L
+        mp = start
     return tb, mp
 
 
@@ -336,10 +340,10 @@ def attn_decode_split_coalesced(q: Tensor[T], k: Tensor[T], v: Tensor[T], table:
         return
     cnt = min(n - start, CHUNK)
     whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
-    # paged: the chunk's page numbers in shared memory first; the loads below then index ``pg`` (kv_row's
-    # table[b * MAXP + j // L] with b = -1 and MAXP = start // L), contiguous caches ignore both
+    # paged: the chunk's row indices in shared memory first; the loads below then index ``pg`` (kv_row's
+    # table[j - MAXP] with MAXP = start), contiguous caches ignore it
     pg = shared(i32, CHUNK if PAGED else 1)
-    tb, mp = chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED)
+    tb, mp = chunk_pages(table, pg, b, start, cnt, hk, L, MAXP, HKV, D, BLOCK, PAGED)
     kr = local_array(T, UK * W * VEC)
     load_rows(k, kr, pg, tb, start, tgk, BLOCK // LANES, cnt, hk, dv, L, mp, HKV, D, PAGED, UK, W, VEC, LANES)
     mx = local_array(f32, G)

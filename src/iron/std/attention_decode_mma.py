@@ -159,9 +159,9 @@ def attn_decode_split_mma(q: Tensor[H], k: Tensor[H], v: Tensor[H], table: Tenso
         return
     cnt = min(n - start, CHUNK)
     whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
-    stage_query(q, qs, head0, D, G, BLOCK, VEC)  # first: the query's copies overlap the page numbers' loads
-    pg = shared(i32, CHUNK if PAGED else 1)  # paged: the chunk's page numbers first (as the coalesced kernel)
-    tb, mp = chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED)
+    stage_query(q, qs, head0, D, G, BLOCK, VEC)  # first: the query's copies overlap the paged window's loads
+    pg = shared(i32, CHUNK if PAGED else 1)  # paged: the chunk's row indices first (chunk_pages)
+    tb, mp = chunk_pages(table, pg, b, start, cnt, hk, L, MAXP, HKV, D, BLOCK, PAGED)
     ntiles = (cnt + BN - 1) // BN  # uniform over the group, as the barriers in the loop need
     for t in static_range(STAGES - 1):
         if t < ntiles:

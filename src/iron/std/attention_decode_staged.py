@@ -265,8 +265,8 @@ def attn_decode_split_staged(q: Tensor[T], k: Tensor[T], v: Tensor[T], table: Te
         return
     cnt = min(n - start, CHUNK)
     whole = n <= CHUNK or NSPLIT == 1  # one split holds the sequence: normalise here, the combine skips it
-    pg = shared(i32, CHUNK if PAGED else 1)  # paged: the chunk's page numbers first (as the coalesced kernel)
-    tb, mp = chunk_pages(table, pg, b, start, cnt, L, MAXP, BLOCK, PAGED)
+    pg = shared(i32, CHUNK if PAGED else 1)  # paged: the chunk's row indices first (chunk_pages)
+    tb, mp = chunk_pages(table, pg, b, start, cnt, hk, L, MAXP, HKV, D, BLOCK, PAGED)
     ntiles = (cnt + R - 1) // R  # uniform over the group, as the barriers in the loop need
     for t in static_range(STAGES - 1):
         if t < ntiles:

@@ -27,6 +27,7 @@ CONSTEXPRS: dict[str, list[dict[str, object]]] = {
     "new_unary_math": [{"OP": op} for op in range(4)],
     "binary_math": [{"OP": op} for op in range(3)],
     "vector_scale": [{"VEC": 4}, {"VEC": 2}],
+    "last_group_sums": [{"BLOCK": 32}],
     "vector_via_shared": [{"VEC": 4, "BLOCK": 64}],
     "local_dynamic_index": [{"N": 8}],
     "misaligned_vload": [{"OFFSET": 0}],

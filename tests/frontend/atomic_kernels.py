@@ -91,3 +91,43 @@ def atomics_global_f32(t: Tensor[iron.f32], addr: Tensor[iron.i32], v: Tensor[ir
     a = addr[i]
     old[i] = iron.atomic_max(t, a, v[i])
     old[n + i] = iron.atomic_add(t, m + a, w[i])
+
+
+@iron.kernel
+def last_group_sums(x: Tensor[iron.f32], part: Tensor[iron.f32], count: Tensor[iron.i32], out: Tensor[iron.f32],
+                    seen: Tensor[iron.i32], n: int, chunks: int, BLOCK: iron.constexpr):
+    """``fence()``'s pattern: row r's ``chunks`` groups each sum a span of x[r] into part[r chunks + c]; every
+    thread fences, one counts the group in count[r]; the group that counts last fences again, sums the parts in
+    order into out[r] and resets count[r] to 0 for the next launch. seen[group] = the count the group saw."""
+    g = iron.group_id(0)
+    r = g // chunks
+    c = g % chunks
+    tid = iron.local_id(0)
+    red = iron.shared(iron.f32, BLOCK)
+    flag = iron.shared(iron.i32, 1)
+    span = (n + chunks - 1) // chunks
+    acc = 0.0
+    for j in range(c * span + tid, min(n, (c + 1) * span), BLOCK):
+        acc += x[r * n + j]
+    red[tid] = acc
+    iron.barrier()
+    if tid == 0:
+        total = 0.0
+        for k in range(BLOCK):
+            total += red[k]
+        part[g] = total
+    iron.fence()  # the part is published before the count that announces it
+    iron.barrier()
+    if tid == 0:
+        old = iron.atomic_add(count, r, 1)
+        seen[g] = old
+        flag[0] = old
+    iron.barrier()
+    if flag[0] == chunks - 1:
+        iron.fence()  # the other groups' parts, published before their counts, are visible from here
+        if tid == 0:
+            s = 0.0
+            for k in range(chunks):
+                s += part[r * chunks + k]
+            out[r] = s
+            count[r] = 0

@@ -100,8 +100,8 @@ def lower_values(cg, name: str, args: list[Any], arg_nodes: list[ast.AST], node:
             return Const(cg.simd_width)
     if name in ("simd_lane", "simd_group", "simd_size"):
         return cg.b.thread(name)
-    if name == "barrier":
-        cg.b.op("barrier")
+    if name in ("barrier", "fence"):
+        cg.b.op(name)
         return None
     if name in ("load", "store") or name in O.ATOMICS:
         return lower_memory(cg, name, args, arg_nodes, node)

@@ -387,6 +387,12 @@ def _simd(ex: _Executor, op: Op) -> Step:
     return exchange
 
 
+def _fence(ex: _Executor, op: Op) -> Step:
+    """fence(): every thread runs in lock-step over the whole launch, so each write is visible to every later op
+    already; nothing to do (a missing fence is a race the interpreter cannot show)."""
+    return lambda mask: mask
+
+
 def _barrier(ex: _Executor, op: Op) -> Step:
     geom = ex.geom
     shape = (geom.total_groups, geom.group_threads)
@@ -579,6 +585,7 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     **{code: elementwise_step for code in O.FRAG_LAYOUT},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE | O.SIMD_VOTE | O.SIMD_SCAN},
     "barrier": _barrier,
+    "fence": _fence,
     "var": _var,
     "get": _var,
     "set": _var,

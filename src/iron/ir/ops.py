@@ -19,7 +19,8 @@ Semantics (the interpreter in ``iron.interp`` is the executable definition):
   ``inf`` constants from ``math.inf``, which every emitter must spell (e.g. ``INFINITY``).
 - Atomics behave as if the active threads ran in launch order (group by group, then linear local id). On GPUs
   each is one indivisible read-modify-write with relaxed memory order: device scope on buffers, group scope on
-  shared arrays; they order nothing else (use ``barrier()`` for shared memory, a new launch for buffers).
+  shared arrays; they order nothing else (use ``barrier()`` for shared memory, ``fence()`` or a new launch for
+  buffers).
 - Binary arithmetic ops take two operands of the same type; the front-end inserts ``cast``s.
 - ``f16``/``bf16`` are storage types: the front-end computes in f32 unless the kernel asks for native half math.
 - Thread-index ops return ``i32``; ``axis`` is 0, 1 or 2.
@@ -156,6 +157,8 @@ _TABLE: list[OpInfo] = [
     OpInfo("wg_wait", "matrix", 0, pure=False, has_result=False,
            doc="wait until at most attrs.pending of this warpgroup's wg_mma calls are in flight"),
     OpInfo("barrier", "sync", 0, pure=False, has_result=False, doc="group barrier + shared-memory fence"),
+    OpInfo("fence", "sync", 0, pure=False, has_result=False,
+           doc="device-scope memory fence (acquire and release) over buffers: CUDA __threadfence"),
     *_ops("simd", "simd_sum simd_max simd_min", 1, "reduction over the active lanes of the SIMD group", pure=False),
     *_ops("simd", "simd_shuffle simd_shuffle_xor simd_broadcast", 2, "(value, lane)", pure=False),
     # -- issue 15 points 2 and 5: relative shuffles, votes, scans (SIMD group), the exact grid --
@@ -423,6 +426,14 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "Every thread of the group that has not returned waits; shared-memory writes before it are visible after "
        "it. Must be reached by all of them (uniform control flow; threads that returned earlier are not waited "
        "for, as on CUDA sm_70+); the interpreter reports a divergent barrier.", (0, 0),
+       pure=False),
+    _b("fence", "fence()",
+       "A device-scope memory fence over buffers (acquire and release, like CUDA's __threadfence()): this thread's "
+       "buffer writes before it are visible to any thread, of any group, that observes a buffer write or atomic of "
+       "this thread after it; and the fence makes visible to this thread what other threads' fences published "
+       "before the writes or atomics it observed. With an atomic counter it lets the last group of a launch to "
+       "finish combine the others' results (every thread: writes, fence(), barrier(); one thread: the atomic; "
+       "the last group: fence(), then reads). Not a barrier: no thread waits. Metal needs MSL 3.2 for it.", (0, 0),
        pure=False),
     _b("simd_sum", "simd_sum(x)", "Sum of x over the active lanes of the SIMD group, given to every lane.", (1, 1),
        pure=False),

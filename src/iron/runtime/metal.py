@@ -75,6 +75,18 @@ def _ns_error(err) -> str:
         return str(err)
 
 
+
+def _language_version(metal, version: str, src) -> Any:
+    """MTLLanguageVersion for ``version``; MSL 3.2 where the kernel uses ``fence()`` (``thread_scope_device``
+    exists from MSL 3.2, macOS 15), refused with the reason where this macOS's Metal lacks it."""
+    if "thread_scope_device" in src.source:
+        v32 = getattr(metal, "MTLLanguageVersion3_2", None)
+        if v32 is None:
+            raise CompileError(f"kernel '{src.kernel}' uses fence(), which Metal offers from MSL 3.2 (macOS 15); "
+                               "this Metal has no MTLLanguageVersion3_2")
+        return v32
+    return metal.MTLLanguageVersion3_1 if version == "3.1" else metal.MTLLanguageVersion3_0
+
 class MetalBackend(Backend):
     name = "metal"
     timer_name = "Metal GPU times"
@@ -150,7 +162,7 @@ class MetalBackend(Backend):
         metal = _metal()
         src = self.emitted(variant)
         opts = metal.MTLCompileOptions.alloc().init()
-        opts.setLanguageVersion_(metal.MTLLanguageVersion3_1 if version == "3.1" else metal.MTLLanguageVersion3_0)
+        opts.setLanguageVersion_(_language_version(metal, version, src))
         if hasattr(opts, "setMathMode_") and hasattr(metal, "MTLMathModeSafe"):
             opts.setMathMode_(metal.MTLMathModeSafe)
         else:

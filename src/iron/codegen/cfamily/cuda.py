@@ -315,6 +315,7 @@ class CudaDialect(CDialect):
         "inf": "__int_as_float(0x7f800000)", "-inf": "__int_as_float(0xff800000)", "nan": "__int_as_float(0x7fffffff)",
     }
     barrier: ClassVar[str] = "__syncthreads();"
+    fence: ClassVar[str] = "__threadfence();"
     device_function: ClassVar[str] = "__device__ __forceinline__ void"
     #: CUDA refuses more than 48 KiB of static __shared__ arrays; more needs dynamic shared memory and an opt-in
     max_static_shared: ClassVar[int] = 48 * 1024

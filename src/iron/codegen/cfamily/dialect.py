@@ -224,6 +224,8 @@ class CDialect:
     snippets: ClassVar[dict[str, Snippet]] = {}
     float_specials: ClassVar[dict[str, str]] = {"inf": "INFINITY", "-inf": "-INFINITY", "nan": "NAN"}
     barrier: ClassVar[str] = "barrier();"
+    #: the device-scope memory fence statement (``fence()``)
+    fence: ClassVar[str] = "fence();"
     unroll_pragma: ClassVar[str] = "#pragma unroll"
     #: the exact-grid sizes appended to every kernel's parameters
     grid_params: ClassVar[tuple[str, str, str]] = ("iron_n0", "iron_n1", "iron_n2")

@@ -370,6 +370,9 @@ class MslDialect(CDialect):
     }
     snippets: ClassVar[dict[str, Snippet]] = _snippets()
     barrier: ClassVar[str] = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    #: MSL 3.2's device-scope fence (Metal accepts only relaxed or seq_cst orders); metal.py compiles a kernel that
+    #: uses it as MSL 3.2
+    fence: ClassVar[str] = "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);"
     unroll_pragma: ClassVar[str] = "#pragma unroll"
     #: Apple GPUs give a threadgroup 32 KiB; Metal has no larger dynamic pool, so both limits are the same
     max_static_shared: ClassVar[int] = 32 * 1024

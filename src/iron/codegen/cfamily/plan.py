@@ -146,6 +146,6 @@ def _clobbered(read: Op, between: list[Op]) -> bool:
             if read.opcode == "get":
                 if op.opcode == "set" and op.operands[0] is target:
                     return True
-            elif op.opcode == "barrier" or any(v is target for v in O.buffers_written(op)):
+            elif op.opcode in ("barrier", "fence") or any(v is target for v in O.buffers_written(op)):
                 return True
     return False

@@ -264,6 +264,8 @@ class _Printer(TilePrinting, DialectCalls):
         elif code == "barrier":  # a wgmma kernel's barrier after no ordinary operand write: no proxy fence (tiles.py)
             plain = op.attrs.get("proxy_fence", True) is False and getattr(self.d, "plain_barrier", None)
             out.append(pad + (plain or self.d.barrier))
+        elif code == "fence":
+            out.append(pad + self.d.fence)
         elif code == "store":
             buf, idx, val = op.operands
             ref = self.lane_refs.get(buf.uid)

@@ -33,8 +33,8 @@ from ...ir.core import Kernel
 
 VECTOR_BYTES = 16
 _BLOCKERS = {"local_id", "group_id", "group_size", "num_groups", "simd_lane", "simd_group", "simd_size", "barrier",
-             "shared", "local", "vcopy", "async_copy", "async_commit", "async_wait", "num_threads"} | O.MATRIX \
-    | O.SIMD_OPS
+             "fence", "shared", "local", "vcopy", "async_copy", "async_commit", "async_wait", "num_threads"} \
+    | O.MATRIX | O.SIMD_OPS
 
 
 @dataclass(frozen=True)

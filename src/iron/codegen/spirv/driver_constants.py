@@ -44,8 +44,8 @@ _SELF_CANCELLING = frozenset({"sub", "xor", "div", "rem", *O.COMPARE})
 #: only if what they copy is
 _WRITERS = frozenset(name for name, info in O.OPS.items() if info.writes and name != "store")
 #: the ops that change what may hold a constant, or where control goes
-_STATEMENTS = frozenset({"set", "store", "barrier", "if", "for", "while", "break", "continue", "return", "condition",
-                         *_WRITERS})
+_STATEMENTS = frozenset({"set", "store", "barrier", "fence", "if", "for", "while", "break", "continue", "return",
+                         "condition", *_WRITERS})
 #: what may hold a constant at a point of the program, None where it is unreachable: (uid, None) for a variable or
 #: a memory written at an index the driver need not know, (uid, index) for one element written at a literal index
 #: (NIR splits register arrays indexed by constants into SSA values, one per element), and with either (uid, SOME),
@@ -124,7 +124,7 @@ class _Analysis:
             if self.const(op.operands[2]):
                 return state | {(memory, index), (memory, SOME)}
             return state - {(memory, index)} if index is not None else state
-        if code == "barrier":
+        if code in ("barrier", "fence"):  # other invocations' writes may be visible after either
             return frozenset(k for k in state if k[0] not in self.shared_memory)
         if code in _WRITERS:
             info, memories = O.OPS[code], {k[0] for k in state}

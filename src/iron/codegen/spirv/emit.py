@@ -37,7 +37,7 @@ from .memory import MemoryOps, _Memory
 from .module import SpirvBuffer, SpirvKernel, SpirvPush, SpirvSharedLength
 from .pairs import PairOps
 from .precise import PreciseMath
-from .simd import _WORKGROUP_SCOPE, ThreadOps
+from .simd import _DEVICE_SCOPE, _WORKGROUP_SCOPE, ThreadOps
 from .values import ValueOps
 from .words import WordOps
 
@@ -340,6 +340,12 @@ class SpirvEmitter(ValueOps, PreciseMath, MathOps, MemoryOps, WordOps, PairOps, 
             s = self.b.const_uint(_WORKGROUP_SCOPE)
             semantics = _BARRIER_SEMANTICS | (_MEMORY_MODEL_SEMANTICS if self.vmm else 0)
             self.stmt("OpControlBarrier", s, s, self.b.const_uint(semantics))
+        elif code == "fence":  # device scope, AcquireRelease | UniformMemory (buffers), as CUDA's __threadfence
+            if self.vmm:
+                self.capability("VulkanMemoryModelDeviceScope")
+                self.features.add("vulkan_memory_model_device_scope")
+            semantics = 0x8 | 0x40 | (_MEMORY_MODEL_SEMANTICS if self.vmm else 0)
+            self.stmt("OpMemoryBarrier", self.b.const_uint(_DEVICE_SCOPE), self.b.const_uint(semantics))
         elif code == "var":
             vid = self.b.new_id()
             ptr = self.b.type_pointer("Function", self.reg_type(op.result.type.elem))

@@ -197,7 +197,12 @@ IRON_MODEL_SCAN(uint)
 #undef IRON_MODEL_SCAN
 
 // -- atomics (relaxed order only, as in Metal) ----------------------------------------------------------------------
-enum memory_order { memory_order_relaxed = __ATOMIC_RELAXED };
+enum memory_order { memory_order_relaxed = __ATOMIC_RELAXED, memory_order_seq_cst = __ATOMIC_SEQ_CST };
+// MSL 3.2's fence (Iron's fence()): groups may run on different host threads here, so it is a real fence
+enum thread_scope { thread_scope_thread, thread_scope_simdgroup, thread_scope_threadgroup, thread_scope_device };
+inline void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 template <typename T>
 struct _atomic {
     T value;

@@ -47,9 +47,10 @@ def test_plans(backend, op, plan, rng):
     x = as_dtype(rng.standard_normal((3, 5000)), "f32")
     x[1] = np.round(x[1])  # ties
     if op == "argmax":
-        out = np.full(3, -1, np.int32)
-        R.launch_argmax(x, out, backend, plan=plan)
-        assert np.array_equal(out, np.argmax(f64(x), axis=1))
+        for one in (False, True):  # the combine launch; one launch, the last group of a row combining
+            out = np.full(3, -1, np.int32)
+            R.launch_argmax(x, out, backend, plan=plan, one=one)
+            assert np.array_equal(out, np.argmax(f64(x), axis=1)), one
     else:
         out = np.full(3, np.nan, np.float32)
         R.launch_reduce(x, out, op, backend, plan=plan)
@@ -76,6 +77,13 @@ def test_argmax_first_index_on_ties(backend, dtype, ncols, rng):
     R.launch_argmax(x, out_f, backend)
     assert np.array_equal(out_i, want), (out_i, want)
     assert np.array_equal(out_f, want.astype(np.float32)), (out_f, want)
+    split = plan_rows(rows, ncols, x.dtype.itemsize)
+    if split.chunks > 1:  # one launch, twice on the same counters (the last group of each row resets its count)
+        for out in (np.full(rows, -1, np.int32), np.full(rows, np.nan, np.float32)):
+            for _ in range(2):
+                out[:] = -1
+                R.launch_argmax(x, out, backend, plan=split, one=True)
+                assert np.array_equal(out, want.astype(out.dtype)), (out, want)
 
 
 @pytest.mark.parametrize("width", [8, 32, 64])

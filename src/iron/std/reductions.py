@@ -35,9 +35,11 @@ from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import (
     T,
     Tensor,
+    atomic_add,
     barrier,
     constexpr,
     f32,
+    fence,
     group_id,
     i32,
     local_array,
@@ -51,7 +53,7 @@ from ..lang import (
     vload,
 )
 from ..runtime import get_backend
-from ..runtime.device_array import Array, empty
+from ..runtime.device_array import Array, empty, zeros
 from .softmax import (
     BLOCK,
     ELEMS_PER_THREAD,
@@ -67,12 +69,13 @@ from .softmax import (
     scratch_f32,
 )
 
-__all__ = ["BLOCK", "CB", "OP", "PER", "VEC", "argmax_combine", "argmax_rows", "launch_argmax", "launch_reduce",
+__all__ = ["BLOCK", "CB", "ONE", "OP", "PER", "VEC", "argmax_combine", "argmax_rows", "launch_argmax", "launch_reduce",
            "reduce_combine", "reduce_partials", "reduce_rows"]
 
-#: iron build's defaults: the sum, an i32 argmax output
+#: iron build's defaults: the sum, an i32 argmax output, argmax in one launch (the form with the fence)
 OP = 0
 F32_OUT = False
+ONE = True
 #: threads per group of the combine kernels
 CB = 64
 OPS = {"sum": 0, "max": 1, "min": 2}
@@ -188,13 +191,33 @@ def write_index(out, outf, i, idx, F32_OUT):
         out[i] = idx
 
 
+@func
+def best_of_spans(pval, pidx, out, outf, row, nchunks, F32_OUT, NB):
+    """out[row] = the column of row's best span maximum (the lowest column among equal ones), by a group of NB
+    threads over pval/pidx[row * nchunks ...] in a fixed order."""
+    first = row * nchunks
+    m = -math.inf
+    for i in range(local_id(0), nchunks, NB):
+        m = max(m, pval[first + i])
+    m = group_max(m, shared(f32, NB), NB)
+    best = BIG
+    for i in range(local_id(0), nchunks, NB):
+        if pval[first + i] == m:
+            best = min(best, pidx[first + i])
+    best = group_min(best, shared(i32, NB), NB)
+    if local_id(0) == 0:
+        write_index(out, outf, row, best, F32_OUT)
+
+
 @kernel
 def argmax_rows(x: Tensor[T], out: Tensor[i32], outf: Tensor[f32], pval: Tensor[f32], pidx: Tensor[i32],
-                ncols: int, nchunks: int, span: int, F32_OUT: constexpr, BLOCK: constexpr, VEC: constexpr,
-                PER: constexpr):
+                count: Tensor[i32], ncols: int, nchunks: int, span: int, F32_OUT: constexpr, BLOCK: constexpr,
+                VEC: constexpr, PER: constexpr, ONE: constexpr):
     """(max, its first column) over each group's span, as reduce_rows: to out[row] (outf with F32_OUT) when a row
     is one span, else to (pval[g], pidx[g]). Each thread keeps its first strictly greater value (its columns come
-    in increasing order), then the group takes the lowest column holding the group's maximum."""
+    in increasing order), then the group takes the lowest column holding the group's maximum. With ``ONE`` and
+    several spans, the last group of a row to finish (counted in count[row], zero before the launch and reset to
+    zero by that group) combines the row's spans (``best_of_spans``): one launch, no ``argmax_combine``."""
     row, c0, n = span_of(ncols, nchunks, span)
     nvec = n // VEC
     tid = local_id(0)
@@ -218,24 +241,26 @@ def argmax_rows(x: Tensor[T], out: Tensor[i32], outf: Tensor[f32], pval: Tensor[
         else:
             pval[group_id(0)] = m
             pidx[group_id(0)] = idx
+    if ONE:
+        last = shared(i32, 1)
+        if nchunks > 1:
+            fence()  # the span's result is published before the count that announces it
+            barrier()
+            if tid == 0:
+                last[0] = atomic_add(count, row, 1)
+            barrier()
+            if last[0] == nchunks - 1:  # uniform: the row's last group
+                fence()  # the other spans' results are visible from here
+                best_of_spans(pval, pidx, out, outf, row, nchunks, F32_OUT, BLOCK)
+                if tid == 0:
+                    count[row] = 0
 
 
 @kernel
 def argmax_combine(pval: Tensor[f32], pidx: Tensor[i32], out: Tensor[i32], outf: Tensor[f32], nchunks: int,
                    F32_OUT: constexpr, CB: constexpr):
     """Split path, pass 2: the row's best span maximum, the lowest column among equal ones."""
-    first = group_id(0) * nchunks
-    m = -math.inf
-    for i in range(local_id(0), nchunks, CB):
-        m = max(m, pval[first + i])
-    m = group_max(m, shared(f32, CB), CB)
-    best = BIG
-    for i in range(local_id(0), nchunks, CB):
-        if pval[first + i] == m:
-            best = min(best, pidx[first + i])
-    best = group_min(best, shared(i32, CB), CB)
-    if local_id(0) == 0:
-        write_index(out, outf, group_id(0), best, F32_OUT)
+    best_of_spans(pval, pidx, out, outf, group_id(0), nchunks, F32_OUT, CB)
 
 
 # --- launches -------------------------------------------------------------------------------------------------------
@@ -271,23 +296,28 @@ def _plan(rows: int, ncols: int, itemsize: int, ept: int, loop: bool) -> RowPlan
     return RowPlan(MAX_BLOCK, p.vec, max(1, ept // p.vec), 1) if loop else p
 
 
-def _run(name: str, x: Any, backend: str | None, run, plan: RowPlan | None) -> RowPlan:
-    """Launch with ``plan``, else with the plan autotuning picks: elements per thread and, where plan_rows splits
-    the rows, also the one-group-per-row loop (the two-launch split against one launch on fewer groups)."""
+def _run(name: str, x: Any, backend: str | None, run, plan: RowPlan | None, one: bool | None = None) -> RowPlan:
+    """Launch with ``plan`` (and ``one``: run's one-launch flag), else with the plan autotuning picks: elements per
+    thread and, where plan_rows splits the rows, also the one-group-per-row loop (the two-launch split against one
+    launch on fewer groups) and, where ``one`` is not None (argmax), the split in one launch (its last group of a
+    row combines). ``run(plan, one)`` launches."""
     if plan is not None:
-        run(plan)
+        run(plan, bool(one))
         return plan
     rows, ncols = x.shape
     size = x.dtype.itemsize
     be = backend or get_backend(None).name
     epts = table_for(ROW_TUNING, be) or (ELEMS_PER_THREAD,)
     configs = [{"EPT": e, "LOOP": False} for e in epts]
-    if table_for(ROW_TUNING, be):  # a GPU that autotunes: also the loop, where plan_rows splits the rows
-        configs += [{"EPT": e, "LOOP": True} for e in epts if plan_rows(rows, ncols, size, e).chunks > 1]
-    cfg = tune(name, configs, lambda c: run(_plan(rows, ncols, size, c["EPT"], c["LOOP"])), backend=be,
-               dtype=dtype_label(x), key=(rows, ncols))
+    if table_for(ROW_TUNING, be):  # a GPU that autotunes: also the loop (and one launch), where plan_rows splits
+        split = [e for e in epts if plan_rows(rows, ncols, size, e).chunks > 1]
+        configs += [{"EPT": e, "LOOP": True} for e in split]
+        if one is not None:
+            configs += [{"EPT": e, "LOOP": False, "ONE": True} for e in split]
+    cfg = tune(name, configs, lambda c: run(_plan(rows, ncols, size, c["EPT"], c["LOOP"]), c.get("ONE", False)),
+               backend=be, dtype=dtype_label(x), key=(rows, ncols))
     p = _plan(rows, ncols, size, cfg["EPT"], cfg["LOOP"])
-    run(p)
+    run(p, cfg.get("ONE", False))
     return p
 
 
@@ -308,7 +338,7 @@ def launch_reduce(x: Any, out: Any, op: str, backend: str | None = None, plan: R
     ``plan`` forces a variant (tests)."""
     code = OPS[op]
 
-    def run(p: RowPlan) -> None:
+    def run(p: RowPlan, one: bool) -> None:
         part = reduce_partials(x, p, backend, out, code)
         if p.chunks > 1:
             reduce_combine[x.shape[0] * CB, CB](part, out, p.chunks, code, CB, backend=backend)
@@ -316,23 +346,51 @@ def launch_reduce(x: Any, out: Any, op: str, backend: str | None = None, plan: R
     return _run(f"std/reduce/{op}", x, backend, run, plan)
 
 
-def launch_argmax(x: Any, out: Any, backend: str | None = None, plan: RowPlan | None = None) -> RowPlan:
-    """out[r] = the first column of x[r, :]'s maximum; out (rows,) i32, or f32 (indices written exactly)."""
+#: argmax's one-launch counters: (backend, where x lives, rows) -> rows zeroed i32, each reset to zero by the group
+#: that combines its row, so a launch finds them zero (launches on one stream, in order)
+_COUNTERS: dict[tuple, Any] = {}
+
+
+def _counters(x: Any, rows: int, backend: str | None) -> Any:
+    key = (backend or get_backend(None).name, type(x).__name__, str(getattr(x, "device", "")), rows)
+    count = _COUNTERS.get(key)
+    if count is None:
+        if isinstance(x, np.ndarray):
+            count = np.zeros(rows, np.int32)
+        elif isinstance(x, Array):
+            count = zeros(rows, i32, backend=x.backend, device=x.device)
+        else:
+            count = scratch_like(x, rows, i32)
+            count.fill(0) if hasattr(count, "fill") else count.zero_()
+        _COUNTERS[key] = count
+    return count
+
+
+def launch_argmax(x: Any, out: Any, backend: str | None = None, plan: RowPlan | None = None,
+                  one: bool | None = None) -> RowPlan:
+    """out[r] = the first column of x[r, :]'s maximum; out (rows,) i32, or f32 (indices written exactly). With a
+    split ``plan``, ``one`` forces the one-launch form (True) or the combine launch (False)."""
     as_f32 = dtype_label(out) == "f32"
     dummy = scratch_like(x, 1, i32) if as_f32 else scratch_f32(x, 1)
     out_i, out_f = (dummy, out) if as_f32 else (out, dummy)
 
-    def run(p: RowPlan) -> None:
+    def run(p: RowPlan, one_launch: bool) -> None:
         rows, ncols = x.shape
         n = rows * p.chunks if p.chunks > 1 else 1
         pval, pidx = scratch_f32(x, n), scratch_like(x, n, i32)
-        argmax_rows[rows * p.chunks * p.block, p.block](x, out_i, out_f, pval, pidx, ncols, p.chunks,
-                                                        span_columns(ncols, p), as_f32, p.block, p.vec, p.per,
-                                                        backend=backend)
-        if p.chunks > 1:
+        one_launch = one_launch and p.chunks > 1
+        count = _counters(x, rows, backend) if one_launch else scratch_like(x, 1, i32)
+        try:
+            argmax_rows[rows * p.chunks * p.block, p.block](x, out_i, out_f, pval, pidx, count, ncols, p.chunks,
+                                                            span_columns(ncols, p), as_f32, p.block, p.vec, p.per,
+                                                            one_launch, backend=backend)
+        except Exception:
+            _COUNTERS.clear()  # a launch that failed part way may leave a count behind
+            raise
+        if p.chunks > 1 and not one_launch:
             argmax_combine[rows * CB, CB](pval, pidx, out_i, out_f, p.chunks, as_f32, CB, backend=backend)
 
-    return _run("std/reduce/argmax", x, backend, run, plan)
+    return _run("std/reduce/argmax", x, backend, run, plan, bool(one))
 
 
 # --- registration ---------------------------------------------------------------------------------------------------

@@ -259,13 +259,14 @@ PATHS = ("coalesced", "per_thread", "staged", "mma")
 #: BLOCK, R rows per tile, STAGES, CHUNK factor), its vectors always 16 bytes (``staged_config``). Timed on the
 #: H200 at bf16 32 x 8192 (2026-12-04): the VEC 8 coalesced entry won; the staged ones lost (module docstring).
 #: An "mma" entry is (path, 0, BN positions a tile, STAGES, CHUNK factor), one SIMD group a group; it applies to
-#: f16/bf16 with G <= 16 only (``mma_config``), not yet timed on a GPU. At bf16 D 128 a group takes 39 KiB of shared
-#: memory at (16, 4) (5 groups an SM), 22 KiB at (16, 2) (10), 57 KiB at (32, 3) (3).
+#: f16/bf16 with G <= 16 only (``mma_config``). At bf16 D 128 a group takes 39 KiB of shared memory at (16, 4)
+#: (5 groups an SM), 31 KiB at (16, 3) (7), 22 KiB at (16, 2) (10), 57 KiB at (32, 3) (3). On the H200 (2026-12-05,
+#: bf16 32 x 8192, host latency still in the timing) the first five took 323-366 us, every scalar entry 398 or more.
 TUNING = {"cuda": (("coalesced", 128, 4, 1, 1), ("coalesced", 128, 8, 1, 1), ("coalesced", 128, 4, 2, 1),
                    ("coalesced", 128, 4, 1, 2), ("coalesced", 256, 4, 1, 2), ("per_thread", 128, 8, 1, 1),
                    ("staged", 128, 16, 3, 1), ("staged", 128, 32, 2, 1), ("staged", 256, 16, 4, 2),
                    ("mma", 0, 16, 4, 1), ("mma", 0, 16, 2, 1), ("mma", 0, 32, 3, 1), ("mma", 0, 16, 4, 2),
-                   ("mma", 0, 32, 2, 2))}
+                   ("mma", 0, 32, 2, 2), ("mma", 0, 16, 2, 2), ("mma", 0, 16, 3, 1))}
 #: the shared memory per group the staged kernel's configurations may take: 32 KiB (Metal, lavapipe: runs
 #: everywhere) except on CUDA, where 48 KiB is what a group gets without opting in
 SHARED_LIMIT = {"cuda": 48 * 1024}

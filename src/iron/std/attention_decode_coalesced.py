@@ -33,7 +33,7 @@ A paged cache (``PAGED``) first writes the index of each chunk position's K/V ro
 barrier), so each K/V row's address waits on one shared load rather than on a dependent global load of the block
 table and two divisions (H200, bf16 32 x 8192: 2026-12-03, before any window: paged 685 us against contiguous 376,
 55 %; 2026-12-05 with a window of page numbers, still dividing per copy: this kernel 42-65 %, the mma one 45-80 %;
-with row indices: not yet measured).
+with row indices: this kernel 110-120 %, the mma one 94-98 %, bench/results/2026-12-05-h200-s19-decode-paged-argmax).
 In P V the coalesced kernel also loads the next step's U V rows into a second register buffer before the step's
 arithmetic (``weigh_values``'s AHEAD; 85 registers at the default configuration instead of 80, no spills), where
 the per-thread kernel loaded them after it and waited for them at every step; not yet measured either.

@@ -30,6 +30,11 @@ fragment ops run in the mma.sync accumulator registers; elsewhere (HIP, Metal, V
 the fragments take the scalar fallback, correct but slow, so the launch times this kernel on CUDA only
 (``attention_decode``'s ``TUNING``); ``path="mma"`` forces it anywhere, for tests. Shared memory: (2 STAGES BN + 16)
 (D + 8) elements (``mma_shared_bytes``).
+
+Measured on the H200 (2026-12-05, bf16 32 x 8192, 32/8 heads, D 128; bench/results/2026-12-05-h200-s19-*): 270.7 us
+= 3966 GB/s of K/V at BN 16, 2 stages, CHUNK 512 (GPU time; ``iron bench`` 272.5 us, torch SDPA 246-262 us), against
+367.5 us for the best scalar kernel. Nsight Compute: DRAM 81 %, L2 92 %, SM 29 %: the kernel now waits on the memory
+system, where the scalar ones issued an instruction on ~80 % of cycles.
 """
 
 from __future__ import annotations

@@ -98,3 +98,18 @@ def test_simd_widths(width, monkeypatch, rng):
         res = np.full(4, np.nan, np.float32)
         R.launch_reduce(x, res, op, "cpu")
         _check(x, op, res, "f32")
+
+
+def test_argmax_one_launch_on_device_arrays(backend, rng):
+    """The one-launch argmax on Iron arrays (device memory where the backend has it; launches queued without a
+    wait on Vulkan): three launches in a row on the same counters, each right, outputs poisoned first."""
+    import iron
+
+    x = as_dtype(rng.standard_normal((5, 20000)), "f32")
+    split = plan_rows(5, 20000, x.dtype.itemsize)
+    assert split.chunks > 1
+    xa = iron.asarray(x, backend=backend)
+    for _ in range(3):
+        out = iron.asarray(np.full(5, -1, np.int32), backend=backend)
+        R.launch_argmax(xa, out, backend, plan=split, one=True)
+        assert np.array_equal(out.numpy(), np.argmax(f64(x), axis=1))

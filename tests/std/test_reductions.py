@@ -32,9 +32,9 @@ def test_reduce_ops(backend, shape, dtype, rng):
     split = plan_rows(*shape, x.dtype.itemsize)  # untuned: a 20000 row splits (CUDA's tuning may pick the loop)
     assert (split.chunks > 1) == (shape[1] == 20000)
     for op in ("sum", "max", "min"):
-        for forced in (None, split):
+        for forced, one in ((None, None), (split, False), (split, True), (split, True)):  # twice: counters reset
             out = as_dtype(np.full(shape[0], np.nan), dtype)
-            R.launch_reduce(x, out, op, backend, plan=forced)
+            R.launch_reduce(x, out, op, backend, plan=forced, one=one)
             _check(x, op, out, dtype)
 
 
@@ -52,9 +52,10 @@ def test_plans(backend, op, plan, rng):
             R.launch_argmax(x, out, backend, plan=plan, one=one)
             assert np.array_equal(out, np.argmax(f64(x), axis=1)), one
     else:
-        out = np.full(3, np.nan, np.float32)
-        R.launch_reduce(x, out, op, backend, plan=plan)
-        _check(x, op, out, "f32")
+        for one in (False, True):
+            out = np.full(3, np.nan, np.float32)
+            R.launch_reduce(x, out, op, backend, plan=plan, one=one)
+            _check(x, op, out, "f32")
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])

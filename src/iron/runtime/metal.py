@@ -75,7 +75,6 @@ def _ns_error(err) -> str:
         return str(err)
 
 
-
 def _language_version(metal, version: str, src) -> Any:
     """MTLLanguageVersion for ``version``; MSL 3.2 where the kernel uses ``fence()`` (``thread_scope_device``
     exists from MSL 3.2, macOS 15), refused with the reason where this macOS's Metal lacks it."""
@@ -86,6 +85,7 @@ def _language_version(metal, version: str, src) -> Any:
                                "this Metal has no MTLLanguageVersion3_2")
         return v32
     return metal.MTLLanguageVersion3_1 if version == "3.1" else metal.MTLLanguageVersion3_0
+
 
 class MetalBackend(Backend):
     name = "metal"

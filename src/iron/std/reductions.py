@@ -29,6 +29,7 @@ with the loop before.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -326,13 +327,13 @@ def _plan(rows: int, ncols: int, itemsize: int, ept: int, loop: bool) -> RowPlan
     return RowPlan(MAX_BLOCK, p.vec, max(1, ept // p.vec), 1) if loop else p
 
 
-def _run(name: str, x: Any, backend: str | None, run, plan: RowPlan | None, one: bool | None = None) -> RowPlan:
+def _run(name: str, x: Any, backend: str | None, run, plan: RowPlan | None, one: bool = False) -> RowPlan:
     """Launch with ``plan`` (and ``one``: run's one-launch flag), else with the plan autotuning picks: elements per
     thread and, where plan_rows splits the rows, also the one-group-per-row loop (the two-launch split against one
-    launch on fewer groups) and, where ``one`` is not None (argmax), the split in one launch (its last group of a
-    row combines). ``run(plan, one)`` launches."""
+    launch on fewer groups) and the split in one launch (its last group of a row combines). ``run(plan, one)``
+    launches."""
     if plan is not None:
-        run(plan, bool(one))
+        run(plan, one)
         return plan
     rows, ncols = x.shape
     size = x.dtype.itemsize
@@ -342,8 +343,7 @@ def _run(name: str, x: Any, backend: str | None, run, plan: RowPlan | None, one:
     if table_for(ROW_TUNING, be):  # a GPU that autotunes: also the loop (and one launch), where plan_rows splits
         split = [e for e in epts if plan_rows(rows, ncols, size, e).chunks > 1]
         configs += [{"EPT": e, "LOOP": True} for e in split]
-        if one is not None:
-            configs += [{"EPT": e, "LOOP": False, "ONE": True} for e in split]
+        configs += [{"EPT": e, "LOOP": False, "ONE": True} for e in split]
     cfg = tune(name, configs, lambda c: run(_plan(rows, ncols, size, c["EPT"], c["LOOP"]), c.get("ONE", False)),
                backend=be, dtype=dtype_label(x), key=(rows, ncols))
     p = _plan(rows, ncols, size, cfg["EPT"], cfg["LOOP"])
@@ -371,6 +371,16 @@ def _counters(x: Any, rows: int, backend: str | None) -> Any:
     return count
 
 
+@contextmanager
+def _counters_guard():
+    """Forget the counters when a launch fails: one that failed part way may leave a count behind."""
+    try:
+        yield
+    except Exception:
+        _COUNTERS.clear()
+        raise
+
+
 def reduce_partials(x: Any, p: RowPlan, backend: str | None, out: Any = None, op: int = 0,
                     one: bool = False) -> Any:
     """Launch reduce_rows with plan p; returns the f32 partials (rows * p.chunks) when a row is several spans.
@@ -381,13 +391,10 @@ def reduce_partials(x: Any, p: RowPlan, backend: str | None, out: Any = None, op
         out = scratch_like(x, 1)
     one = one and p.chunks > 1
     count = _counters(x, rows, backend) if one else scratch_like(x, 1, i32)
-    try:
+    with _counters_guard():
         reduce_rows[rows * p.chunks * p.block, p.block](x, out, part, count, ncols, p.chunks,
                                                         span_columns(ncols, p), op, p.block, p.vec, p.per, one,
                                                         backend=backend)
-    except Exception:
-        _COUNTERS.clear()  # a launch that failed part way may leave a count behind
-        raise
     return part
 
 
@@ -420,13 +427,10 @@ def launch_argmax(x: Any, out: Any, backend: str | None = None, plan: RowPlan | 
         pval, pidx = scratch_f32(x, n), scratch_like(x, n, i32)
         one_launch = one_launch and p.chunks > 1
         count = _counters(x, rows, backend) if one_launch else scratch_like(x, 1, i32)
-        try:
+        with _counters_guard():
             argmax_rows[rows * p.chunks * p.block, p.block](x, out_i, out_f, pval, pidx, count, ncols, p.chunks,
                                                             span_columns(ncols, p), as_f32, p.block, p.vec, p.per,
                                                             one_launch, backend=backend)
-        except Exception:
-            _COUNTERS.clear()  # a launch that failed part way may leave a count behind
-            raise
         if p.chunks > 1 and not one_launch:
             argmax_combine[rows * CB, CB](pval, pidx, out_i, out_f, p.chunks, as_f32, CB, backend=backend)
 

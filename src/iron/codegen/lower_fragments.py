@@ -36,10 +36,14 @@ def to_a_column(op: Op) -> int:
 def needs_fallback(kernel: Kernel, matrix: object | None) -> bool:
     """Whether a dialect with fragment spelling ``matrix`` (None: none) must take the scalar fallback for
     ``kernel``: it has no spelling, or the kernel uses element-wise fragment ops and the spelling has no lane layout
-    for them (``elementwise``: only NVIDIA's mma.sync / wgmma layouts today)."""
+    for them (``elementwise``: only NVIDIA's mma.sync / wgmma layouts today), or it uses ``mma_q4`` and the spelling
+    has no element order of its own for it (``permuted``: NVIDIA's)."""
     if matrix is None:
         return True
-    return not getattr(matrix, "elementwise", False) and any(op.opcode in O.FRAG_LAYOUT for op in kernel.walk())
+    codes = {op.opcode for op in kernel.walk()}
+    if codes & O.FRAG_PERMUTED and not getattr(matrix, "permuted", False):
+        return True
+    return not getattr(matrix, "elementwise", False) and bool(codes & O.FRAG_LAYOUT)
 
 
 def lower_fragments(kernel: Kernel, width: int) -> Kernel:
@@ -153,6 +157,8 @@ class _Lowering:
             self._elementwise(b, op)
         elif code == "frag_to_a":
             self._to_a(b, op)
+        elif code == "mma_q4":
+            self._mma_q4(b, op)
         else:
             self._store(b, op)
 
@@ -204,6 +210,34 @@ class _Lowering:
                     y = b.cast(b.load(bb, b.const(j * self.kk + k, t.i32)), t.f32)
                     s = b.op("fma", [x, y, s], t.f32).result
                 b.store(out, b.const(i * cb + j, t.i32), s)
+
+    def _mma_q4(self, b: Builder, op: Op) -> None:
+        """mma_q4 as a loop over the 128 k: this lane's rows of A, its columns' codes times their scales rounded to
+        A's dtype (the product is exact in f32, so one rounding), fmas into its block in k order."""
+        a, ai, lda, w, wi, ldw, s, si, lds, acc = op.operands
+        group, elem = op.attrs["group"], a.type.elem
+        out = self._result(op)
+        self._copy(b, self.arrays[acc], out)
+        rb, cb = self._rb(acc.type.rows), self._cb(acc.type.cols)
+        r0, c0 = self._origin(b, self.lane_row, rb), self._origin(b, self.lane_col, cb)
+        _, body = b.for_(b.const(0, t.i32), b.const(128, t.i32), b.const(1, t.i32), "k")
+        k = body.args[0]
+        with b.at(body):
+            xs = [b.cast(b.load(a, self._address(b, ai, lda, b.binary("add", r0, b.const(i, t.i32)), k, False)),
+                         t.f32) for i in range(rb)]
+            shift = b.cast(b.binary("mul", b.binary("rem", k, b.const(8, t.i32)), b.const(4, t.i32)), t.u32)
+            ds = []
+            for j in range(cb):
+                n = b.binary("add", c0, b.const(j, t.i32))
+                word = b.load(w, self._address(b, wi, ldw, n, b.binary("div", k, b.const(8, t.i32)), False))
+                code = b.binary("and", b.binary("shr", word, shift), b.const(15, t.u32))
+                scale = b.load(s, self._address(b, si, lds, n, b.binary("div", k, b.const(group, t.i32)), False))
+                d = b.binary("mul", b.cast(code, t.f32), b.cast(scale, t.f32))
+                ds.append(b.cast(b.cast(d, elem), t.f32))
+            for i in range(rb):
+                for j in range(cb):
+                    idx = b.const(i * cb + j, t.i32)
+                    b.store(out, idx, b.op("fma", [xs[i], ds[j], b.load(out, idx)], t.f32).result)
 
     def _store(self, b: Builder, op: Op) -> None:
         buf, index, ld, acc, rows, cols = op.operands

@@ -13,7 +13,7 @@ from .typing_rules import Const
 
 MATRIX_BUILTINS = frozenset({"mma_shape", "frag_a", "frag_b", "frag_acc", "mma", "frag_store", "warpgroup_mma",
                              "warpgroup_wait", "frag_rows", "frag_row_max", "frag_row_sum", "frag_mask",
-                             "frag_to_a"})
+                             "frag_to_a", "mma_q4"})
 _INPUT_DTYPES = ", ".join(t.MMA_SHAPE)
 
 
@@ -37,6 +37,8 @@ def lower_matrix(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Any:
         return _warpgroup_mma(cg, arg_nodes, node)
     if name == "frag_to_a":
         return _to_a(cg, arg_nodes, node)
+    if name == "mma_q4":
+        return _mma_q4(cg, arg_nodes, node)
     if name == "warpgroup_wait":
         pending = cg.expr(arg_nodes[0])
         if not (isinstance(pending, Const) and type(pending.value) is int and pending.value >= 0):
@@ -127,6 +129,29 @@ def _to_a(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
     col = cg.materialize_as(col0, t.i32)
     cg.b.loc = cg.frame.src.loc(node)
     return cg.b.op("frag_to_a", [acc, col], t.FragType("a", 16, k, elem)).result
+
+
+def _mma_q4(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """mma_q4(a, ai, lda, w, wi, ldw, s, si, lds, acc, group): acc + A (16 x 128) @ the dequantized 4-bit B."""
+    a, w, s = (_buffer(cg, arg_nodes[i], "mma_q4") for i in (0, 3, 6))
+    if a.type.elem.name not in t.MMA_SHAPE:
+        raise cg.error(f"mma_q4's A elements must be {_INPUT_DTYPES}, not {a.type.elem}", arg_nodes[0])
+    if w.type.elem != t.u32:
+        raise cg.error(f"mma_q4's packed weights must be u32 words (8 codes each), not {w.type.elem}", arg_nodes[3])
+    if s.type.elem != a.type.elem:
+        raise cg.error(f"mma_q4's scales must have A's dtype ({a.type.elem}), not {s.type.elem}", arg_nodes[6],
+                       "the products are rounded to A's dtype before the matrix units see them")
+    acc = cg.expr(arg_nodes[9])
+    if not (is_fragment(acc) and acc.type.role == "acc" and acc.type.rows == 16):
+        raise cg.error(f"mma_q4 accumulates into a 16-row accumulator fragment (frag_acc(1, nt)), got "
+                       f"{cg.describe(acc)}", arg_nodes[9])
+    group = cg.expr(arg_nodes[10])
+    if not (isinstance(group, Const) and type(group.value) is int and group.value > 0 and group.value % 32 == 0):
+        raise cg.error(f"mma_q4's group must be a compile-time positive multiple of 32, got {cg.describe(group)}",
+                       arg_nodes[10], "a quantization group of 32, 64 or 128 codes, as the scales were made")
+    idx = [cg.index(arg_nodes[i]) for i in (1, 2, 4, 5, 7, 8)]
+    cg.b.loc = cg.frame.src.loc(node)
+    return cg.b.op("mma_q4", [a, *idx[:2], w, *idx[2:4], s, *idx[4:], acc], acc.type, {"group": group.value}).result
 
 
 def _int(cg, node: ast.AST) -> Any:

@@ -327,6 +327,17 @@ def _matrix(ex: _Executor, op: Op) -> Step:
             return mask
 
         return mma
+    if code == "mma_q4":
+        out, group, elem = ex._slot(op.result), op.attrs["group"], op.operands[0].type.elem
+        targets = tuple(ex.targets[op.operands[i].uid] for i in (0, 3, 6))
+
+        def mma_q4(mask: Mask) -> Mask:
+            ex.wg.check_ready(slots[9:], "mma_q4", mask, geom.n)
+            idx = [env[slots[i]] for i in (1, 2, 4, 5, 7, 8)]
+            env[out] = matrix.mma_q4(targets, geom, idx, env[slots[9]], group, elem, mask)
+            return mask
+
+        return mma_q4
     target = ex.targets[op.operands[0].uid]
     if code == "frag_load":
         out, ty, trans = ex._slot(op.result), op.result.type, op.attrs.get("trans", False)

@@ -82,6 +82,22 @@ def mma(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
     return from_f64(exact + acc.astype(np.float64), t.f32)
 
 
+def mma_q4(targets: tuple[Target, Target, Target], geom: Geometry, idx: list, acc: np.ndarray, group: int,
+           elem: t.ScalarType, mask: Mask) -> np.ndarray:
+    """acc + A @ B for mma_q4 (``iron.ir.ops``): A 16 x 128 from a, B's element (k, n) code k of w's row n times
+    its group's scale, rounded to ``elem``; exact sums rounded once to f32, as ``mma``."""
+    (a, w, s), (ai, lda, wi, ldw, si, lds) = targets, idx
+    cols, scales = acc.shape[-1], 127 // group + 1
+    xa = a.data.take(_addresses(a, geom, "mma_q4's A from", ai, lda, 16, 128, False, mask), mode="clip")
+    words = w.data.take(_addresses(w, geom, "mma_q4's words from", wi, ldw, cols, 16, False, mask), mode="clip")
+    sc = s.data.take(_addresses(s, geom, "mma_q4's scales from", si, lds, cols, scales, False, mask), mode="clip")
+    k = np.arange(128)
+    codes = (words.astype(np.uint32)[..., k // 8] >> (4 * (k % 8)).astype(np.uint32)) & 15  # (threads, n, k)
+    b = from_f64(codes.astype(np.float64) * sc.astype(np.float32).astype(np.float64)[..., k // group], elem)
+    exact = np.matmul(xa.astype(np.float32).astype(np.float64), np.swapaxes(b.astype(np.float32), -1, -2))
+    return from_f64(exact + acc.astype(np.float64), t.f32)
+
+
 def frag_store(target: Target, geom: Geometry, index, ld, acc: np.ndarray, elem: t.ScalarType, valid, mask: Mask
                ) -> None:
     """Write the elements (r, c) with r < valid[0] and c < valid[1] (uniform across the SIMD group)."""

@@ -143,6 +143,10 @@ _TABLE: list[OpInfo] = [
     OpInfo("frag_reduce", "matrix", 1, pure=False,
            doc="frag_reduce(acc) -> row fragment: attrs.fn (max or add) of each row of an accumulator"),
     OpInfo("frag_fill", "matrix", 1, pure=False, doc="frag_fill(value) -> a row or accumulator fragment of value"),
+    OpInfo("mma_q4", "matrix", 10, pure=False, reads=(0, 3, 6),
+           doc="mma_q4(a, ai, lda, w, wi, ldw, s, si, lds, acc) -> acc + A @ B, A 16x128 at a[ai + r*lda + k], B "
+               "128xN the 4-bit codes of w (u32 words, row n at w[wi + n*ldw], code k in bits 4(k%8) of word k/8) "
+               "times s[si + n*lds + k / attrs.group], each product rounded to a's dtype; a SIMD-group collective"),
     OpInfo("frag_to_a", "matrix", 2, pure=False,
            doc="frag_to_a(acc, col0) -> A fragment: columns col0 .. col0 + 15 of a 16-row accumulator as an A "
                "fragment of the result's dtype (rounded); col0 (i32) a constant once static_range is unrolled"),
@@ -223,7 +227,10 @@ THREAD_AXIS = {"program_id", "local_id", "group_id", "group_size", "num_groups",
 FRAG_ELEMENTWISE = frozenset({"frag_unary", "frag_binary", "frag_reduce", "frag_fill", "frag_mask"})
 #: the fragment ops that depend on the accumulator's lane layout (the scalar fallback where a target has none)
 FRAG_LAYOUT = FRAG_ELEMENTWISE | {"frag_to_a"}
-MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"} | FRAG_LAYOUT
+#: the fragment ops whose operands a target's matrix units see in its own element order (NVIDIA's mma.sync), the
+#: scalar fallback elsewhere
+FRAG_PERMUTED = frozenset({"mma_q4"})
+MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"} | FRAG_LAYOUT | FRAG_PERMUTED
 #: binary functions of frag_binary; unary ones are the one-operand float math ops and neg
 FRAG_BINARY_FNS = ("add", "sub", "mul", "div", "min", "max")
 #: the warpgroup ops (codegen/warpgroup.py expands them into fragment ops where the target has no wgmma)
@@ -404,6 +411,14 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "acc with element (r, c) replaced by fill where col0 + c >= cols, or, when causal (compile-time bool), where "
        "col0 + c > row0 + r: the edge and causal masks of attention scores (row0, col0: the tile's origin). "
        "row0, col0, cols and fill uniform in the SIMD group.", (6, 6), pure=False),
+    _b("mma_q4", "mma_q4(a, ai, lda, w, wi, ldw, s, si, lds, acc, group) -> fragment",
+       "acc + A @ B with a 4-bit quantized B (a GEMV or GEMM on the matrix units): A is 16 x 128, element (r, k) at "
+       "a[ai + r*lda + k] (lda 0: every row is the vector at a[ai]); B is 128 x N (N = acc's columns), element (k, n) "
+       "= q * s[si + n*lds + k // group] rounded to a's dtype, q = (w[wi + n*ldw + k // 8] >> 4*(k % 8)) & 15 (u32 "
+       "words, 8 codes each, MLX's order); a and s f16/bf16 of one dtype, acc a frag_acc(1, nt), group a compile-time "
+       "multiple of 32. f32 accumulation; a quantization's bias is the caller's (bias * sum of x over the group). "
+       "mma.sync on NVIDIA (16-byte loads where ai, lda, wi and ldw keep them aligned), the scalar fallback "
+       "elsewhere.", (11, 11), pure=False),
     _b("frag_to_a", "frag_to_a(acc, col0, dtype) -> A fragment",
        "Columns col0 .. col0 + K - 1 of a 16-row accumulator (frag_acc(1, nt)) as an M x K A-fragment of dtype (f16 "
        "or bf16; each element rounded to it): P of attention's P V straight from the registers. col0 a multiple of K "

@@ -158,7 +158,7 @@ class _Verifier:
 #: ops whose operand/result rules are memory and tile-level ones (``_check_memory``)
 _MEMORY_RULES = frozenset({"load", "store", "shared", "local", "async_copy", "async_wait", "tile_load",
                            "vcopy", "frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"}) | O.ATOMICS \
-    | O.FRAG_LAYOUT
+    | O.FRAG_LAYOUT | O.FRAG_PERMUTED
 
 
 def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C901 - one flat table of rules
@@ -233,6 +233,13 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
              "frag_store(buf, index, ld, acc, rows, cols)")
     elif code in O.FRAG_ELEMENTWISE:
         _check_elementwise(code, xs, r, attrs, need)
+    elif code == "mma_q4":
+        a, w, s, acc = xs[0], xs[3], xs[6], xs[9]
+        need(all(isinstance(x, t.BufferType) for x in (a, w, s)) and a.elem.name in t.MMA_SHAPE and w.elem == t.u32
+             and s.elem == a.elem and isinstance(acc, t.FragType) and acc.role == "acc" and acc.rows == 16
+             and r == acc and all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 2, 4, 5, 7, 8))
+             and isinstance(attrs.get("group"), int) and attrs["group"] > 0 and attrs["group"] % 32 == 0,
+             "mma_q4(a, ai, lda, w u32, wi, ldw, s, si, lds, acc 16xN) -> acc (attrs group)")
     elif code == "frag_to_a":
         need(isinstance(xs[0], t.FragType) and xs[0].role == "acc" and xs[0].rows == 16 and isinstance(r, t.FragType)
              and r.role == "a" and (r.rows, r.cols) == (16, 16) and r.elem.name in t.MMA_SHAPE

@@ -152,6 +152,108 @@ template <int MT, int NT>
 }}""", needs=("frag_types",) + (() if elem == "f32" else (elem,)))
 
 
+def _mma_q4(elem: str) -> Snippet:
+    """mma_q4 (``iron.ir.ops``) on mma.sync, B from the packed words in registers. Lane (g, q) owns words 4q .. 4q + 3
+    of B's rows g and g + 8 of each 16-column tile (one 16-byte load each): the 8 codes of word j are k = 32q + 8j ..
+    + 7, and a mask of 0x000F000F on the word shifted by 4m puts codes m and m + 4 in one register's halves as the
+    mantissas of a magic number (bf16 128, f16 1024), which one fma.rn.{bf16x2, f16x2} turns into code * scale
+    (bf16: (128 + q) s - 128 s, rounded once; f16: q exactly, then a multiply, as 1024 s may overflow f16). So the
+    16-k tiles 2j, 2j + 1 of the mma take codes (0, 4), (1, 5) and (2, 6), (3, 7) of word j where the PTX layout
+    wants k = 2q, 2q + 1, 2q + 8, 2q + 9: the sum over k does not care, as long as A's elements come in the same
+    order, which the lane's 32 elements of A's rows g and g + 8 (four 16-byte loads) are permuted into with byte
+    permutes. bf16 scales must stay below 2^120 (128 s must not overflow)."""
+    f16 = elem == "f16"
+    magic, ptx = ("0x64006400u", "f16x2") if f16 else ("0x43004300u", "bf16x2")
+    if f16:  # codes 1, 3 of each pair sit 4 bits up: 1024 + 16 q, scaled by 1 / 16 (exact)
+        dequant = """\
+            const unsigned wj = wd[j], hi = wj >> 8, u[4] = {(wj & 0x000F000Fu) | M, (wj & 0x00F000F0u) | M,
+                                                           (hi & 0x000F000Fu) | M, (hi & 0x00F000F0u) | M};
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                unsigned v;
+                asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(v) : "r"(u[m]), "r"(m & 1 ? 0x2C002C00u : 0x3C003C00u),
+                    "r"(m & 1 ? 0xD400D400u : 0xE400E400u));
+                asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(b[m]) : "r"(v), "r"(ss));
+            }"""
+        prep = "const unsigned ss = sv.bits * 0x10001u;"
+    else:
+        dequant = """\
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                const unsigned u = ((wd[j] >> (4 * m)) & 0x000F000Fu) | M;
+                asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(b[m]) : "r"(u), "r"(ss), "r"(cc));
+            }"""
+        prep = ("const unsigned ss = sv.bits * 0x10001u, "
+                "cc = iron_f32_to_bf16(-128.0f * iron_bf16_to_f32(sv)).bits * 0x10001u;")
+    def mma(i: str, m: int) -> str:
+        return (f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{elem}.{elem}.f32 {{%0,%1,%2,%3}}, '
+                f'{{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : '
+                f'"r"(x0[{i}]), "r"(x1[{i}]), "r"(x0[{i} + 1]), "r"(x1[{i} + 1]), "r"(b[{m}]), "r"(b[{m + 1}]));')
+
+    return Snippet(f"""\
+{_Q} void iron_q4_row_{elem}(unsigned (&x)[16], const iron_{elem}* p, long long e) {{
+    unsigned v[16];
+    if ((reinterpret_cast<unsigned long long>(p + e) & 15) == 0) {{
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {{
+            const uint4 u = *reinterpret_cast<const uint4*>(p + e + 8 * j);
+            v[4 * j] = u.x; v[4 * j + 1] = u.y; v[4 * j + 2] = u.z; v[4 * j + 3] = u.w;
+        }}
+    }} else {{
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = iron_pack2(p[e + 2 * i].bits, p[e + 2 * i + 1].bits);
+    }}
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {{  // elements 8j .. 8j + 7 as the pairs (0, 4), (1, 5), (2, 6), (3, 7)
+        x[4 * j] = __byte_perm(v[4 * j], v[4 * j + 2], 0x5410);
+        x[4 * j + 1] = __byte_perm(v[4 * j], v[4 * j + 2], 0x7632);
+        x[4 * j + 2] = __byte_perm(v[4 * j + 1], v[4 * j + 3], 0x5410);
+        x[4 * j + 3] = __byte_perm(v[4 * j + 1], v[4 * j + 3], 0x7632);
+    }}
+}}
+template <int NT>
+{_Q} iron_frag_acc<1, NT> iron_mma_q4_{elem}(const iron_{elem}* a, long long ai, long long lda, const unsigned* w,
+                                              long long wi, long long ldw, const iron_{elem}* s, long long si,
+                                              long long lds, iron_frag_acc<1, NT> c, int group) {{
+#if __CUDA_ARCH__ < 800
+#error "Iron's mma_q4 on NVIDIA needs sm_80 or newer (mma.sync.m16n8k16)"
+#endif
+    const unsigned M = {magic};
+    const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;
+    unsigned x0[16], x1[16];  // A's rows g and g + 8: the lane's 32 elements, paired as the k-tiles take them
+    iron_q4_row_{elem}(x0, a, ai + g * lda + 32 * q);
+    if (lda == 0) {{
+#pragma unroll
+        for (int i = 0; i < 16; ++i) x1[i] = x0[i];
+    }} else {{
+        iron_q4_row_{elem}(x1, a, ai + (g + 8) * lda + 32 * q);
+    }}
+#pragma unroll
+    for (int h = 0; h < 2 * NT; ++h) {{  // 8-column halves: B's row (column of the product) n = 8h + g
+        const long long n = 8 * h + g, e = wi + n * ldw + 4 * q;
+        unsigned wd[4];
+        if ((reinterpret_cast<unsigned long long>(w + e) & 15) == 0) {{
+            const uint4 u = *reinterpret_cast<const uint4*>(w + e);
+            wd[0] = u.x; wd[1] = u.y; wd[2] = u.z; wd[3] = u.w;
+        }} else {{
+#pragma unroll
+            for (int j = 0; j < 4; ++j) wd[j] = w[e + j];
+        }}
+        const iron_{elem} sv = s[si + n * lds + (32 * q) / group];
+        {prep}
+        float* d = &c.x[4 * h];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {{
+            unsigned b[4];
+{dequant}
+            {mma("4 * j", 0)}
+            {mma("4 * j + 2", 2)}
+        }}
+    }}
+    return c;
+}}""", needs=("frag_types", elem))
+
+
 _ASYNC = Snippet(f"""\
 // async_copy: cp.async (sm_80+) into shared memory, 16 bytes bypassing L1 (.cg), 4 or 8 through it (.ca); an
 // ordinary copy before sm_80, which the waits then find done.
@@ -191,6 +293,7 @@ def matrix_snippets() -> dict[str, Snippet]:
         out[f"frag_lds_{elem}"] = _load_shared(elem)
         out[f"mma_{elem}"] = _mma(elem)
         out[f"frag_store_{elem}"] = _store(elem)
+        out[f"mma_q4_{elem}"] = _mma_q4(elem)
     return out
 
 
@@ -202,6 +305,8 @@ class CudaMatrix:
     var_init = "{}"
     #: element-wise fragment ops in the accumulator's lane layout (cuda_frag_elementwise.py)
     elementwise = True
+    #: mma_q4 in mma.sync's own k order (``_mma_q4``)
+    permuted = True
 
     def ctype(self, ty: t.FragType) -> tuple[str, tuple[str, ...]]:
         if ty.role == "row":
@@ -224,6 +329,10 @@ class CudaMatrix:
 
     def mma(self, elem: t.ScalarType, a: Expr, b: Expr, c: Expr) -> tuple[Expr, tuple[str, ...]]:
         return Expr(f"iron_mma_{elem.name}({a}, {b}, {c})"), (f"mma_{elem.name}",)
+
+    def mma_q4(self, elem: t.ScalarType, args: list[Expr], cols: int, group: int) -> tuple[Expr, tuple[str, ...]]:
+        return Expr(f"iron_mma_q4_{elem.name}<{cols // 16}>({', '.join(map(str, args))}, {group})"), \
+            (f"mma_q4_{elem.name}",)
 
     def store(self, elem: t.ScalarType, buf: str, index: Expr, ld: Expr, acc: Expr, rows: Expr, cols: Expr
               ) -> tuple[str, tuple[str, ...]]:

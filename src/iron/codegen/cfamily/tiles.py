@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir import ops as O
+from ...ir import types as t
 from ...ir.core import Kernel, Op
 from ...ir.rewrite import const_value
 from ..tile_copy import expand_tile_copies
@@ -110,6 +111,9 @@ class TilePrinting:
             e, needs = m.wg_mma(b.type.elem, self.expr(a) if in_regs else self.buffers[a.uid], self.expr(ai),
                                 self.buffers[b.uid], self.expr(bi), const_value(ldb), op.attrs.get("trans_b", False),
                                 self.expr(acc), acc.type.cols // 16, in_regs=in_regs)
+        elif code == "mma_q4":
+            args = [self.buffers[x.uid] if isinstance(x.type, t.BufferType) else self.expr(x) for x in xs]
+            e, needs = m.mma_q4(xs[0].type.elem, args, op.result.type.cols, op.attrs["group"])
         elif code == "frag_load":
             e, needs = m.load(op.result.type, self.buffers[xs[0].uid], xs[0].type.space, self.expr(xs[1]),
                               self.expr(xs[2]), op.attrs.get("trans", False))

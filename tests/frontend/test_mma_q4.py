@@ -1,6 +1,6 @@
 """``mma_q4``: a 16 x 128 A (or one vector) times a 4-bit group-quantized B on the matrix units (issue 18's q4 GEMV):
 on every backend against a float64 oracle of the dequantized weights (each code times its scale rounded to the
-dtype, as the op defines), at aligned and unaligned indices (NVIDIA's element loads), with located refusals."""
+dtype, as the op defines), with located refusals and the alignment rule's execution errors."""
 
 from __future__ import annotations
 
@@ -15,6 +15,20 @@ from iron.runtime import get_backend
 from . import mma_q4_kernels as K
 from .sources import HEADER, module_from_source
 from .test_kernels import as_dtype, assert_close, f64
+
+
+@pytest.mark.parametrize("what, offsets, lda", [("A index is 3", (3, 0), 0), ("word index is 2", (0, 2), 0),
+                                                ("A leading dimension is 260", (0, 0), 260)])
+def test_misaligned_operands_are_an_execution_error(what, offsets, lda, rng):
+    """The alignment rule (NVIDIA's 16-byte loads): the interpreter names the operand and the line."""
+    ai, wi = offsets
+    a = as_dtype(rng.standard_normal(4096), "bf16")
+    w = np.zeros(1024, np.uint32)
+    s = as_dtype(np.ones(64), "bf16")
+    out = np.full(256, np.nan, np.float32)
+    with pytest.raises(iron.ExecutionError, match=f"mma_q4's {what}: it must be a multiple") as e:
+        K.q4_product[32, 32](a, w, s, out, ai, lda, wi, 20, 0, 4, 1, 1, 32, backend="cpu")
+    assert "mma_q4_kernels.py:" in str(e.value)
 
 
 def _oracle(a, w, s, ai, lda, wi, ldw, si, lds, slabs, cols, group, dtype):
@@ -32,8 +46,8 @@ def _oracle(a, w, s, ai, lda, wi, ldw, si, lds, slabs, cols, group, dtype):
     (1, 32, 0, (0, 0, 0)),        # a vector (GEMV), aligned
     (2, 64, 0, (0, 0, 0)),
     (1, 128, 0, (0, 0, 0)),
-    (2, 64, 264, (8, 4, 1)),      # 16 rows of A, aligned starts, row strides off 16 bytes for A
-    (1, 32, 0, (3, 1, 2)),        # unaligned A and words: the element loads
+    (2, 64, 264, (8, 4, 1)),      # 16 rows of A, starts past the buffers' first 16 bytes, an odd scale index
+    (1, 32, 0, (16, 8, 3)),
 ])
 def test_mma_q4_against_float64(backend, dtype, nt, group, lda, offsets, rng):
     slabs, cols = 2, 16 * nt

@@ -16,6 +16,8 @@ import iron
 from iron.codegen.nvrtc import resource_report, unavailable_reason
 from iron.std import quant as Q
 from iron.std import quant_gemv as QV
+from iron.std import quant_gemv_mma as QV_MMA
+from iron.std.quant_gemv_mma import mma_ok
 
 from ..frontend.test_kernels import as_dtype
 
@@ -59,6 +61,10 @@ def test_both_paths(backend, dtype, bits, group, rng):
     group and a partial one; K / 128 = 11 is odd (f16/bf16: gemv_q_warp falls back to direct loads)."""
     p, s, b, x = _case(rng, 37, 1408, bits, group, dtype)
     for path in QV.PATHS:
+        if path == "mma" and not mma_ok(37, 1408, bits, dtype):
+            with pytest.raises(ValueError, match="the mma path needs"):
+                _run(backend, p, s, b, x, bits, group, dtype, path=path)
+            continue
         cfg = _run(backend, p, s, b, x, bits, group, dtype, path=path)
         assert cfg["PATH"] == path
 
@@ -68,7 +74,7 @@ def test_one_group_per_row(backend, bits, group, rng):
     """K = GROUP (less than one step: most lanes clamp and skip), one row and five."""
     for n in (1, 5):
         p, s, b, x = _case(rng, n, group, bits, group, "f16")
-        for path in QV.PATHS:
+        for path in ("group", "warp"):  # K < 128: not the mma path's
             _run(backend, p, s, b, x, bits, group, "f16", path=path)
 
 
@@ -80,6 +86,20 @@ def test_warp_configurations(backend, bits, group, dtype, rng):
     for r, kv, warps, ns in WARP_CASES:
         cfg = {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns}
         assert _run(backend, p, s, b, x, bits, group, dtype, config=cfg) == cfg
+
+
+@pytest.mark.parametrize("group,dtype", [(32, "bf16"), (64, "f16"), (128, "bf16")])
+def test_mma_configurations(backend, group, dtype, rng):
+    """Every gemv_q4_mma configuration CUDA may time, forced: K = 1408 (11 slabs: WARPS SIMD groups of 3 or 2 slabs,
+    some idle at 8, steps of U and a tail), 37 rows (the last block shifted back: 21..36 or 5..36) and 16 (one
+    block), on every backend (mma_q4's scalar fallback off NVIDIA)."""
+    for n in (37, 16):
+        p, s, b, x = _case(rng, n, 1408, 4, group, dtype)
+        for nt, warps, u in QV_MMA.TUNING["cuda"]:
+            if 16 * nt > n:
+                continue
+            cfg = {"PATH": "mma", "NT": nt, "WARPS": warps, "U": u}
+            assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
 
 
 @pytest.mark.parametrize("width", [8, 64])
@@ -106,6 +126,11 @@ def test_choice_on_each_kind_of_backend():
     assert QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="warp") == warp
     assert all(c["PATH"] == "group" for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="group"))
     assert QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="group")[0]["PATH"] == "group"
+    mma = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, dtype="bf16")[len(cuda):]
+    assert [(c["NT"], c["WARPS"], c["U"]) for c in mma] == QV_MMA.TUNING["cuda"] and mma[0]["PATH"] == "mma"
+    assert not [c for c in QV.gemv_q_configs("vulkan", 16384, 16384, 4, 64, 2, dtype="bf16") if c["PATH"] == "mma"]
+    assert not [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 8, 64, 2, dtype="bf16") if c["PATH"] == "mma"]
+    assert len(QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="mma", dtype="f16")) == 1
     with pytest.raises(ValueError):
         QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="fast")
 
@@ -136,6 +161,9 @@ needs_nvrtc = pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRT
 def _source(cfg, bits, group, dtype):
     itemsize = 4 if dtype == "f32" else 2
     dt = getattr(iron, dtype)
+    if cfg["PATH"] == "mma":
+        return "gemv_q4_mma", QV_MMA.gemv_q4_mma.source("cuda", dtype=dt, GROUP=group, NT=cfg["NT"],
+                                                        WARPS=cfg["WARPS"], U=cfg["U"], NG=256, XV=8)
     if cfg["PATH"] == "group":
         return "gemv_q", QV.gemv_q.source("cuda", dtype=dt, BITS=bits, GROUP=group, BLOCK=cfg["BLOCK"],
                                           ROWS=cfg["ROWS"], UNROLL=cfg["UNROLL"], XV=16 // itemsize)
@@ -152,7 +180,7 @@ def test_cuda_configurations_keep_their_registers(bits, group, dtype, monkeypatc
     monkeypatch.setenv("IRON_GEMV_Q_WARP", "1")
     seen = set()
     for shape in [(16384, 16384), (4096, 4096), (14336, 4096)]:
-        for cfg in QV.gemv_q_configs("cuda", *shape, bits, group, 4 if dtype == "f32" else 2):
+        for cfg in QV.gemv_q_configs("cuda", *shape, bits, group, 4 if dtype == "f32" else 2, dtype=dtype):
             if tuple(cfg.items()) in seen:
                 continue
             seen.add(tuple(cfg.items()))

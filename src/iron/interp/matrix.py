@@ -85,9 +85,16 @@ def mma(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
 def mma_q4(targets: tuple[Target, Target, Target], geom: Geometry, idx: list, acc: np.ndarray, group: int,
            elem: t.ScalarType, mask: Mask) -> np.ndarray:
     """acc + A @ B for mma_q4 (``iron.ir.ops``): A 16 x 128 from a, B's element (k, n) code k of w's row n times
-    its group's scale, rounded to ``elem``; exact sums rounded once to f32, as ``mma``."""
+    its group's scale, rounded to ``elem``; exact sums rounded once to f32, as ``mma``. Its alignment rule (the
+    16-byte loads of NVIDIA's spelling): A's index and leading dimension multiples of 8, the words' of 4."""
     (a, w, s), (ai, lda, wi, ldw, si, lds) = targets, idx
     cols, scales = acc.shape[-1], 127 // group + 1
+    for name, value, n in (("A index", ai, 8), ("A leading dimension", lda, 8), ("word index", wi, 4),
+                           ("word leading dimension", ldw, 4)):
+        bad = first_fault(np.asarray(value) % n != 0, mask, geom.n)
+        if bad is not None:
+            shown = int(value if np.ndim(value) == 0 else np.asarray(value)[bad[0]])
+            raise Fault(f"mma_q4's {name} is {shown}: it must be a multiple of {n} (16-byte loads)", *bad)
     xa = a.data.take(_addresses(a, geom, "mma_q4's A from", ai, lda, 16, 128, False, mask), mode="clip")
     words = w.data.take(_addresses(w, geom, "mma_q4's words from", wi, ldw, cols, 16, False, mask), mode="clip")
     sc = s.data.take(_addresses(s, geom, "mma_q4's scales from", si, lds, cols, scales, False, mask), mode="clip")

@@ -417,8 +417,8 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "= q * s[si + n*lds + k // group] rounded to a's dtype, q = (w[wi + n*ldw + k // 8] >> 4*(k % 8)) & 15 (u32 "
        "words, 8 codes each, MLX's order); a and s f16/bf16 of one dtype, acc a frag_acc(1, nt), group a compile-time "
        "multiple of 32. f32 accumulation; a quantization's bias is the caller's (bias * sum of x over the group). "
-       "mma.sync on NVIDIA (16-byte loads where ai, lda, wi and ldw keep them aligned), the scalar fallback "
-       "elsewhere.", (11, 11), pure=False),
+       "Alignment rule (NVIDIA's 16-byte loads): ai and lda multiples of 8, wi and ldw of 4; the interpreter "
+       "raises ExecutionError otherwise. mma.sync on NVIDIA, the scalar fallback elsewhere.", (11, 11), pure=False),
     _b("frag_to_a", "frag_to_a(acc, col0, dtype) -> A fragment",
        "Columns col0 .. col0 + K - 1 of a 16-row accumulator (frag_acc(1, nt)) as an M x K A-fragment of dtype (f16 "
        "or bf16; each element rounded to it): P of attention's P V straight from the registers. col0 a multiple of K "

@@ -79,6 +79,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from . import quant as Q
+from .quant_gemv_mma import launch_q4_mma, mma_configs
 from .softmax import dtype_label
 
 #: iron build's defaults (valid for every dtype)
@@ -388,14 +389,15 @@ WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3),
 #: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
 #: shared-memory limit (14 KiB at f32 and 32 lanes, against Metal's 32 KiB)
 WARP_DEFAULT = (4, 1, 1, 2)
-PATHS = ("group", "warp")
+PATHS = ("group", "warp", "mma")
 
 
 def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, itemsize: int,
-                   path: str | None = None) -> list[dict]:
+                   path: str | None = None, dtype: str = "") -> list[dict]:
     """The configurations ``launch_gemv_q`` chooses among on ``backend``: where a tuning table applies, gemv_q's
-    (plan's first: what runs untimed) then gemv_q_warp's; elsewhere gemv_q_warp's default alone. ``path`` ("group":
-    gemv_q, "warp": gemv_q_warp) keeps that kernel's. gemv_q_warp's async copies need ncols / group a multiple of
+    (plan's first: what runs untimed) then gemv_q_warp's, then on CUDA gemv_q4_mma's (4 bits, f16/bf16: ``dtype``);
+    elsewhere gemv_q_warp's default alone. ``path`` ("group": gemv_q, "warp": gemv_q_warp, "mma": gemv_q4_mma,
+    quant_gemv_mma.py) keeps that kernel's. gemv_q_warp's async copies need ncols / group a multiple of
     the scales per 4 bytes; otherwise it loads directly (NS = 0). On the H200 (2026-12-04) tuning picked
     gemv_q_warp at every bench shape (q4 16384^2: 57.8 us against gemv_q's 76.0)."""
     if path not in (None, *PATHS):
@@ -411,17 +413,20 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
         cfg = {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns if async_ok else 0}
         if cfg not in warp_cfgs:
             warp_cfgs.append(cfg)
+    mma_cfgs = mma_configs(backend, nrows, ncols, bits, dtype, forced=path == "mma")
     if path == "group":
         return group_cfgs
     if path == "warp":
         return warp_cfgs
-    return group_cfgs + warp_cfgs if table else warp_cfgs
+    if path == "mma":
+        return mma_cfgs
+    return group_cfgs + warp_cfgs + mma_cfgs if table else warp_cfgs
 
 
 def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, group: int,
                   backend: str | None = None, path: str | None = None, config: dict | None = None) -> dict:
-    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran. ``path`` ("group" or "warp") keeps
-    one kernel's configurations; ``config`` (one of ``gemv_q_configs``'s) runs exactly that one."""
+    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran. ``path`` ("group", "warp" or "mma")
+    keeps one kernel's configurations; ``config`` (one of ``gemv_q_configs``'s) runs exactly that one."""
     nrows = w.shape[0]
     ncols = w.shape[1] * 32 // bits
     if bits not in Q.BITS or group not in Q.GROUPS or ncols % group or tuple(scales.shape) != (nrows, ncols // group):
@@ -432,6 +437,9 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
     xv = 16 // itemsize
 
     def run(cfg: dict) -> None:
+        if cfg["PATH"] == "mma":
+            launch_q4_mma(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), backend)
+            return
         if cfg["PATH"] == "group":
             groups = -(-nrows // cfg["ROWS"])
             gemv_q[groups * cfg["BLOCK"], cfg["BLOCK"]](w, scales, biases, x, y, nrows, ncols, bits, group,
@@ -450,7 +458,7 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
                              f"{x.dtype} scales do not align; use NS = 0")
     else:
-        configs = gemv_q_configs(be, nrows, ncols, bits, group, itemsize, path)
+        configs = gemv_q_configs(be, nrows, ncols, bits, group, itemsize, path, dtype_label(x))
         # cold: timed with the L2 flushed, as a decode step streams its weights (and as the bench measures)
         cfg = tune(f"std/quant/gemv_q{bits}", configs, run, backend=be, dtype=dtype_label(x),
                    key=(nrows, ncols, group), cold=True)

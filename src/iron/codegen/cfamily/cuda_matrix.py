@@ -161,7 +161,8 @@ def _mma_q4(elem: str) -> Snippet:
     16-k tiles 2j, 2j + 1 of the mma take codes (0, 4), (1, 5) and (2, 6), (3, 7) of word j where the PTX layout
     wants k = 2q, 2q + 1, 2q + 8, 2q + 9: the sum over k does not care, as long as A's elements come in the same
     order, which the lane's 32 elements of A's rows g and g + 8 (four 16-byte loads) are permuted into with byte
-    permutes. bf16 scales must stay below 2^120 (128 s must not overflow)."""
+    permutes. bf16 scales must stay below 2^120 (128 s must not overflow). Every load is 16 bytes, with no branch (so
+    ptxas can put several calls' loads in flight together): the op's alignment rule, which the interpreter checks."""
     f16 = elem == "f16"
     magic, ptx = ("0x64006400u", "f16x2") if f16 else ("0x43004300u", "bf16x2")
     if f16:  # codes 1, 3 of each pair sit 4 bits up: 1024 + 16 q, scaled by 1 / 16 (exact)
@@ -193,15 +194,10 @@ def _mma_q4(elem: str) -> Snippet:
     return Snippet(f"""\
 {_Q} void iron_q4_row_{elem}(unsigned (&x)[16], const iron_{elem}* p, long long e) {{
     unsigned v[16];
-    if ((reinterpret_cast<unsigned long long>(p + e) & 15) == 0) {{
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {{
-            const uint4 u = *reinterpret_cast<const uint4*>(p + e + 8 * j);
-            v[4 * j] = u.x; v[4 * j + 1] = u.y; v[4 * j + 2] = u.z; v[4 * j + 3] = u.w;
-        }}
-    }} else {{
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = iron_pack2(p[e + 2 * i].bits, p[e + 2 * i + 1].bits);
+    for (int j = 0; j < 4; ++j) {{
+        const uint4 u = *reinterpret_cast<const uint4*>(p + e + 8 * j);
+        v[4 * j] = u.x; v[4 * j + 1] = u.y; v[4 * j + 2] = u.z; v[4 * j + 3] = u.w;
     }}
 #pragma unroll
     for (int j = 0; j < 4; ++j) {{  // elements 8j .. 8j + 7 as the pairs (0, 4), (1, 5), (2, 6), (3, 7)
@@ -231,14 +227,8 @@ template <int NT>
 #pragma unroll
     for (int h = 0; h < 2 * NT; ++h) {{  // 8-column halves: B's row (column of the product) n = 8h + g
         const long long n = 8 * h + g, e = wi + n * ldw + 4 * q;
-        unsigned wd[4];
-        if ((reinterpret_cast<unsigned long long>(w + e) & 15) == 0) {{
-            const uint4 u = *reinterpret_cast<const uint4*>(w + e);
-            wd[0] = u.x; wd[1] = u.y; wd[2] = u.z; wd[3] = u.w;
-        }} else {{
-#pragma unroll
-            for (int j = 0; j < 4; ++j) wd[j] = w[e + j];
-        }}
+        const uint4 u = *reinterpret_cast<const uint4*>(w + e);
+        const unsigned wd[4] = {{u.x, u.y, u.z, u.w}};
         const iron_{elem} sv = s[si + n * lds + (32 * q) / group];
         {prep}
         float* d = &c.x[4 * h];

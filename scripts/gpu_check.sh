@@ -63,6 +63,7 @@
 #                                 710000802
 #   scripts/gpu_check.sh session13 (carry .gl/.whl) the twelfth session's new kernel paths' tests on cuda and vulkan
 #   scripts/gpu_check.sh gemvq   (carry .gl/.whl) issue 18: gemv_q_warp's tests on cuda/vulkan, then the q4/q8 GEMV rows
+#   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
@@ -370,6 +371,16 @@ if [ "$PART" = gemvq ]; then
   IRON_PROGRESS=lines timeout ${GQ_BENCH_TIMEOUT:-150} $PY -m iron.cli.main bench --backend cuda -v \
     --dtype bf16 --filter std/quant/gemv_q --json "$OUT/lib_gemv_q_warp.json" 2>&1 | tee "$OUT/lib_gemv_q_warp.txt" \
     | grep "iron bench on"
+  pack
+fi
+if [ "$PART" = q4cfg ]; then
+  # issue 18: every q4 GEMV configuration alone (gemv_q, gemv_q_warp, the matrix-unit gemv_q4_mma), cold, GPU time,
+  # beside torch's dequantize + mv; then mma_q4's tests on CUDA
+  IRON_TEST_BACKENDS=cuda timeout ${Q4_TEST_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/frontend/test_mma_q4.py tests/std/test_quant_gemv_speed_paths.py --maxfail=30 2>&1 \
+    | tee "$OUT/pytest_q4cfg.txt" | tail -n 20
+  pack
+  timeout ${Q4_TIMEOUT:-240} $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/gemv_q4_configs.txt" | tail -n 40
   pack
 fi
 if [ "$PART" = attnvar ]; then

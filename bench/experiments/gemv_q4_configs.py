@@ -1,0 +1,60 @@
+"""std/quant/gemv_q4's configurations one by one on CUDA (scripts/gpu_check.sh q4cfg): every configuration
+``gemv_q_configs`` offers at each shape (gemv_q, gemv_q_warp and the matrix-unit gemv_q4_mma), checked against a
+float64 oracle and torch's dequantize-then-mv, and timed by CUDA events behind a sleep kernel with the L2 flushed
+ahead of each repeat (``cuda_timing.event_seconds``: GPU time, cold weights as a decode step streams them); printed
+as GB/s of packed weight bytes (the issue's measure), with torch's time. Q4_SHAPES: "N,K;N,K" (default the bench's
+device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times (for ncu)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, "src")
+from iron.runtime import get_backend  # noqa: E402
+from iron.runtime.cuda_timing import event_seconds  # noqa: E402
+from iron.std import quant as Q  # noqa: E402
+from iron.std import quant_gemv as QV  # noqa: E402
+
+shapes = [tuple(int(v) for v in s.split(",")) for s in os.environ.get(
+    "Q4_SHAPES", "16384,16384;4096,4096;14336,4096").split(";")]
+only = os.environ.get("Q4_ONLY")
+group = int(os.environ.get("Q4_GROUP", "64"))
+flush = get_backend("cuda").l2_flush
+rng = np.random.default_rng(0)
+
+for n, k in shapes:
+    p, s, b = Q.quantize(rng.standard_normal((n, k)) / np.sqrt(k), 4, group, np.float16)
+    s, b = s.astype(np.float32), b.astype(np.float32)
+    x = (rng.standard_normal(k)).astype(np.float32)
+    dev = {"w": torch.from_numpy(p).cuda(), "scales": torch.from_numpy(s).to("cuda", torch.bfloat16),
+           "biases": torch.from_numpy(b).to("cuda", torch.bfloat16), "x": torch.from_numpy(x).to("cuda", torch.bfloat16)}
+    y = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    want = Q.dequantize(p, dev["scales"].float().cpu().numpy(), dev["biases"].float().cpu().numpy(), 4, group) \
+        @ dev["x"].float().cpu().numpy().astype(np.float64)
+    configs = QV.gemv_q_configs("cuda", n, k, 4, group, 2, dtype="bf16")
+    nbytes = n * k // 2
+
+    def run(cfg):
+        QV.launch_gemv_q(dev["w"], dev["scales"], dev["biases"], dev["x"], y, 4, group, "cuda", config=cfg)
+
+    if only is not None:
+        for _ in range(4):
+            run(configs[int(only)])
+        torch.cuda.synchronize()
+        sys.exit(0)
+    for i, cfg in enumerate(configs):
+        y.fill_(float("nan"))
+        run(cfg)
+        torch.cuda.synchronize()
+        err = np.abs(y.float().cpu().numpy() - want).max() / (1 + np.abs(want).max())
+        us = event_seconds(lambda cfg=cfg: run(cfg), 10, before=flush) * 1e6
+        print(f"q4 {n}x{k} config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, rel err {err:.2g}: {cfg}")
+    deq = Q.torch_dequantize(dev["w"], dev["scales"], dev["biases"], 4, group)
+    us = event_seconds(lambda: torch.mv(Q.torch_dequantize(dev["w"], dev["scales"], dev["biases"], 4, group),
+                                        dev["x"]), 10, before=flush) * 1e6
+    mv = event_seconds(lambda: torch.mv(deq, dev["x"]), 10, before=flush) * 1e6
+    print(f"q4 {n}x{k} torch dequantize + mv: {us:.1f} us; mv alone on the dequantized bf16: {mv:.1f} us")

@@ -13,7 +13,7 @@ from iron.std import topk as K
 
 from ..frontend.test_kernels import as_dtype
 
-PATHS = ["radix", "rounds"]
+PATHS = ["radix", "rounds", "radix1"]
 
 
 def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None = None) -> object:
@@ -28,13 +28,14 @@ def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None
     bad = np.nonzero((indices != want_i).any(1))[0]
     assert not len(bad), f"{path}: indices differ in rows {bad}: got {indices[bad[0]]}, want {want_i[bad[0]]}"
     assert np.array_equal(values.astype(np.float64), want_v)
-    if path == "radix":  # the logits' own bits: -0.0 stays -0.0 (the rounds path's simd_max may give either zero)
+    if path in ("radix", "radix1"):  # the logits' own bits: -0.0 stays -0.0 (the rounds path's simd_max may give either zero)
         own = np.take_along_axis(x, want_i, 1).astype(np.float32)
         assert np.array_equal(np.signbit(values.astype(np.float32)), np.signbit(own))
     return plan
 
 
-@pytest.mark.parametrize("path,k", [("radix", 1), ("radix", 7), ("radix", 64), ("rounds", 7)])
+@pytest.mark.parametrize("path,k", [("radix", 1), ("radix", 7), ("radix", 64), ("rounds", 7), ("radix1", 7),
+                                    ("radix1", 64)])
 def test_random_rows_two_chunks(backend, dtype, rng, path, k):
     """5000 columns: a full chunk of 4096 and a partial one, merged (16-byte loads). The rounds path (k rounds of a
     barrier each, slow on the CPU devices) at one k here; test_sampling and the registered entry run it too."""
@@ -81,6 +82,24 @@ def test_radix_at_32_elements_a_thread(backend, dtype, rng):
     x = as_dtype(np.round(rng.standard_normal((2, 9000)) * 6.0) / 4.0, dtype)
     plan = check(x, 64, backend, "radix", ept=32)
     assert plan.chunk.chunks == 2
+
+
+def test_one_launch_twice_on_the_same_counters(backend, rng):
+    """The one-launch radix path (the last group of each row merges): three chunks a row at 32 elements a thread,
+    then again on other rows of the same count (the counters each launch leaves at zero), and i32 and f32 indices."""
+    from iron.std import reductions
+
+    for _ in range(2):
+        x = as_dtype(rng.standard_normal((3, 20000)), "bf16")
+        values = np.full((3, 64), np.nan, x.dtype)
+        indices = np.full((3, 64), np.nan, np.float32)
+        plan = K.launch_radix(x, values, indices, 64, backend, 32, one=True)
+        assert plan.chunk.chunks == 3
+        want_v, want_i = K.topk_oracle(x, 64)
+        assert np.array_equal(indices, want_i.astype(np.float32)) and np.array_equal(values.astype(np.float64), want_v)
+        check(x, 64, backend, "radix1")
+    assert all(not np.asarray(c).any() for key, c in reductions._COUNTERS.items() if key[0] == backend and key[3] == 3
+               and isinstance(c, np.ndarray))
 
 
 def test_cpu_devices_run_the_radix_path(backend, rng):

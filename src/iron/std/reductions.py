@@ -351,12 +351,12 @@ def _run(name: str, x: Any, backend: str | None, run, plan: RowPlan | None, one:
     return p
 
 
-#: the one-launch counters (reduce and argmax): (backend, where x lives, rows) -> rows zeroed i32, each reset to
+#: the one-launch counters (reduce, argmax and top-k): (backend, where x lives, rows) -> rows zeroed i32, each reset to
 #: zero by the group that combines its row, so a launch finds them zero (launches on one stream, in order)
 _COUNTERS: dict[tuple, Any] = {}
 
 
-def _counters(x: Any, rows: int, backend: str | None) -> Any:
+def counters(x: Any, rows: int, backend: str | None) -> Any:
     key = (backend or get_backend(None).name, type(x).__name__, str(getattr(x, "device", "")), rows)
     count = _COUNTERS.get(key)
     if count is None:
@@ -372,7 +372,7 @@ def _counters(x: Any, rows: int, backend: str | None) -> Any:
 
 
 @contextmanager
-def _counters_guard():
+def counters_guard():
     """Forget the counters when a launch fails: one that failed part way may leave a count behind."""
     try:
         yield
@@ -390,8 +390,8 @@ def reduce_partials(x: Any, p: RowPlan, backend: str | None, out: Any = None, op
     if out is None:  # a T-typed dummy: with several spans per row, reduce_rows writes only the partials
         out = scratch_like(x, 1)
     one = one and p.chunks > 1
-    count = _counters(x, rows, backend) if one else scratch_like(x, 1, i32)
-    with _counters_guard():
+    count = counters(x, rows, backend) if one else scratch_like(x, 1, i32)
+    with counters_guard():
         reduce_rows[rows * p.chunks * p.block, p.block](x, out, part, count, ncols, p.chunks,
                                                         span_columns(ncols, p), op, p.block, p.vec, p.per, one,
                                                         backend=backend)
@@ -426,8 +426,8 @@ def launch_argmax(x: Any, out: Any, backend: str | None = None, plan: RowPlan | 
         n = rows * p.chunks if p.chunks > 1 else 1
         pval, pidx = scratch_f32(x, n), scratch_like(x, n, i32)
         one_launch = one_launch and p.chunks > 1
-        count = _counters(x, rows, backend) if one_launch else scratch_like(x, 1, i32)
-        with _counters_guard():
+        count = counters(x, rows, backend) if one_launch else scratch_like(x, 1, i32)
+        with counters_guard():
             argmax_rows[rows * p.chunks * p.block, p.block](x, out_i, out_f, pval, pidx, count, ncols, p.chunks,
                                                             span_columns(ncols, p), as_f32, p.block, p.vec, p.per,
                                                             one_launch, backend=backend)

@@ -6,7 +6,8 @@ logits' own values (the rounds path may give +0.0 for a -0.0: ``simd_max`` picks
 column numbers within the row. NaN logits are not supported (their rank is unspecified). ``k`` must be at most 64
 and at most the row length.
 
-Two paths, each two launches (the split of long rows that softmax.py uses). ``launch_topk`` runs the radix path on
+Two paths, each two launches (the split of long rows that softmax.py uses), and the radix path in one launch
+(``"radix1"``: the last group of each row to finish merges its row, argmax's pattern, ``reductions.last_of_row``). ``launch_topk`` runs the radix path on
 CPU devices (the interpreter, lavapipe, msl-cpu: no tuning table, so tests are deterministic); a GPU that autotunes
 (``autotune.table_for(PATH_TUNING, backend)``) times both on the first launch per shape and keeps the faster;
 ``path=`` forces one (the tests run both everywhere).
@@ -14,7 +15,8 @@ CPU devices (the interpreter, lavapipe, msl-cpu: no tuning table, so tests are d
 The radix path (topk_radix.py, ``launch_radix``): order-preserving u32 keys, a radix select of the k-th key with
 8-bit digits (shared-memory histograms, one barrier a digit, the digit scan done by every SIMD group alone), the
 threshold's surplus ties cut by a position scan, the k winners ranked by k^2 comparisons; 6-9 barriers a group
-whatever k is. Not measured on the H200 yet.
+whatever k is. On the H200 (2026-12-04) tuning chose it at 16 elements a thread: 37.4 us for 32 x 128256 bf16
+(torch.topk 85.3 us). The one-launch form is timed beside it (not measured yet).
 
 The rounds path (this module, ``launch_rounds``):
 
@@ -71,7 +73,16 @@ from ..lang import (
 from ..runtime import get_backend
 from ..runtime.device_array import Array, empty
 from .softmax import chunk_span, dtype_label
-from .topk_radix import KEY_PASSES, MAX_K, topk_radix_merge, topk_radix_merge_f32, topk_radix_partial
+from .reductions import counters, counters_guard
+from .topk_radix import (
+    KEY_PASSES,
+    MAX_K,
+    topk_radix_merge,
+    topk_radix_merge_f32,
+    topk_radix_one,
+    topk_radix_one_f32,
+    topk_radix_partial,
+)
 
 __all__ = ["BLOCK", "MAX_K", "PER", "VEC", "launch_radix", "launch_rounds", "launch_topk", "topk_merge",
            "topk_partial", "topk_oracle"]
@@ -300,17 +311,28 @@ def plan_radix(ncols: int, k: int, dtype: str, itemsize: int, ept: int = ELEMS_P
 
 
 def launch_radix(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
-                 ept: int = ELEMS_PER_THREAD) -> RadixPlan:
+                 ept: int = ELEMS_PER_THREAD, one: bool = False) -> RadixPlan:
     """The radix path (``topk_radix_partial`` then ``topk_radix_merge``, topk_radix.py), ``ept`` elements a
-    thread."""
+    thread; ``one``: in one launch (``topk_radix_one``: the last group of each row merges, on counters kept per
+    backend, device and row count, as the one-launch reductions keep theirs)."""
     rows, ncols = x.shape
     check_k(k, ncols)
     p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, ept)
     c = p.chunk
     cand_k = scratch(x, (rows * c.chunks * k,), "i32")
     cand_i = scratch(x, (rows * c.chunks * k,), "i32")
-    topk_radix_partial[rows * c.chunks * c.block, c.block](x, cand_k, cand_i, ncols, c.chunks, k, c.block, c.vec,
-                                                           c.per, p.passes, backend=backend)
+    grid = (rows * c.chunks * c.block, c.block)
+    if one:
+        ncand = c.chunks * k
+        mvec = 4 if ncand % 4 == 0 else 1
+        mper = _pow2(-(-ncand // (c.block * mvec)))
+        kern = topk_radix_one_f32 if _is_f32(indices) else topk_radix_one
+        with counters_guard():
+            kern[grid](x, cand_k, cand_i, values, indices, counters(x, rows, backend), ncols, c.chunks, k, c.block,
+                       c.vec, c.per, p.passes, mvec, mper, backend=backend)
+        return p
+    topk_radix_partial[grid](x, cand_k, cand_i, ncols, c.chunks, k, c.block, c.vec, c.per, p.passes,
+                             backend=backend)
     merge = topk_radix_merge_f32 if _is_f32(indices) else topk_radix_merge
     merge[rows * p.merge_block, p.merge_block](x, cand_k, cand_i, values, indices, ncols, c.chunks * k, k,
                                                p.merge_block, p.merge_vec, p.merge_per, p.passes, backend=backend)
@@ -318,11 +340,13 @@ def launch_radix(x: Any, values: Any, indices: Any, k: int, backend: str | None 
 
 
 #: the paths, the default first
-PATHS = {"radix": launch_radix, "rounds": launch_rounds}
+PATHS = {"radix": launch_radix, "rounds": launch_rounds,
+         "radix1": lambda x, values, indices, k, backend=None: launch_radix(x, values, indices, k, backend, one=True)}
 #: what a GPU times on the first launch per shape, keeping the fastest: (path, elements a thread). The radix path
 #: also at 32 a thread: half the groups (512 for 32 x 128256 bf16) and half the merge's candidates, for twice the
 #: keys in registers (77 registers a thread on sm_90 against 64 at 16: 3 groups of 256 per SM instead of 4)
-PATH_TUNING = {be: (("radix", ELEMS_PER_THREAD), ("radix", 32), ("rounds", ELEMS_PER_THREAD)) for be in ("cuda", "hip")}
+PATH_TUNING = {be: (("radix", ELEMS_PER_THREAD), ("radix", 32), ("rounds", ELEMS_PER_THREAD),
+                    ("radix1", ELEMS_PER_THREAD), ("radix1", 32)) for be in ("cuda", "hip")}
 
 
 def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
@@ -340,8 +364,8 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
         return PATHS[path](x, values, indices, k, backend)
 
     def run(cfg: dict) -> TopkPlan | RadixPlan:
-        if cfg["path"] == "radix":
-            return launch_radix(x, values, indices, k, backend, cfg["EPT"])
+        if cfg["path"] in ("radix", "radix1"):
+            return launch_radix(x, values, indices, k, backend, cfg["EPT"], one=cfg["path"] == "radix1")
         return launch_rounds(x, values, indices, k, backend)
 
     be = backend or get_backend(None).name

@@ -37,8 +37,10 @@ Barriers per group: 1 + min(2, PASSES) + PASSES + 1 (+ 1 with surplus ties at th
 Kernels: ``topk_radix_partial`` (topk_partial's chunks, one group each) writes each chunk's K best, ranked, as
 (key, column) i32 pairs; ``topk_radix_merge`` (one group per row) selects over the row's chunks * k keys, read as
 16-byte vectors, then reads the k winners' columns and their values from x (the logits' own bits, -0.0 kept), and
-writes them (``topk_radix_merge_f32``: the indices as f32). Not measured on the H200 yet; the launcher times it
-against the rounds path there and keeps the faster.
+writes them (``topk_radix_merge_f32``: the indices as f32). ``topk_radix_one`` (``_f32``) is both in one launch:
+after its chunk, the last group of each row to finish (``reductions.last_of_row``: a fence, an atomic count, a
+fence) selects over the row's candidates with the same group and resets the row's count. The launcher times the
+paths on a GPU and keeps the fastest.
 """
 
 from __future__ import annotations
@@ -70,10 +72,11 @@ from ..lang import (
     vload,
     where,
 )
+from .reductions import last_of_row
 from .softmax import chunk_span
 
-__all__ = ["BLOCK", "KEY_PASSES", "MAX_K", "PASSES", "PER", "VEC", "order_key", "select_best", "topk_radix_merge",
-           "topk_radix_merge_f32", "topk_radix_partial"]
+__all__ = ["BLOCK", "KEY_PASSES", "MAX_K", "MPER", "MVEC", "PASSES", "PER", "VEC", "order_key", "select_best",
+           "topk_radix_merge", "topk_radix_merge_f32", "topk_radix_one", "topk_radix_one_f32", "topk_radix_partial"]
 
 #: the largest k (the collect phase's slots)
 MAX_K = 64
@@ -88,6 +91,8 @@ BLOCK = 256
 VEC = 4
 PER = 4
 PASSES = 4
+MVEC = 4
+MPER = 2
 #: the narrowest SIMD group sized for (the interpreter's narrowest; the digit scan needs at most 64 lanes), so that
 #: no array size depends on simd_size() and every kernel compiles once for all widths (``iron build``)
 MIN_SIMD = 4
@@ -257,11 +262,10 @@ def select_best(keys, PER, VEC, K, BLOCK, NPASS):
     return rank_of_slot(slot_key, slot_pos, K)
 
 
-@kernel
-def topk_radix_partial(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], ncols: int, nchunks: int, k: int,
-                       BLOCK: constexpr, VEC: constexpr, PER: constexpr, PASSES: constexpr):
-    """Each group's chunk (group g: chunk g % nchunks of row g // nchunks, as topk_partial) -> its k best, ranked,
-    at cand_k/cand_i[g * k ...] (keys as i32 bits, columns; past the row: key 0). Launch rows * nchunks * BLOCK."""
+@func
+def chunk_best(x, cand_k, cand_i, ncols, nchunks, k, BLOCK, VEC, PER, PASSES):
+    """Group g's chunk (chunk g % nchunks of row g // nchunks, as topk_partial) -> its k best, ranked, at
+    cand_k/cand_i[g * k ...] (keys as i32 bits, columns; past the row: key 0); returns the row."""
     start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
     row = start // ncols
     col0 = start - row * ncols
@@ -280,13 +284,20 @@ def topk_radix_partial(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], n
     if rank >= 0:  # position p of the chunk is column col0 + p
         cand_k[group_id(0) * k + rank] = bitcast(key, i32)
         cand_i[group_id(0) * k + rank] = col0 + pos
+    return row
+
+
+@kernel
+def topk_radix_partial(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], ncols: int, nchunks: int, k: int,
+                       BLOCK: constexpr, VEC: constexpr, PER: constexpr, PASSES: constexpr):
+    """Each group's chunk -> its k best, ranked (``chunk_best``). Launch rows * nchunks * BLOCK."""
+    chunk_best(x, cand_k, cand_i, ncols, nchunks, k, BLOCK, VEC, PER, PASSES)
 
 
 @func
-def merge_best(cand_k, cand_i, ncand, k, BLOCK, VEC, PER, PASSES):
-    """Row r = group_id(0): select over its ncand candidate keys (VEC divides ncand; only the k winners' columns are
-    read); (row, rank, column) as select_best."""
-    row = group_id(0)
+def merge_best(cand_k, cand_i, row, ncand, k, BLOCK, VEC, PER, PASSES):
+    """Select over row's ncand candidate keys (VEC divides ncand; only the k winners' columns are read):
+    (rank, column) as select_best."""
     tid = local_id(0)
     keys = local_array(u32, PER * VEC)
     for q in static_range(PER):
@@ -302,7 +313,7 @@ def merge_best(cand_k, cand_i, ncand, k, BLOCK, VEC, PER, PASSES):
     col = 0
     if rank >= 0:
         col = cand_i[row * ncand + pos]
-    return row, rank, col
+    return rank, col
 
 
 @kernel
@@ -311,7 +322,8 @@ def topk_radix_merge(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], val
                      PER: constexpr, PASSES: constexpr):
     """Row r (one group each) -> the k best of its ncand candidates: values/indices[r * k ...], the values read
     from x at the winning columns. Launch rows * BLOCK threads; ncand <= BLOCK * PER * VEC."""
-    row, rank, col = merge_best(cand_k, cand_i, ncand, k, BLOCK, VEC, PER, PASSES)
+    row = group_id(0)
+    rank, col = merge_best(cand_k, cand_i, row, ncand, k, BLOCK, VEC, PER, PASSES)
     if rank >= 0:
         values[row * k + rank] = x[row * ncols + col]
         indices[row * k + rank] = col
@@ -322,7 +334,40 @@ def topk_radix_merge_f32(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32],
                          indices: Tensor[f32], ncols: int, ncand: int, k: int, BLOCK: constexpr, VEC: constexpr,
                          PER: constexpr, PASSES: constexpr):
     """``topk_radix_merge`` with the indices written as f32 (exact below 2^24)."""
-    row, rank, col = merge_best(cand_k, cand_i, ncand, k, BLOCK, VEC, PER, PASSES)
+    row = group_id(0)
+    rank, col = merge_best(cand_k, cand_i, row, ncand, k, BLOCK, VEC, PER, PASSES)
     if rank >= 0:
         values[row * k + rank] = x[row * ncols + col]
         indices[row * k + rank] = col
+
+
+@func
+def one_launch(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES, MVEC, MPER):
+    """chunk_best, then the last group of each row to finish (``last_of_row``) merges the row's candidates and
+    writes the row's k best, and resets count[row] for the next launch."""
+    row = chunk_best(x, cand_k, cand_i, ncols, nchunks, k, BLOCK, VEC, PER, PASSES)
+    flag = shared(i32, 1)
+    if last_of_row(count, flag, row, nchunks):
+        rank, col = merge_best(cand_k, cand_i, row, nchunks * k, k, BLOCK, MVEC, MPER, PASSES)
+        if rank >= 0:
+            values[row * k + rank] = x[row * ncols + col]
+            indices[row * k + rank] = col
+        if local_id(0) == 0:
+            count[row] = 0
+
+
+@kernel
+def topk_radix_one(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], values: Tensor[T], indices: Tensor[i32],
+                   count: Tensor[i32], ncols: int, nchunks: int, k: int, BLOCK: constexpr, VEC: constexpr,
+                   PER: constexpr, PASSES: constexpr, MVEC: constexpr, MPER: constexpr):
+    """The radix path in one launch (``one_launch``): launch rows * nchunks * BLOCK threads; count (rows,) zero
+    before the first launch (each launch leaves it zero); nchunks * k <= BLOCK * MPER * MVEC."""
+    one_launch(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES, MVEC, MPER)
+
+
+@kernel
+def topk_radix_one_f32(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], values: Tensor[T],
+                       indices: Tensor[f32], count: Tensor[i32], ncols: int, nchunks: int, k: int, BLOCK: constexpr,
+                       VEC: constexpr, PER: constexpr, PASSES: constexpr, MVEC: constexpr, MPER: constexpr):
+    """``topk_radix_one`` with the indices written as f32 (exact below 2^24)."""
+    one_launch(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES, MVEC, MPER)

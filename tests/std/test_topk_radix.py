@@ -28,7 +28,7 @@ def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None
     bad = np.nonzero((indices != want_i).any(1))[0]
     assert not len(bad), f"{path}: indices differ in rows {bad}: got {indices[bad[0]]}, want {want_i[bad[0]]}"
     assert np.array_equal(values.astype(np.float64), want_v)
-    if path in ("radix", "radix1"):  # the logits' own bits: -0.0 stays -0.0 (the rounds path's simd_max may give either zero)
+    if path in ("radix", "radix1"):  # the logits' own bits: -0.0 stays -0.0 (rounds' simd_max may give either zero)
         own = np.take_along_axis(x, want_i, 1).astype(np.float32)
         assert np.array_equal(np.signbit(values.astype(np.float32)), np.signbit(own))
     return plan

@@ -7,10 +7,10 @@ column numbers within the row. NaN logits are not supported (their rank is unspe
 and at most the row length.
 
 Two paths, each two launches (the split of long rows that softmax.py uses), and the radix path in one launch
-(``"radix1"``: the last group of each row to finish merges its row, argmax's pattern, ``reductions.last_of_row``). ``launch_topk`` runs the radix path on
-CPU devices (the interpreter, lavapipe, msl-cpu: no tuning table, so tests are deterministic); a GPU that autotunes
-(``autotune.table_for(PATH_TUNING, backend)``) times both on the first launch per shape and keeps the faster;
-``path=`` forces one (the tests run both everywhere).
+(``"radix1"``: the last group of each row to finish merges its row, argmax's pattern, ``reductions.last_of_row``).
+``launch_topk`` runs the radix path on CPU devices (the interpreter, lavapipe, msl-cpu: no tuning table, so tests
+are deterministic); a GPU that autotunes (``autotune.table_for(PATH_TUNING, backend)``) times them all on the first
+launch per shape and keeps the fastest; ``path=`` forces one (the tests run each everywhere).
 
 The radix path (topk_radix.py, ``launch_radix``): order-preserving u32 keys, a radix select of the k-th key with
 8-bit digits (shared-memory histograms, one barrier a digit, the digit scan done by every SIMD group alone), the
@@ -72,8 +72,8 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from ..runtime.device_array import Array, empty
-from .softmax import chunk_span, dtype_label
 from .reductions import counters, counters_guard
+from .softmax import chunk_span, dtype_label
 from .topk_radix import (
     KEY_PASSES,
     MAX_K,

@@ -91,9 +91,9 @@ def test_warp_configurations(backend, bits, group, dtype, rng):
 @pytest.mark.parametrize("group,dtype", [(32, "bf16"), (64, "f16"), (128, "bf16")])
 def test_mma_configurations(backend, group, dtype, rng):
     """Every gemv_q4_mma configuration CUDA may time, forced: K = 1408 (11 slabs: WARPS SIMD groups of 3 or 2 slabs,
-    some idle at 8, steps of U and a tail), 37 rows (the last block shifted back: 21..36 or 5..36) and 16 (one
-    block), on every backend (mma_q4's scalar fallback off NVIDIA)."""
-    for n in (37, 16):
+    some idle at 8, steps of U and a tail), 37 rows (the last block shifted back: 21..36 or 5..36), 16 (one block)
+    and 70 (64-row blocks: 6..69), on every backend (mma_q4's scalar fallback off NVIDIA)."""
+    for n in (37, 16, 70):
         p, s, b, x = _case(rng, n, 1408, 4, group, dtype)
         for nt, warps, u in QV_MMA.TUNING["cuda"]:
             if 16 * nt > n:

@@ -54,9 +54,11 @@ WARPS = 4
 U = 4
 NG = 256
 XV = 8
-#: (NT, WARPS, U) that CUDA's autotuning times: 16 or 32 rows per SIMD group, 4 or 8 SIMD groups splitting K, 2 or
-#: 4 slabs (4 or 8 KiB of words a SIMD group) in flight
-TUNING = {"cuda": [(1, 4, 4), (2, 4, 2), (1, 8, 2), (2, 8, 2), (1, 4, 2), (2, 4, 4)]}
+#: (NT, WARPS, U) that CUDA's autotuning times: 16, 32 or 64 rows per SIMD group, 4 or 8 SIMD groups splitting K,
+#: 1 to 4 slabs a step. At 16384 rows (sm_90 registers from NVRTC): NT 2 WARPS 4 is 512 groups of 108 registers, one
+#: wave at 4 groups an SM; NT 4 (144 registers at U 2) 256 groups, one wave of 8-12 SIMD groups an SM, each with 4 KiB
+#: of words a slab; NT 1 makes 1024 groups, 1.3 waves at 6 an SM, better for fewer rows (4096: 256 groups)
+TUNING = {"cuda": [(2, 4, 2), (1, 4, 4), (4, 4, 2), (2, 8, 2), (1, 8, 2), (4, 8, 1), (1, 4, 2), (2, 4, 4)]}
 
 
 @kernel

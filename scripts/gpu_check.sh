@@ -382,6 +382,15 @@ if [ "$PART" = q4cfg ]; then
   pack
   timeout ${Q4_TIMEOUT:-240} $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/gemv_q4_configs.txt" | tail -n 40
   pack
+  for I in ${Q4_NCU:-}; do  # configuration indices of the first shape (gemv_q4_configs.txt) under Nsight Compute
+    Q4_ONLY=$I timeout ${NCU_TIMEOUT:-90} ncu --kernel-name regex:gemv_q --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats \
+      $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/q4_ncu_$I.txt" \
+      | grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers|Stall|Executed Ipc|Issue" \
+      | head -n 24
+  done
+  pack
 fi
 if [ "$PART" = attnvar ]; then
   timeout ${ATTNVAR_TIMEOUT:-300} $PY bench/experiments/attn_variants.py "$OUT/attn_variants.json" 2>&1 \

@@ -95,7 +95,7 @@ def test_nvidia_spells_it_on_mma_sync_and_nvrtc_compiles_it(dtype):
     v = K.q4_product.variant(getattr(iron, dtype), (2, 64))
     src = emit_cuda(v.kernel)
     text = src.source
-    assert f"iron_mma_q4_{dtype}<2>(" in text and "mma.sync.aligned.m16n8k16" in text and "regs[" not in text
+    assert f"iron_mma_q4_{dtype}<2>(" in text and "mma.sync.aligned.m16n8k16" in text
     assert f"fma.rn.{dtype}x2" in text
     why = unavailable_reason()
     if why:

@@ -102,6 +102,16 @@ def test_mma_configurations(backend, group, dtype, rng):
             assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
 
 
+def test_mma_configuration_outside_its_shapes_is_refused(rng):
+    """A forced gemv_q4_mma configuration checks what it needs: 4 bits, f16/bf16, K a multiple of 128, 16 NT rows."""
+    for n, k, bits, dtype, nt in ((40, 1408, 8, "f16", 1), (40, 1408, 4, "f32", 1), (40, 1344, 4, "f16", 1),
+                                  (40, 1408, 4, "bf16", 4)):
+        p, s, b, x = _case(rng, n, k, bits, 64, dtype)
+        with pytest.raises(ValueError, match="needs 4 bits"):
+            QV.launch_gemv_q(p, s, b, x, np.zeros(n, x.dtype), bits, 64, "cpu",
+                             config={"PATH": "mma", "NT": nt, "WARPS": 4, "U": 2})
+
+
 @pytest.mark.parametrize("width", [8, 64])
 def test_warp_kernel_at_other_simd_widths(width, monkeypatch, rng):
     """The interpreter at lavapipe's and AMD's widths: steps of 8 and 64 lanes, the rows' stores by lane r % S."""

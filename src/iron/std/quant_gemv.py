@@ -79,7 +79,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from . import quant as Q
-from .quant_gemv_mma import launch_q4_mma, mma_configs
+from .quant_gemv_mma import launch_q4_mma, mma_configs, mma_ok
 from .softmax import dtype_label
 
 #: iron build's defaults (valid for every dtype)
@@ -454,6 +454,9 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
 
     if config is not None:
         cfg = dict(config)
+        if cfg.get("PATH") == "mma" and not (mma_ok(nrows, ncols, bits, dtype_label(x)) and nrows >= 16 * cfg["NT"]):
+            raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128 and >= {16 * cfg['NT']} "
+                             f"rows; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}")
         if cfg.get("PATH") == "warp" and cfg["NS"] and (ncols // group) % max(4 // itemsize, 1):
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
                              f"{x.dtype} scales do not align; use NS = 0")

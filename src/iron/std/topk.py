@@ -314,7 +314,8 @@ def launch_radix(x: Any, values: Any, indices: Any, k: int, backend: str | None 
                  ept: int = ELEMS_PER_THREAD, one: bool = False) -> RadixPlan:
     """The radix path (``topk_radix_partial`` then ``topk_radix_merge``, topk_radix.py), ``ept`` elements a
     thread; ``one``: in one launch (``topk_radix_one``: the last group of each row merges, on counters kept per
-    backend, device and row count, as the one-launch reductions keep theirs)."""
+    backend, device and row count, as the one-launch reductions keep theirs; the plan's merge fields then describe
+    the two-launch merge, not the in-kernel one, which uses the chunk's group)."""
     rows, ncols = x.shape
     check_k(k, ncols)
     p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, ept)
@@ -352,9 +353,9 @@ PATH_TUNING = {be: (("radix", ELEMS_PER_THREAD), ("radix", 32), ("rounds", ELEMS
 def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
                 path: str | None = None) -> TopkPlan | RadixPlan:
     """values[r, :], indices[r, :] = the k best of x[r, :] (module docstring's order) for a C-contiguous (rows,
-    ncols) x; values (rows, k) in x's dtype, indices (rows, k) i32 (or f32). ``path`` ("radix" or "rounds") forces
-    a path; by default a GPU that autotunes times PATH_TUNING's (``autotune.tune``) and a CPU device runs the
-    radix path.
+    ncols) x; values (rows, k) in x's dtype, indices (rows, k) i32 (or f32). ``path`` ("radix", "radix1": the radix
+    path in one launch, or "rounds") forces a path; by default a GPU that autotunes times PATH_TUNING's
+    (``autotune.tune``) and a CPU device runs the radix path.
     Returns the plan that ran."""
     rows, ncols = x.shape
     check_k(k, ncols)

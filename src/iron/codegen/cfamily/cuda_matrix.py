@@ -164,7 +164,7 @@ def _mma_q4(elem: str) -> Snippet:
     permutes. bf16 scales must stay below 2^120 (128 s must not overflow). Every load is 16 bytes, with no branch (so
     ptxas can put several calls' loads in flight together): the op's alignment rule, which the interpreter checks."""
     f16 = elem == "f16"
-    magic, ptx = ("0x64006400u", "f16x2") if f16 else ("0x43004300u", "bf16x2")
+    magic = "0x64006400u" if f16 else "0x43004300u"
     if f16:  # codes 1, 3 of each pair sit 4 bits up: 1024 + 16 q, scaled by 1 / 16 (exact)
         dequant = """\
             const unsigned wj = wd[j], hi = wj >> 8, u[4] = {(wj & 0x000F000Fu) | M, (wj & 0x00F000F0u) | M,

@@ -64,6 +64,7 @@
 #   scripts/gpu_check.sh session13 (carry .gl/.whl) the twelfth session's new kernel paths' tests on cuda and vulkan
 #   scripts/gpu_check.sh gemvq   (carry .gl/.whl) issue 18: gemv_q_warp's tests on cuda/vulkan, then the q4/q8 GEMV rows
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
+#   scripts/gpu_check.sh topkncu issue 18: each top-k path timed alone beside torch.topk, then two under ncu
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
@@ -371,6 +372,19 @@ if [ "$PART" = gemvq ]; then
   IRON_PROGRESS=lines timeout ${GQ_BENCH_TIMEOUT:-150} $PY -m iron.cli.main bench --backend cuda -v \
     --dtype bf16 --filter std/quant/gemv_q --json "$OUT/lib_gemv_q_warp.json" 2>&1 | tee "$OUT/lib_gemv_q_warp.txt" \
     | grep "iron bench on"
+  pack
+fi
+if [ "$PART" = topkncu ]; then
+  # issue 18: each top-k path timed alone beside torch.topk (bench/experiments/topk_paths.py), then the paths in
+  # TOPK_NCU (indices of topk.PATH_TUNING; default the two-launch and the one-launch radix at EPT 16) under ncu
+  timeout ${TOPK_TIMEOUT:-120} $PY bench/experiments/topk_paths.py 2>&1 | tee "$OUT/topk_paths.txt" | tail -n 8
+  for I in ${TOPK_NCU:-0 3}; do
+    TOPK_ONLY=$I timeout ${NCU_TIMEOUT:-90} ncu --kernel-name regex:topk --launch-skip 2 --launch-count 2 \
+      --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats $PY bench/experiments/topk_paths.py 2>&1 \
+      | tee "$OUT/topk_ncu_$I.txt" | grep -E "topk_|Duration|DRAM Throughput|Achieved Occupancy|Registers|Stall" \
+      | head -n 30
+  done
   pack
 fi
 if [ "$PART" = q4cfg ]; then

@@ -1,0 +1,51 @@
+"""std/sample/topk's paths one by one on CUDA (scripts/gpu_check.sh topkncu): each (path, elements a thread) of
+``topk.PATH_TUNING``, checked against torch.topk (the same indices: the order is total) and timed by CUDA events
+behind a sleep kernel with the L2 flushed ahead of each repeat (GPU time, cold logits); printed as GB/s of logits
+read, beside torch.topk. TOPK_SHAPE "rows,cols" (default 32,128256), TOPK_K (64). TOPK_ONLY=i runs path i alone,
+4 times (for ncu)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, "src")
+from iron.runtime import get_backend  # noqa: E402
+from iron.runtime.cuda_timing import event_seconds  # noqa: E402
+from iron.std import topk as K  # noqa: E402
+
+rows, cols = (int(v) for v in os.environ.get("TOPK_SHAPE", "32,128256").split(","))
+k = int(os.environ.get("TOPK_K", "64"))
+x = torch.randn(rows, cols, device="cuda").to(torch.bfloat16)
+values = torch.empty(rows, k, dtype=torch.bfloat16, device="cuda")
+indices = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+paths = K.PATH_TUNING["cuda"]
+flush = get_backend("cuda").l2_flush
+
+
+def run(path, ept):
+    if path == "rounds":
+        K.launch_rounds(x, values, indices, k, "cuda")
+    else:
+        K.launch_radix(x, values, indices, k, "cuda", ept, one=path == "radix1")
+
+
+only = os.environ.get("TOPK_ONLY")
+if only is not None:
+    for _ in range(4):
+        run(*paths[int(only)])
+    torch.cuda.synchronize()
+    sys.exit(0)
+tv, ti = torch.topk(x, k, dim=1, sorted=True)
+nbytes = x.numel() * x.element_size()
+for i, (path, ept) in enumerate(paths):
+    indices.fill_(-1)
+    run(path, ept)
+    torch.cuda.synchronize()
+    same = bool((indices.long() == ti).all()) and bool((values == tv).all())
+    us = event_seconds(lambda path=path, ept=ept: run(path, ept), 20, before=flush) * 1e6
+    print(f"topk path {i} {path} EPT {ept}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, equal to torch.topk: {same}")
+us = event_seconds(lambda: torch.topk(x, k, dim=1, sorted=True), 20, before=flush) * 1e6
+print(f"torch.topk: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s")

@@ -105,6 +105,16 @@ FINAL=${OUT:-gpu-out}
 OUT=${GPU_RAW:-/tmp/gpu-raw}
 mkdir -p "$OUT" "$FINAL"
 pack() { tar -czf "$FINAL/results.tgz" -C "$OUT" . 2>/dev/null; }
+# profile_ncu OUTFILE KERNEL_REGEX SKIP COUNT SCRIPT: Nsight Compute's throughput, stall, occupancy, memory and
+# scheduler sections over launches SKIP+1 .. SKIP+COUNT of the kernels matching KERNEL_REGEX in python SCRIPT (its
+# environment chooses what it runs), the whole report to $OUT/OUTFILE and its key lines to the log
+profile_ncu() {
+  timeout ${NCU_TIMEOUT:-90} ncu --kernel-name "regex:$2" --launch-skip "$3" --launch-count "$4" \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats $PY "$5" 2>&1 \
+    | tee "$OUT/$1" | grep -E "^  [a-z_]+|Duration|DRAM Throughput|L2 Cache Throughput|Achieved Occupancy|Registers|Stall|Executed Ipc" \
+    | head -n 30
+}
 trap pack EXIT
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 IRON_CACHE_DIR=/tmp/iron-cache IRON_GIT_SHA=${IRON_GIT_SHA:-unknown}
 # every autotune candidate's time goes to the logs (stderr), so a run shows which configuration won and by how much
@@ -379,11 +389,7 @@ if [ "$PART" = topkncu ]; then
   # TOPK_NCU (indices of topk.PATH_TUNING; default the two-launch and the one-launch radix at EPT 16) under ncu
   timeout ${TOPK_TIMEOUT:-120} $PY bench/experiments/topk_paths.py 2>&1 | tee "$OUT/topk_paths.txt" | tail -n 8
   for I in ${TOPK_NCU:-0 3}; do
-    TOPK_ONLY=$I timeout ${NCU_TIMEOUT:-90} ncu --kernel-name regex:topk --launch-skip 2 --launch-count 2 \
-      --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
-      --section MemoryWorkloadAnalysis --section SchedulerStats $PY bench/experiments/topk_paths.py 2>&1 \
-      | tee "$OUT/topk_ncu_$I.txt" | grep -E "topk_|Duration|DRAM Throughput|Achieved Occupancy|Registers|Stall" \
-      | head -n 30
+    TOPK_ONLY=$I profile_ncu "topk_ncu_$I.txt" topk 2 2 bench/experiments/topk_paths.py
   done
   pack
 fi
@@ -397,12 +403,7 @@ if [ "$PART" = q4cfg ]; then
   timeout ${Q4_TIMEOUT:-240} $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/gemv_q4_configs.txt" | tail -n 40
   pack
   for I in ${Q4_NCU:-}; do  # configuration indices of the first shape (gemv_q4_configs.txt) under Nsight Compute
-    Q4_ONLY=$I timeout ${NCU_TIMEOUT:-90} ncu --kernel-name regex:gemv_q --launch-skip 2 --launch-count 1 \
-      --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
-      --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats \
-      $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/q4_ncu_$I.txt" \
-      | grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers|Stall|Executed Ipc|Issue" \
-      | head -n 24
+    Q4_ONLY=$I profile_ncu "q4_ncu_$I.txt" gemv_q 2 1 bench/experiments/gemv_q4_configs.py
   done
   pack
 fi
@@ -438,10 +439,7 @@ if [ "$PART" = decodencu ]; then
   # configurations in DECODE_NCU (indices; default the first two) under Nsight Compute: throughput, stalls, occupancy
   timeout ${DECODE_TIMEOUT:-120} $PY bench/experiments/decode_ncu.py 2>&1 | tee "$OUT/decode_configs.txt" | tail -n 14
   for I in ${DECODE_NCU:-0 1}; do
-    DECODE_ONLY=$I timeout ${NCU_TIMEOUT:-90} ncu --kernel-name regex:attn_decode_split --launch-skip 2 --launch-count 1 \
-      --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
-      --section MemoryWorkloadAnalysis --section SchedulerStats $PY bench/experiments/decode_ncu.py 2>&1 \
-      | tee "$OUT/decode_ncu_$I.txt" | grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers|Stall|Warp Cycles" | head -n 20
+    DECODE_ONLY=$I profile_ncu "decode_ncu_$I.txt" attn_decode_split 2 1 bench/experiments/decode_ncu.py
   done
   pack
 fi

@@ -92,24 +92,26 @@ def test_warp_configurations(backend, bits, group, dtype, rng):
 def test_mma_configurations(backend, group, dtype, rng):
     """Every gemv_q4_mma configuration CUDA may time, forced: K = 1408 (11 slabs: WARPS SIMD groups of 3 or 2 slabs,
     some idle at 8, steps of U and a tail), 37 rows (the last block shifted back: 21..36 or 5..36), 16 (one block)
-    and 70 (64-row blocks: 6..69), on every backend (mma_q4's scalar fallback off NVIDIA)."""
+    and 70 (64-row blocks: 6..69), direct loads and 2- to 4-stage async copies (groups 32 and 64), on every backend
+    (mma_q4's scalar fallback off NVIDIA)."""
     for n in (37, 16, 70):
         p, s, b, x = _case(rng, n, 1408, 4, group, dtype)
-        for nt, warps, u in QV_MMA.TUNING["cuda"]:
-            if 16 * nt > n:
+        for nt, warps, u, ns in QV_MMA.TUNING["cuda"]:
+            if 16 * nt > n or (ns and group > 64):
                 continue
-            cfg = {"PATH": "mma", "NT": nt, "WARPS": warps, "U": u}
+            cfg = {"PATH": "mma", "NT": nt, "WARPS": warps, "U": u, "NS": ns}
             assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
 
 
 def test_mma_configuration_outside_its_shapes_is_refused(rng):
     """A forced gemv_q4_mma configuration checks what it needs: 4 bits, f16/bf16, K a multiple of 128, 16 NT rows."""
-    for n, k, bits, dtype, nt in ((40, 1408, 8, "f16", 1), (40, 1408, 4, "f32", 1), (40, 1344, 4, "f16", 1),
-                                  (40, 1408, 4, "bf16", 4)):
-        p, s, b, x = _case(rng, n, k, bits, 64, dtype)
+    for n, k, bits, dtype, nt, group, ns in ((40, 1408, 8, "f16", 1, 64, 0), (40, 1408, 4, "f32", 1, 64, 0),
+                                             (40, 1344, 4, "f16", 1, 64, 0), (40, 1408, 4, "bf16", 4, 64, 0),
+                                             (40, 1408, 4, "bf16", 1, 128, 2)):
+        p, s, b, x = _case(rng, n, k, bits, group, dtype)
         with pytest.raises(ValueError, match="needs 4 bits"):
-            QV.launch_gemv_q(p, s, b, x, np.zeros(n, x.dtype), bits, 64, "cpu",
-                             config={"PATH": "mma", "NT": nt, "WARPS": 4, "U": 2})
+            QV.launch_gemv_q(p, s, b, x, np.zeros(n, x.dtype), bits, group, "cpu",
+                             config={"PATH": "mma", "NT": nt, "WARPS": 4, "U": 2, "NS": ns})
 
 
 @pytest.mark.parametrize("width", [8, 64])
@@ -137,7 +139,9 @@ def test_choice_on_each_kind_of_backend():
     assert all(c["PATH"] == "group" for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="group"))
     assert QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="group")[0]["PATH"] == "group"
     mma = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, dtype="bf16")[len(cuda):]
-    assert [(c["NT"], c["WARPS"], c["U"]) for c in mma] == QV_MMA.TUNING["cuda"] and mma[0]["PATH"] == "mma"
+    assert [(c["NT"], c["WARPS"], c["U"], c["NS"]) for c in mma] == QV_MMA.TUNING["cuda"] and mma[0]["PATH"] == "mma"
+    staged = [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 128, 2, dtype="bf16") if c["PATH"] == "mma"]
+    assert staged and all(c["NS"] == 0 for c in staged)  # a group of 128: a slab's scale is 2 bytes, no async copy
     assert not [c for c in QV.gemv_q_configs("vulkan", 16384, 16384, 4, 64, 2, dtype="bf16") if c["PATH"] == "mma"]
     assert not [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 8, 64, 2, dtype="bf16") if c["PATH"] == "mma"]
     assert len(QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="mma", dtype="f16")) == 1
@@ -173,7 +177,8 @@ def _source(cfg, bits, group, dtype):
     dt = getattr(iron, dtype)
     if cfg["PATH"] == "mma":
         return "gemv_q4_mma", QV_MMA.gemv_q4_mma.source("cuda", dtype=dt, GROUP=group, NT=cfg["NT"],
-                                                        WARPS=cfg["WARPS"], U=cfg["U"], NG=256, XV=8)
+                                                        WARPS=cfg["WARPS"], U=cfg["U"], NG=256, XV=8,
+                                                        NS=cfg["NS"])
     if cfg["PATH"] == "group":
         return "gemv_q", QV.gemv_q.source("cuda", dtype=dt, BITS=bits, GROUP=group, BLOCK=cfg["BLOCK"],
                                           ROWS=cfg["ROWS"], UNROLL=cfg["UNROLL"], XV=16 // itemsize)

@@ -79,7 +79,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from . import quant as Q
-from .quant_gemv_mma import launch_q4_mma, mma_configs, mma_ok
+from .quant_gemv_mma import config_fits, launch_q4_mma, mma_configs
 from .softmax import dtype_label
 
 #: iron build's defaults (valid for every dtype)
@@ -413,7 +413,7 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
         cfg = {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns if async_ok else 0}
         if cfg not in warp_cfgs:
             warp_cfgs.append(cfg)
-    mma_cfgs = mma_configs(backend, nrows, ncols, bits, dtype, forced=path == "mma")
+    mma_cfgs = mma_configs(backend, nrows, ncols, bits, dtype, group, forced=path == "mma")
     if path == "group":
         return group_cfgs
     if path == "warp":
@@ -454,9 +454,10 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
 
     if config is not None:
         cfg = dict(config)
-        if cfg.get("PATH") == "mma" and not (mma_ok(nrows, ncols, bits, dtype_label(x)) and nrows >= 16 * cfg["NT"]):
-            raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128 and >= {16 * cfg['NT']} "
-                             f"rows; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}")
+        if cfg.get("PATH") == "mma" and not config_fits(cfg, nrows, ncols, bits, dtype_label(x), group):
+            raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128, >= {16 * cfg['NT']} rows "
+                             f"and (staged) a group of 32 or 64; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}, "
+                             f"group {group}")
         if cfg.get("PATH") == "warp" and cfg["NS"] and (ncols // group) % max(4 // itemsize, 1):
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
                              f"{x.dtype} scales do not align; use NS = 0")

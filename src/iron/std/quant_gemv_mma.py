@@ -14,18 +14,24 @@ group sums of x, which a group computes once into shared memory (``NG`` slots).
 
 A group of ``WARPS`` SIMD groups owns a block of 16 NT rows and splits its K slabs into WARPS contiguous ranges, one
 per SIMD group (so a 4096-row matrix still gives the GPU 1024 SIMD groups); each SIMD group issues ``U`` slabs'
-``mma_q4`` per step (their 16-byte loads in flight together), then stores row 0 of its accumulator and its bias
-partials in shared memory; after a barrier the first SIMD group adds the WARPS parts and writes y. The last block
-is shifted back to end at row N (N >= 16 NT), its rows that the block before it already wrote left unwritten.
+``mma_q4`` per step (their 16-byte loads in flight together, as far as ptxas schedules them so), or, with ``NS`` >=
+2, stages each slab's words, x and scales into shared memory by async copies (cp.async) NS - 1 slabs ahead and runs
+``mma_q4`` on the staged copy (one barrier a slab: the lanes read what others copied); then it stores row 0 of its
+accumulator and its bias partials in shared memory; after a barrier the first SIMD group adds the WARPS parts and
+writes y. The last block is shifted back to end at row N (N >= 16 NT), its rows that the block before it already
+wrote left unwritten.
 The rounding of each code times its scale to T is the one torch's dequantize-then-mv makes; on other targets
 ``mma_q4`` is the scalar fallback (correct, slow): the launcher times this path on CUDA only.
 """
 
 from __future__ import annotations
 
-from ..frontend import kernel
+from ..frontend import func, kernel
 from ..lang import (
     Tensor,
+    async_commit,
+    async_copy,
+    async_wait,
     barrier,
     cast,
     constexpr,
@@ -54,19 +60,39 @@ WARPS = 4
 U = 4
 NG = 256
 XV = 8
+NS = 0
 #: (NT, WARPS, U) that CUDA's autotuning times: 16, 32 or 64 rows per SIMD group, 4 or 8 SIMD groups splitting K,
 #: 1 to 4 slabs a step. At 16384 rows (sm_90 registers from NVRTC): NT 2 WARPS 4 is 512 groups of 108 registers, one
 #: wave at 4 groups an SM; NT 4 (144 registers at U 2) 256 groups, one wave of 8-12 SIMD groups an SM, each with 4 KiB
 #: of words a slab; NT 1 makes 1024 groups, 1.3 waves at 6 an SM, better for fewer rows (4096: 256 groups)
-TUNING = {"cuda": [(2, 4, 2), (1, 4, 4), (4, 4, 2), (2, 8, 2), (1, 8, 2), (4, 8, 1), (1, 4, 2), (2, 4, 4)]}
+#: (NT, WARPS, U, NS): NS >= 2 stages each slab's words, x and scales by async copies NS - 1 slabs ahead (groups
+#: of 32 and 64 only: a slab's scales must be 4 or 8 bytes), whatever order ptxas gives the direct loads; shared
+#: memory WARPS NS (64 ROWS + 256 + 2 ROWS 128 / GROUP) bytes, kept under 48 KiB (every backend's limit)
+TUNING = {"cuda": [(2, 4, 2, 0), (1, 4, 4, 0), (4, 4, 2, 0), (2, 8, 2, 0), (1, 8, 2, 0), (4, 8, 1, 0), (1, 4, 2, 0),
+                   (2, 4, 4, 0), (2, 4, 1, 3), (1, 4, 1, 4), (4, 4, 1, 2), (2, 8, 1, 2)]}
+
+
+@func
+def copy_slab(w, x, scales, sw, sx, ss, st, j, wb, sb, ldw, ng, ROWS, SPS, GROUP):
+    """Start this SIMD group's async copies of slab j (its ROWS rows' 16 words, x's 128 elements, the rows' SPS
+    scales) into stage st of the shared rings sw, sx, ss."""
+    S = simd_size()
+    for p in range(simd_lane(), ROWS * 4, S):
+        r = p // 4
+        async_copy(sw, (st * ROWS + r) * 16 + (p % 4) * 4, w, wb + r * ldw + 16 * j + (p % 4) * 4, 4)
+    for p in range(simd_lane(), 16, S):
+        async_copy(sx, st * 128 + p * 8, x, 128 * j + p * 8, 8)
+    for r in range(simd_lane(), ROWS, S):
+        async_copy(ss, (st * ROWS + r) * SPS, scales, sb + r * ng + 128 * j // GROUP, SPS)
 
 
 @kernel
 def gemv_q4_mma(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H], y: Tensor[H], nrows: int,
                 ncols: int, GROUP: constexpr, NT: constexpr, WARPS: constexpr, U: constexpr, NG: constexpr,
-                XV: constexpr):
+                XV: constexpr, NS: constexpr):
     """y = W x for a 4-bit W (module docstring). Launch ceil(nrows / (16 NT)) groups of WARPS SIMD groups (any
-    number of groups: they stride over the blocks); NG >= ncols / GROUP; XV: x elements per 16-byte load."""
+    number of groups: they stride over the blocks); NG >= ncols / GROUP; XV: x elements per 16-byte load (8: the
+    staged copies move x 8 at a time); NS >= 2 (GROUP 32 or 64): the slabs staged by async copies in NS stages."""
     S = simd_size()
     ROWS = 16 * NT
     ldw = ncols // 8
@@ -75,6 +101,10 @@ def gemv_q4_mma(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[
     xsum = shared(f32, NG)  # sum of x over each quantization group
     part = shared(f32, WARPS * ROWS)  # row 0 of each SIMD group's accumulator
     bpart = shared(f32, WARPS * ROWS)  # each SIMD group's bias partials
+    SPS = max(1, 128 // GROUP)  # scales a row per slab
+    sw = shared(u32, max(WARPS * NS * ROWS * 16, 1))  # NS = 0: none used
+    sx = shared(H, max(WARPS * NS * 128, 1))
+    ss = shared(H, max(WARPS * NS * ROWS * SPS, 1))
     for g in range(local_id(0), ng, WARPS * S):
         t = 0.0
         for c in range(GROUP // XV):
@@ -95,13 +125,32 @@ def gemv_q4_mma(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[
         wb = row0 * ldw
         sb = row0 * ng
         acc = frag_acc(1, NT)
-        steps = (s1 - s0) // U
-        for i in range(steps):
-            for u in static_range(U):
-                j = s0 + i * U + u
+        if NS == 0:
+            steps = (s1 - s0) // U
+            for i in range(steps):
+                for u in static_range(U):
+                    j = s0 + i * U + u
+                    acc = mma_q4(x, 128 * j, 0, w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, acc, GROUP)
+            for j in range(s0 + steps * U, s1):
                 acc = mma_q4(x, 128 * j, 0, w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, acc, GROUP)
-        for j in range(s0 + steps * U, s1):
-            acc = mma_q4(x, 128 * j, 0, w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, acc, GROUP)
+        else:
+            # every SIMD group takes `per` steps (one barrier each, after the wait: the stage refilled below was
+            # read one step ago by all), computing only its own slabs
+            ring = simd_group() * NS
+            for i in static_range(NS - 1):
+                if s0 + i < s1:
+                    copy_slab(w, x, scales, sw, sx, ss, ring + i, s0 + i, wb, sb, ldw, ng, ROWS, SPS, GROUP)
+                async_commit()
+            for i in range(per):
+                async_wait(NS - 2)
+                barrier()
+                if s0 + i + NS - 1 < s1:
+                    copy_slab(w, x, scales, sw, sx, ss, ring + (i + NS - 1) % NS, s0 + i + NS - 1, wb, sb, ldw, ng,
+                              ROWS, SPS, GROUP)
+                async_commit()
+                if s0 + i < s1:
+                    st = ring + i % NS
+                    acc = mma_q4(sx, st * 128, 0, sw, st * ROWS * 16, 16, ss, st * ROWS * SPS, SPS, acc, GROUP)
         frag_store(part, simd_group() * ROWS, ROWS, acc, 1, ROWS)
         # bias partials: lane l takes row l % ROWS, groups g0 + l // ROWS, ... (S // ROWS lanes a row, at least 1)
         if S >= ROWS:
@@ -135,20 +184,27 @@ def mma_ok(nrows: int, ncols: int, bits: int, dtype: str) -> bool:
     return bits == 4 and dtype in ("f16", "bf16") and ncols % 128 == 0 and nrows >= 16
 
 
-def mma_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, forced: bool = False) -> list[dict]:
-    """The configurations the launcher times: CUDA's table (NVIDIA's spelling of mma_q4) where the shape fits;
-    ``forced`` (path "mma"): the first that fits, on any backend (elsewhere mma_q4 is the scalar fallback)."""
+def mma_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, group: int = 64,
+                forced: bool = False) -> list[dict]:
+    """The configurations the launcher times: CUDA's table (NVIDIA's spelling of mma_q4) where the shape fits (the
+    staged ones, NS >= 2, for groups of 32 and 64); ``forced`` (path "mma"): the first that fits, on any backend
+    (elsewhere mma_q4 is the scalar fallback)."""
     if not mma_ok(nrows, ncols, bits, dtype):
         if forced:
             raise ValueError(f"gemv_q: the mma path needs 4 bits, f16/bf16, K a multiple of 128 and >= 16 rows; got "
                              f"{bits} bits, {dtype}, {nrows} x {ncols}")
         return []
-    rows = [c for c in TUNING["cuda"] if 16 * c[0] <= nrows]
     if backend != "cuda" and not forced:
         return []
+    rows = [c for c in TUNING["cuda"] if 16 * c[0] <= nrows and (c[3] == 0 or group <= 64)]
     if forced and backend != "cuda":
         rows = rows[:1]
-    return [{"PATH": "mma", "NT": nt, "WARPS": warps, "U": u} for nt, warps, u in rows]
+    return [{"PATH": "mma", "NT": nt, "WARPS": warps, "U": u, "NS": ns} for nt, warps, u, ns in rows]
+
+
+def config_fits(cfg: dict, nrows: int, ncols: int, bits: int, dtype: str, group: int) -> bool:
+    """Whether a forced configuration can run this matrix."""
+    return mma_ok(nrows, ncols, bits, dtype) and nrows >= 16 * cfg["NT"] and (cfg.get("NS", 0) == 0 or group <= 64)
 
 
 def launch_q4_mma(w, scales, biases, x, y, group: int, cfg: dict, width: int, backend: str | None) -> None:
@@ -159,4 +215,5 @@ def launch_q4_mma(w, scales, biases, x, y, group: int, cfg: dict, width: int, ba
     groups = -(-nrows // (16 * cfg["NT"]))
     threads = cfg["WARPS"] * width
     gemv_q4_mma[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, cfg["NT"], cfg["WARPS"],
-                                           cfg["U"], slots, 16 // x.dtype.itemsize, backend=backend)
+                                           cfg["U"], slots, 16 // x.dtype.itemsize, cfg.get("NS", 0),
+                                           backend=backend)

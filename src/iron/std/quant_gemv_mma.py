@@ -67,9 +67,10 @@ NS = 0
 #: of words a slab; NT 1 makes 1024 groups, 1.3 waves at 6 an SM, better for fewer rows (4096: 256 groups)
 #: (NT, WARPS, U, NS): NS >= 2 stages each slab's words, x and scales by async copies NS - 1 slabs ahead (groups
 #: of 32 and 64 only: a slab's scales must be 4 or 8 bytes), whatever order ptxas gives the direct loads; shared
-#: memory WARPS NS (64 ROWS + 256 + 2 ROWS 128 / GROUP) bytes, kept under 48 KiB (every backend's limit)
+#: memory WARPS NS (64 ROWS + 256 + 2 ROWS 128 / GROUP) bytes, kept under 32 KiB with the rest (every backend's
+#: limit: lavapipe and Metal give a group 32 KiB)
 TUNING = {"cuda": [(2, 4, 2, 0), (1, 4, 4, 0), (4, 4, 2, 0), (2, 8, 2, 0), (1, 8, 2, 0), (4, 8, 1, 0), (1, 4, 2, 0),
-                   (2, 4, 4, 0), (2, 4, 1, 3), (1, 4, 1, 4), (4, 4, 1, 2), (2, 8, 1, 2)]}
+                   (2, 4, 4, 0), (2, 4, 1, 2), (1, 4, 1, 4), (1, 8, 1, 2), (4, 2, 1, 2)]}
 
 
 @func

@@ -26,17 +26,17 @@ group = int(os.environ.get("Q4_GROUP", "64"))
 flush = get_backend("cuda").l2_flush
 rng = np.random.default_rng(0)
 
-for n, k in shapes:
+
+
+def measure(n: int, k: int) -> None:
+    """Every configuration at (n, k), then torch's dequantize + mv (or, with Q4_ONLY, one configuration 4 times)."""
     p, s, b = Q.quantize(rng.standard_normal((n, k)) / np.sqrt(k), 4, group, np.float16)
-    s, b = s.astype(np.float32), b.astype(np.float32)
-    x = (rng.standard_normal(k)).astype(np.float32)
-    dev = {"w": torch.from_numpy(p).cuda(), "scales": torch.from_numpy(s).to("cuda", torch.bfloat16),
-           "biases": torch.from_numpy(b).to("cuda", torch.bfloat16), "x": torch.from_numpy(x).to("cuda", torch.bfloat16)}
+    x = rng.standard_normal(k).astype(np.float32)
+    dev = {"w": torch.from_numpy(p).cuda(), "x": torch.from_numpy(x).to("cuda", torch.bfloat16),
+           "scales": torch.from_numpy(s.astype(np.float32)).to("cuda", torch.bfloat16),
+           "biases": torch.from_numpy(b.astype(np.float32)).to("cuda", torch.bfloat16)}
     y = torch.empty(n, dtype=torch.bfloat16, device="cuda")
-    want = Q.dequantize(p, dev["scales"].float().cpu().numpy(), dev["biases"].float().cpu().numpy(), 4, group) \
-        @ dev["x"].float().cpu().numpy().astype(np.float64)
     configs = QV.gemv_q_configs("cuda", n, k, 4, group, 2, dtype="bf16")
-    nbytes = n * k // 2
 
     def run(cfg):
         QV.launch_gemv_q(dev["w"], dev["scales"], dev["biases"], dev["x"], y, 4, group, "cuda", config=cfg)
@@ -45,7 +45,10 @@ for n, k in shapes:
         for _ in range(4):
             run(configs[int(only)])
         torch.cuda.synchronize()
-        sys.exit(0)
+        return
+    want = Q.dequantize(p, dev["scales"].float().cpu().numpy(), dev["biases"].float().cpu().numpy(), 4, group) \
+        @ dev["x"].float().cpu().numpy().astype(np.float64)
+    nbytes = n * k // 2
     for i, cfg in enumerate(configs):
         y.fill_(float("nan"))
         run(cfg)
@@ -54,7 +57,11 @@ for n, k in shapes:
         us = event_seconds(lambda cfg=cfg: run(cfg), 10, before=flush) * 1e6
         print(f"q4 {n}x{k} config {i}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, rel err {err:.2g}: {cfg}")
     deq = Q.torch_dequantize(dev["w"], dev["scales"], dev["biases"], 4, group)
-    us = event_seconds(lambda: torch.mv(Q.torch_dequantize(dev["w"], dev["scales"], dev["biases"], 4, group),
-                                        dev["x"]), 10, before=flush) * 1e6
+    both = event_seconds(lambda: torch.mv(Q.torch_dequantize(dev["w"], dev["scales"], dev["biases"], 4, group),
+                                          dev["x"]), 10, before=flush) * 1e6
     mv = event_seconds(lambda: torch.mv(deq, dev["x"]), 10, before=flush) * 1e6
-    print(f"q4 {n}x{k} torch dequantize + mv: {us:.1f} us; mv alone on the dequantized bf16: {mv:.1f} us")
+    print(f"q4 {n}x{k} torch dequantize + mv: {both:.1f} us; mv alone on the dequantized bf16: {mv:.1f} us")
+
+
+for n, k in shapes[:1] if only is not None else shapes:
+    measure(n, k)

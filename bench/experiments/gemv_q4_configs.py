@@ -23,9 +23,8 @@ shapes = [tuple(int(v) for v in s.split(",")) for s in os.environ.get(
     "Q4_SHAPES", "16384,16384;4096,4096;14336,4096").split(";")]
 only = os.environ.get("Q4_ONLY")
 group = int(os.environ.get("Q4_GROUP", "64"))
-flush = get_backend("cuda").l2_flush
+flush = get_backend("cuda").l2_flush()  # the function that queues the eviction
 rng = np.random.default_rng(0)
-
 
 
 def measure(n: int, k: int) -> None:

@@ -22,7 +22,7 @@ x = torch.randn(rows, cols, device="cuda").to(torch.bfloat16)
 values = torch.empty(rows, k, dtype=torch.bfloat16, device="cuda")
 indices = torch.empty(rows, k, dtype=torch.int32, device="cuda")
 paths = K.PATH_TUNING["cuda"]
-flush = get_backend("cuda").l2_flush
+flush = get_backend("cuda").l2_flush()  # the function that queues the eviction
 
 
 def run(path, ept):

@@ -261,14 +261,19 @@ PATHS = ("coalesced", "per_thread", "staged", "mma")
 #: An "mma" entry is (path, 0, BN positions a tile, STAGES, CHUNK factor), one SIMD group a group; it applies to
 #: f16/bf16 with G <= 16 only (``mma_config``). At bf16 D 128 a group takes 39 KiB of shared memory at (16, 4)
 #: (5 groups an SM), 31 KiB at (16, 3) (7), 22 KiB at (16, 2) (10), 57 KiB at (32, 3) (3). On the H200 (2026-12-05,
-#: bf16 32 x 8192, GPU time) the first seven took 271-288 us, every scalar entry 367 or more. Chunks of 1024 and 2048
-#: (factors 4, 8) leave fewer groups than fit on the GPU at once at that shape (1024 at 2048: one wave, no tail).
+#: bf16 32 x 8192, GPU time) the first seven took 271-288 us, every scalar entry 367 or more. Why the best of them
+#: (16, 2, CHUNK 512: 22 KiB, 10 groups an SM, 1320 at once) still trails SDPA by ~9 %: 4096 groups are 3.1 waves, and
+#: the last 0.1 wave streams with a tenth of the GPU's groups, ~8 KiB in flight each: about a wave's time at a few
+#: TB/s less (a wave streams 262 KiB a group in ~80 us). Longer chunks make one wave or none left over: 2048 (factor
+#: 8: 1024 groups, one wave), 4096 (16: 512 groups, 3 or 4 stages for more bytes in flight each) and the whole cache
+#: (32: one split a sequence and kv head, 256 groups; no partials, the combine returns at once).
 TUNING = {"cuda": (("coalesced", 128, 4, 1, 1), ("coalesced", 128, 8, 1, 1), ("coalesced", 128, 4, 2, 1),
                    ("coalesced", 128, 4, 1, 2), ("coalesced", 256, 4, 1, 2), ("per_thread", 128, 8, 1, 1),
                    ("staged", 128, 16, 3, 1), ("staged", 128, 32, 2, 1), ("staged", 256, 16, 4, 2),
                    ("mma", 0, 16, 4, 1), ("mma", 0, 16, 2, 1), ("mma", 0, 32, 3, 1), ("mma", 0, 16, 4, 2),
                    ("mma", 0, 32, 2, 2), ("mma", 0, 16, 2, 2), ("mma", 0, 16, 3, 1), ("mma", 0, 16, 2, 4),
-                   ("mma", 0, 16, 2, 8), ("mma", 0, 16, 3, 8))}
+                   ("mma", 0, 16, 2, 8), ("mma", 0, 16, 3, 8), ("mma", 0, 16, 3, 16), ("mma", 0, 16, 4, 16),
+                   ("mma", 0, 16, 4, 32), ("mma", 0, 32, 3, 32))}
 #: the shared memory per group the staged kernel's configurations may take: 32 KiB (Metal, lavapipe: runs
 #: everywhere) except on CUDA, where 48 KiB is what a group gets without opting in
 SHARED_LIMIT = {"cuda": 48 * 1024}

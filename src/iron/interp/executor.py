@@ -20,7 +20,7 @@ from ..errors import ExecutionError, LaunchError
 from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Block, Kernel, Op, Value
-from . import matrix, memory, shared_sizes, warpgroup
+from . import memory, shared_sizes, warpgroup
 from .frag_elementwise import elementwise_step
 from .semantics import const_array, pure_fn
 from .threads import (
@@ -38,7 +38,7 @@ from .threads import (
     simd_scan,
     simd_vote,
 )
-from .tile_steps import async_step, tile_step, vcopy_step, warpgroup_step
+from .tile_steps import async_step, matrix_step, tile_step, vcopy_step
 
 Step = Callable[[Mask], Mask]
 Steps = tuple[tuple[Step, Op], ...]
@@ -302,62 +302,6 @@ def _memory(ex: _Executor, op: Op) -> Step:
     return atomic
 
 
-def _matrix(ex: _Executor, op: Op) -> Step:
-    env, geom, code = ex.env, ex.geom, op.opcode
-    slots = [ex._slot(v) for v in op.operands]
-    if code == "frag_zero":
-        ty, out = op.result.type, ex._slot(op.result)
-        zeros = np.zeros((1, ty.rows, ty.cols), np.float32)  # broadcasts over the threads like other fragments
-
-        def zero(mask: Mask) -> Mask:
-            env[out] = zeros
-            return mask
-
-        return zero
-    if code in O.WARPGROUP:
-        return warpgroup_step(ex, op)
-    if code == "mma":
-        out = ex._slot(op.result)
-
-        def mma(mask: Mask) -> Mask:
-            ex.wg.check_ready(slots, "mma", mask, geom.n)
-            matrix.whole_groups(geom, "mma", mask)
-            a, b, c = (env[s] for s in slots)
-            env[out] = matrix.mma(a, b, c)  # every thread, as pure ops are: inactive lanes are never read
-            return mask
-
-        return mma
-    if code == "mma_q4":
-        out, group, elem = ex._slot(op.result), op.attrs["group"], op.operands[0].type.elem
-        targets = tuple(ex.targets[op.operands[i].uid] for i in (0, 3, 6))
-
-        def mma_q4(mask: Mask) -> Mask:
-            ex.wg.check_ready(slots[9:], "mma_q4", mask, geom.n)
-            idx = [env[slots[i]] for i in (1, 2, 4, 5, 7, 8)]
-            env[out] = matrix.mma_q4(targets, geom, idx, env[slots[9]], group, elem, mask)
-            return mask
-
-        return mma_q4
-    target = ex.targets[op.operands[0].uid]
-    if code == "frag_load":
-        out, ty, trans = ex._slot(op.result), op.result.type, op.attrs.get("trans", False)
-
-        def frag_load(mask: Mask) -> Mask:
-            env[out] = matrix.frag_load(target, geom, env[slots[1]], env[slots[2]], ty, trans, mask)
-            return mask
-
-        return frag_load
-    elem = op.operands[0].type.elem
-
-    def frag_store(mask: Mask) -> Mask:
-        ex.wg.check_ready(slots[3:4], "frag_store", mask, geom.n)
-        valid = (env[slots[4]], env[slots[5]])
-        matrix.frag_store(target, geom, env[slots[1]], env[slots[2]], env[slots[3]], elem, valid, mask)
-        return mask
-
-    return frag_store
-
-
 def blend(mask: Mask, new: np.ndarray, old: np.ndarray) -> np.ndarray:
     """``new`` for the active threads, ``old`` elsewhere, for values with extra (fragment) dimensions too."""
     if mask is None:
@@ -592,7 +536,7 @@ _COMPILERS: dict[str, Callable[[_Executor, Op], Step]] = {
     "tile_load": tile_step,
     "tile_commit": tile_step,
     "tile_wait": tile_step,
-    **{code: _matrix for code in O.MATRIX},
+    **{code: matrix_step for code in O.MATRIX},
     **{code: elementwise_step for code in O.FRAG_LAYOUT},
     **{code: _simd for code in O.SIMD_REDUCE | O.SIMD_EXCHANGE | O.SIMD_VOTE | O.SIMD_SCAN},
     "barrier": _barrier,

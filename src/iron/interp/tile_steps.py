@@ -1,14 +1,18 @@
 """Step compilers of the tile-level constructs for the interpreter's executor (``executor._COMPILERS``): vector
-copies, asynchronous copies and warpgroup_mma / warpgroup_wait (semantics in ``memory.py`` and ``warpgroup.py``)."""
+copies, asynchronous copies, matrix fragments and warpgroup_mma / warpgroup_wait (semantics in ``memory.py``,
+``matrix.py`` and ``warpgroup.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from ..ir import ops as O
 from ..ir import types as t
 from ..ir.core import Op
-from . import memory, warpgroup
+from . import matrix, memory, warpgroup
 from .threads import Mask
 from .tile_copies import TileCopies
 
@@ -89,3 +93,60 @@ def vcopy_step(ex: Any, op: Op) -> Step:
         return mask
 
     return vcopy
+
+
+def matrix_step(ex: Any, op: Op) -> Step:
+    """The matrix fragment ops but the element-wise ones (``interp/matrix.py``; warpgroup ops: ``warpgroup_step``)."""
+    env, geom, code = ex.env, ex.geom, op.opcode
+    slots = [ex._slot(v) for v in op.operands]
+    if code == "frag_zero":
+        ty, out = op.result.type, ex._slot(op.result)
+        zeros = np.zeros((1, ty.rows, ty.cols), np.float32)  # broadcasts over the threads like other fragments
+
+        def zero(mask: Mask) -> Mask:
+            env[out] = zeros
+            return mask
+
+        return zero
+    if code in O.WARPGROUP:
+        return warpgroup_step(ex, op)
+    if code == "mma":
+        out = ex._slot(op.result)
+
+        def mma(mask: Mask) -> Mask:
+            ex.wg.check_ready(slots, "mma", mask, geom.n)
+            matrix.whole_groups(geom, "mma", mask)
+            a, b, c = (env[s] for s in slots)
+            env[out] = matrix.mma(a, b, c)  # every thread, as pure ops are: inactive lanes are never read
+            return mask
+
+        return mma
+    if code == "mma_q4":
+        out, group, elem = ex._slot(op.result), op.attrs["group"], op.operands[0].type.elem
+        targets = tuple(ex.targets[op.operands[i].uid] for i in (0, 3, 6))
+
+        def mma_q4(mask: Mask) -> Mask:
+            ex.wg.check_ready(slots[9:], "mma_q4", mask, geom.n)
+            idx = [env[slots[i]] for i in (1, 2, 4, 5, 7, 8)]
+            env[out] = matrix.mma_q4(targets, geom, idx, env[slots[9]], group, elem, mask)
+            return mask
+
+        return mma_q4
+    target = ex.targets[op.operands[0].uid]
+    if code == "frag_load":
+        out, ty, trans = ex._slot(op.result), op.result.type, op.attrs.get("trans", False)
+
+        def frag_load(mask: Mask) -> Mask:
+            env[out] = matrix.frag_load(target, geom, env[slots[1]], env[slots[2]], ty, trans, mask)
+            return mask
+
+        return frag_load
+    elem = op.operands[0].type.elem
+
+    def frag_store(mask: Mask) -> Mask:
+        ex.wg.check_ready(slots[3:4], "frag_store", mask, geom.n)
+        valid = (env[slots[4]], env[slots[5]])
+        matrix.frag_store(target, geom, env[slots[1]], env[slots[2]], env[slots[3]], elem, valid, mask)
+        return mask
+
+    return frag_store

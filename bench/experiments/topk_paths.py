@@ -49,3 +49,10 @@ for i, (path, ept) in enumerate(paths):
     print(f"topk path {i} {path} EPT {ept}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s, equal to torch.topk: {same}")
 us = event_seconds(lambda: torch.topk(x, k, dim=1, sorted=True), 20, before=flush) * 1e6
 print(f"torch.topk: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s")
+# the floors this method puts under any kernel at this shape: a one-block kernel (the launch as events see it) and
+# torch's max over the last axis (every logit read once, 32 values written)
+tiny = torch.empty(1, device="cuda")
+us = event_seconds(lambda: tiny.zero_(), 20, before=flush) * 1e6
+print(f"floor, a one-element kernel: {us:.1f} us")
+us = event_seconds(lambda: torch.amax(x, dim=1), 20, before=flush) * 1e6
+print(f"floor, torch.amax over the rows: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s")

@@ -90,6 +90,8 @@
 #                                 barrier kind and batch size) and vk_silu_variants.py (what OpFDiv costs) on Vulkan,
 #                                 the latter on CUDA beside it; vk_fdiv_contract.py (OpFDiv without NoContraction)
 #   scripts/gpu_check.sh vfdiv   vdiag's vk_fdiv_contract.py alone
+#   scripts/gpu_check.sh vsilu   issue 16 (carry .gl/.whl): vk_silu_variants.py on Vulkan with and without
+#                                 SignedZeroInfNanPreserve, and on CUDA (silu without OpFDiv: rsqrt + Newton)
 #   scripts/gpu_check.sh cm2     issue 14: bench/experiments/vk_coopmat2_gemm.py (VK_NV_cooperative_matrix2 GEMM)
 #   scripts/gpu_check.sh gemmf32 issue 14: iron bench of std/gemm/gemm_f32 on CUDA (every tuning candidate timed)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
@@ -130,7 +132,7 @@ for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = vsilu ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { [ "$PART" = pytest ] && [ -d .gl ]; } || \
    { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
@@ -557,6 +559,14 @@ if [ "$PART" = vdiag ]; then
   done
   IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_fdiv_contract.py "$OUT/vk_fdiv_contract.json" 2>&1 \
     | tee "$OUT/vk_fdiv_contract.txt" | tail -n 4
+  pack
+fi
+if [ "$PART" = vsilu ]; then  # silu's division on Vulkan: the float-controls mode, a division-free form
+  for V in vulkan:1 vulkan:0 cuda:1; do
+    B=${V%:*}; I=${V#*:}
+    VK_SILU_IEEE=$I IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_silu_variants.py $B \
+      "$OUT/silu_variants_${B}_ieee$I.json" 2>&1 | tee "$OUT/silu_variants_${B}_ieee$I.txt" | tail -n 8
+  done
   pack
 fi
 if [ "$PART" = vfdiv ]; then  # vdiag's last experiment alone

@@ -28,6 +28,8 @@ flush = get_backend("cuda").l2_flush()  # the function that queues the eviction
 def run(path, ept):
     if path == "rounds":
         K.launch_rounds(x, values, indices, k, "cuda")
+    elif path == "filter":
+        K.launch_filter(x, values, indices, k, "cuda", ept)
     else:
         K.launch_radix(x, values, indices, k, "cuda", ept, one=path == "radix1")
 

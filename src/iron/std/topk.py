@@ -74,6 +74,7 @@ from ..runtime import get_backend
 from ..runtime.device_array import Array, empty
 from .reductions import counters, counters_guard
 from .softmax import chunk_span, dtype_label
+from .topk_filter import MAX_LISTS, topk_filter_one, topk_filter_one_f32
 from .topk_radix import (
     KEY_PASSES,
     MAX_K,
@@ -340,14 +341,44 @@ def launch_radix(x: Any, values: Any, indices: Any, k: int, backend: str | None 
     return p
 
 
+def filter_fits(ncols: int, k: int, itemsize: int) -> bool:
+    """Whether the filter path takes rows of ncols (at most MAX_LISTS chunks at 64 elements a thread)."""
+    return plan_topk(ncols, k, itemsize, 64).chunks <= MAX_LISTS
+
+
+def launch_filter(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
+                  ept: int = ELEMS_PER_THREAD) -> RadixPlan:
+    """The filter path in one launch (``topk_filter_one``, topk_filter.py) at ``ept`` elements a thread or more:
+    doubled (to 64) until the row takes at most MAX_LISTS chunks; longer rows are refused."""
+    rows, ncols = x.shape
+    check_k(k, ncols)
+    p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, ept)
+    while p.chunk.chunks > MAX_LISTS and ept < 64:
+        ept *= 2
+        p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, ept)
+    c = p.chunk
+    if c.chunks > MAX_LISTS:
+        raise ValueError(f"top-k: the filter path takes rows of at most {MAX_LISTS} chunks of {c.block * c.per * c.vec}"
+                         f" elements; a row of {ncols} needs {c.chunks} (the radix paths take any length)")
+    cand_k = scratch(x, (rows * c.chunks * k,), "i32")
+    cand_i = scratch(x, (rows * c.chunks * k,), "i32")
+    kern = topk_filter_one_f32 if _is_f32(indices) else topk_filter_one
+    with counters_guard():
+        kern[rows * c.chunks * c.block, c.block](x, cand_k, cand_i, values, indices, counters(x, rows, backend), ncols,
+                                                 c.chunks, k, c.block, c.vec, c.per, p.passes, backend=backend)
+    return p
+
+
 #: the paths, the default first
 PATHS = {"radix": launch_radix, "rounds": launch_rounds,
-         "radix1": lambda x, values, indices, k, backend=None: launch_radix(x, values, indices, k, backend, one=True)}
+         "radix1": lambda x, values, indices, k, backend=None: launch_radix(x, values, indices, k, backend, one=True),
+         "filter": launch_filter}
 #: what a GPU times on the first launch per shape, keeping the fastest: (path, elements a thread). The radix path
 #: also at 32 a thread: half the groups (512 for 32 x 128256 bf16) and half the merge's candidates, for twice the
 #: keys in registers (77 registers a thread on sm_90 against 64 at 16: 3 groups of 256 per SM instead of 4)
 PATH_TUNING = {be: (("radix", ELEMS_PER_THREAD), ("radix", 32), ("rounds", ELEMS_PER_THREAD),
-                    ("radix1", ELEMS_PER_THREAD), ("radix1", 32)) for be in ("cuda", "hip")}
+                    ("radix1", ELEMS_PER_THREAD), ("radix1", 32), ("filter", ELEMS_PER_THREAD), ("filter", 32))
+               for be in ("cuda", "hip")}
 
 
 def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
@@ -367,10 +398,13 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
     def run(cfg: dict) -> TopkPlan | RadixPlan:
         if cfg["path"] in ("radix", "radix1"):
             return launch_radix(x, values, indices, k, backend, cfg["EPT"], one=cfg["path"] == "radix1")
+        if cfg["path"] == "filter":
+            return launch_filter(x, values, indices, k, backend, cfg["EPT"])
         return launch_rounds(x, values, indices, k, backend)
 
     be = backend or get_backend(None).name
-    configs = [{"path": p, "EPT": e} for p, e in table_for(PATH_TUNING, be) or (("radix", ELEMS_PER_THREAD),)]
+    table = table_for(PATH_TUNING, be) or (("radix", ELEMS_PER_THREAD),)
+    configs = [{"path": p, "EPT": e} for p, e in table if p != "filter" or filter_fits(ncols, k, x.dtype.itemsize)]
     return run(tune("std/sample/topk", configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols, k)))
 
 

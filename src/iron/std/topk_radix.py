@@ -75,8 +75,9 @@ from ..lang import (
 from .reductions import last_of_row
 from .softmax import chunk_span
 
-__all__ = ["BLOCK", "KEY_PASSES", "MAX_K", "MPER", "MVEC", "PASSES", "PER", "VEC", "order_key", "select_best",
-           "topk_radix_merge", "topk_radix_merge_f32", "topk_radix_one", "topk_radix_one_f32", "topk_radix_partial"]
+__all__ = ["BLOCK", "KEY_PASSES", "MAX_K", "MPER", "MVEC", "PASSES", "PER", "VEC", "chunk_keys", "order_key",
+           "select_best", "topk_radix_merge", "topk_radix_merge_f32", "topk_radix_one", "topk_radix_one_f32",
+           "topk_radix_partial"]
 
 #: the largest k (the collect phase's slots)
 MAX_K = 64
@@ -263,16 +264,13 @@ def select_best(keys, PER, VEC, K, BLOCK, NPASS):
 
 
 @func
-def chunk_best(x, cand_k, cand_i, ncols, nchunks, k, BLOCK, VEC, PER, PASSES):
-    """Group g's chunk (chunk g % nchunks of row g // nchunks, as topk_partial) -> its k best, ranked, at
-    cand_k/cand_i[g * k ...] (keys as i32 bits, columns; past the row: key 0); returns the row."""
+def chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER):
+    """keys <- this group's chunk (chunk g % nchunks of row g // nchunks, as topk_partial) as order keys, key
+    q * VEC + j at chunk position (q * BLOCK + tid) * VEC + j (key 0 past the row); returns (row, first column)."""
     start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
     row = start // ncols
-    col0 = start - row * ncols
-    tid = local_id(0)
-    keys = local_array(u32, PER * VEC)
     for q in static_range(PER):
-        v = q * BLOCK + tid
+        v = q * BLOCK + local_id(0)
         if v < nvec:
             chunk = vload(x, start + v * VEC, VEC)
             for j in static_range(VEC):
@@ -280,6 +278,15 @@ def chunk_best(x, cand_k, cand_i, ncols, nchunks, k, BLOCK, VEC, PER, PASSES):
         else:
             for j in static_range(VEC):
                 keys[q * VEC + j] = u32(0)  # past the row: after every real element (its column is larger too)
+    return row, start - row * ncols
+
+
+@func
+def chunk_best(x, cand_k, cand_i, ncols, nchunks, k, BLOCK, VEC, PER, PASSES):
+    """Group g's chunk (chunk g % nchunks of row g // nchunks, as topk_partial) -> its k best, ranked, at
+    cand_k/cand_i[g * k ...] (keys as i32 bits, columns; past the row: key 0); returns the row."""
+    keys = local_array(u32, PER * VEC)
+    row, col0 = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER)
     rank, key, pos = select_best(keys, PER, VEC, k, BLOCK, PASSES)
     if rank >= 0:  # position p of the chunk is column col0 + p
         cand_k[group_id(0) * k + rank] = bitcast(key, i32)

@@ -1,0 +1,266 @@
+"""Top-k by filtering: std/sample/topk's ``"filter"`` path, one launch, written to spend fewer instructions a logit
+than the radix path. On the H200 (2026-12-05, 32 x 128256 bf16, k 64) ``topk_radix_partial`` executed 15.3 M warp
+instructions (3.7 a logit) at 0.64 issued a scheduler and cycle: bound by its instruction count (its digit scans,
+shared-memory histograms and k x k slot ranking), 37.5 us in one launch against a 3.0 us launch floor.
+
+The contract is topk.py's: the k <= 64 best of each row, by value descending and equal values by the lower index,
+the logits' own values and i32 (or f32) column indices. Keys are topk_radix's (``order_key``): unsigned key order is
+value order, padding past a row's end takes key 0, after every real element.
+
+Chunk (``select_filter``; one group a chunk, PER * VEC keys a thread in registers, topk_partial's geometry):
+
+1. bound: each SIMD group's r-th largest thread maximum, r = ceil(K / SIMD groups) (each lane counts the lanes whose
+   maximum ranks before its own: simd_size() broadcasts), and the least of those over the group's SIMD groups. At
+   least K keys of the chunk are >= it (r maxima in each SIMD group). 1 barrier.
+2. candidates: the keys >= the bound (on logits a few in a hundred) are packed with their positions into shared
+   memory by a prefix sum over the group. 1 barrier.
+3. rank: each candidate counts those ranking before it (a larger key, or an equal key at a lower position); the K
+   first are written in rank order to the row's candidate lists, as topk_radix_partial writes them. 1 barrier.
+   More than CAP candidates (many equal keys, or a chunk with few real elements: a bound of key 0) take topk_radix's
+   exact ``select_best`` instead (a branch uniform over the group).
+
+Row (the last group of the row to finish, ``reductions.last_of_row``): the chunks' ranked lists (at most
+``MAX_LISTS``) are read into shared memory and merged pairwise, K kept each time, ceil(log2 chunks) rounds of one
+barrier: output element i of a pair finds how many of its first i come from each list by a binary search on the
+merge path, and ties go to the list of lower columns, so equal values rank by column. The row's count is reset for
+the next launch.
+"""
+
+from __future__ import annotations
+
+from ..frontend import func, kernel
+from ..lang import (
+    T,
+    Tensor,
+    barrier,
+    bitcast,
+    constexpr,
+    f32,
+    group_id,
+    i32,
+    local_array,
+    local_id,
+    shared,
+    simd_broadcast,
+    simd_group,
+    simd_lane,
+    simd_max,
+    simd_prefix_exclusive_sum,
+    simd_size,
+    static_range,
+    u32,
+    where,
+)
+from .reductions import last_of_row
+from .topk_radix import MAX_K, MIN_SIMD, chunk_keys, select_best
+
+__all__ = ["CAP", "MAX_LISTS", "merge_lists", "select_filter", "topk_filter_one", "topk_filter_one_f32"]
+
+#: candidates a chunk ranks among themselves (at most): more take select_best (one per thread of a 256-group)
+CAP = 256
+#: the most chunks a row may have on this path (the merge keeps the row's lists in 8 KiB of shared memory)
+MAX_LISTS = 16
+
+
+@func
+def group_bound(m, K, BLOCK, red):
+    """A key with at least K of the group's values m (one a thread) >= it: the least over SIMD groups of each one's
+    r-th largest value, r = ceil(K / SIMD groups) (<= simd_size() because K <= BLOCK). One barrier."""
+    nsg = BLOCK // simd_size()
+    r = (K + nsg - 1) // nsg
+    lane = simd_lane()
+    before = 0
+    for i in range(simd_size()):
+        v = simd_broadcast(m, i)
+        if v > m or (v == m and i < lane):
+            before += 1
+    own = simd_max(where(before == r - 1, m, u32(0)))
+    if lane == 0:
+        red[simd_group()] = own
+    barrier()
+    b = red[0]
+    for s in range(1, nsg):
+        b = min(b, red[s])
+    return b
+
+
+@func
+def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, ck, cp):
+    """The number n of the group's keys >= b; when n <= CAP, they are at ck/cp[0 : n] (key, position) and
+    ck[n : n + 4] holds key 0. One barrier."""
+    tid = local_id(0)
+    c = 0
+    for i in static_range(PER * VEC):
+        c += where(keys[i] >= b, 1, 0)
+    ex = simd_prefix_exclusive_sum(c)
+    if simd_lane() == simd_size() - 1:
+        tot[simd_group()] = ex + c
+    barrier()
+    off = ex
+    n = 0
+    for s in range(BLOCK // simd_size()):
+        t = tot[s]
+        n += t
+        if s < simd_group():
+            off += t
+    if n <= CAP:
+        for q in static_range(PER):
+            for j in static_range(VEC):
+                if keys[q * VEC + j] >= b:
+                    ck[off] = keys[q * VEC + j]
+                    cp[off] = (q * BLOCK + tid) * VEC + j
+                    off += 1
+        if tid < 4:
+            ck[n + tid] = u32(0)
+    return n
+
+
+@func
+def rank_candidates(ck, cp, n, K, BLOCK, slot_key, slot_pos):
+    """slot_key/slot_pos[r] = the candidate of rank r < K among ck/cp[0 : n] (keys descending, equal keys by
+    position)."""
+    for i in range(local_id(0), n, BLOCK):
+        key = ck[i]
+        pos = cp[i]
+        rank = 0
+        for j in range(n):
+            kj = ck[j]
+            if kj > key or (kj == key and cp[j] < pos):
+                rank += 1
+        if rank < K:
+            slot_key[rank] = key
+            slot_pos[rank] = pos
+
+
+@func
+def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP):
+    """select_best's contract (thread t < K returns (rank, key, position) of one of the K best; the others rank
+    -1), by the module docstring's bound, filter and rank; select_best itself past CAP candidates."""
+    ck = shared(u32, CAP + 4)
+    cp = shared(i32, CAP + 4)
+    slot_key = shared(u32, MAX_K)
+    slot_pos = shared(i32, MAX_K)
+    red = shared(u32, BLOCK // MIN_SIMD)
+    tot = shared(i32, BLOCK // MIN_SIMD)
+    tid = local_id(0)
+    m = keys[0]
+    for r in static_range(1, PER * VEC):
+        m = max(m, keys[r])
+    b = group_bound(m, K, BLOCK, red)
+    n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, ck, cp)
+    rank = -1
+    key = u32(0)
+    pos = 0
+    if n <= CAP:  # uniform: every thread summed the same totals
+        barrier()
+        rank_candidates(ck, cp, n, K, BLOCK, slot_key, slot_pos)
+        barrier()
+        if tid < K:
+            rank = tid
+            key = slot_key[tid]
+            pos = slot_pos[tid]
+    else:
+        rank, key, pos = select_best(keys, PER, VEC, K, BLOCK, NPASS)
+    return rank, key, pos
+
+
+@func
+def merged_at(sk, si, a0, b0, K, i):
+    """(key, column) of element i of the merge of the ranked lists sk/si[a0 : a0 + K] (A, lower columns) and
+    [b0 : b0 + K] (B), A first among equal keys: a = how many of the first i come from A, by a binary search for
+    the first a where A[a] no longer ranks before B[i - a - 1]."""
+    lo = max(0, i - K)
+    hi = min(i, K)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sk[a0 + mid] >= sk[b0 + i - mid - 1]:
+            lo = mid + 1
+        else:
+            hi = mid
+    a = lo
+    bi = i - a
+    ka = sk[a0 + min(a, K - 1)]
+    kb = sk[b0 + min(bi, K - 1)]
+    take_a = a < K and (bi >= K or ka >= kb)
+    at = where(take_a, a0 + a, b0 + bi)
+    return sk[at], si[at]
+
+
+@func
+def merge_round(sk, si, dk, di, nl, K, BLOCK):
+    """nl ranked lists of K at sk/si -> ceil(nl / 2) at dk/di: pairs merged keeping K, an odd last list copied."""
+    for o in range(local_id(0), ((nl + 1) // 2) * K, BLOCK):
+        p = o // K
+        i = o - p * K
+        a0 = 2 * p * K
+        if 2 * p + 1 < nl:
+            key, col = merged_at(sk, si, a0, a0 + K, K, i)
+            dk[o] = key
+            di[o] = col
+        else:
+            dk[o] = sk[a0 + i]
+            di[o] = si[a0 + i]
+
+
+@func
+def merge_lists(cand_k, cand_i, row, nchunks, K, BLOCK, x, values, indices, ncols):
+    """The row's K best from its nchunks ranked lists (cand_k/cand_i[(row * nchunks + c) * K ...]), written to
+    values/indices[row * K ...] (values read from x at the winning columns)."""
+    fk = shared(u32, MAX_LISTS * MAX_K)
+    fi = shared(i32, MAX_LISTS * MAX_K)
+    hk = shared(u32, (MAX_LISTS // 2) * MAX_K)
+    hi = shared(i32, (MAX_LISTS // 2) * MAX_K)
+    tid = local_id(0)
+    base = row * nchunks * K
+    for e in range(tid, nchunks * K, BLOCK):
+        fk[e] = bitcast(cand_k[base + e], u32)
+        fi[e] = cand_i[base + e]
+    barrier()
+    nl = nchunks
+    in_full = True
+    while nl > 1:  # uniform
+        if in_full:
+            merge_round(fk, fi, hk, hi, nl, K, BLOCK)
+        else:
+            merge_round(hk, hi, fk, fi, nl, K, BLOCK)
+        barrier()
+        nl = (nl + 1) // 2
+        in_full = not in_full
+    if tid < K:
+        col = where(in_full, fi[tid], hi[tid])
+        values[row * K + tid] = x[row * ncols + col]
+        indices[row * K + tid] = col
+
+
+@func
+def filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES):
+    """Each group's chunk -> its k best, ranked (``select_filter``); the last group of the row merges the row's
+    lists (``merge_lists``) and resets count[row]."""
+    keys = local_array(u32, PER * VEC)
+    row, col0 = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER)
+    rank, key, pos = select_filter(keys, PER, VEC, k, BLOCK, PASSES, CAP)
+    if rank >= 0:
+        cand_k[group_id(0) * k + rank] = bitcast(key, i32)
+        cand_i[group_id(0) * k + rank] = col0 + pos
+    flag = shared(i32, 1)
+    if last_of_row(count, flag, row, nchunks):
+        merge_lists(cand_k, cand_i, row, nchunks, k, BLOCK, x, values, indices, ncols)
+        if local_id(0) == 0:
+            count[row] = 0
+
+
+@kernel
+def topk_filter_one(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], values: Tensor[T], indices: Tensor[i32],
+                    count: Tensor[i32], ncols: int, nchunks: int, k: int, BLOCK: constexpr, VEC: constexpr,
+                    PER: constexpr, PASSES: constexpr):
+    """The filter path (module docstring): launch rows * nchunks * BLOCK threads, nchunks <= MAX_LISTS; count
+    (rows,) zero before the first launch (each launch leaves it zero)."""
+    filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES)
+
+
+@kernel
+def topk_filter_one_f32(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], values: Tensor[T],
+                        indices: Tensor[f32], count: Tensor[i32], ncols: int, nchunks: int, k: int,
+                        BLOCK: constexpr, VEC: constexpr, PER: constexpr, PASSES: constexpr):
+    """``topk_filter_one`` with the indices written as f32 (exact below 2^24)."""
+    filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES)

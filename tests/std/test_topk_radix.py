@@ -1,4 +1,5 @@
-"""std/sample/topk's two paths (``launch_topk(..., path=...)``: the radix select and the selection rounds) on every
+"""std/sample/topk's paths (``launch_topk(..., path=...)``: the radix select, in two launches and one, the selection
+rounds, and the filter path) on every
 backend and dtype: exact values and indices against the float64 oracle (ties by lower index), on random rows, rows
 drawn from a few values (ties across chunks and at the threshold), constant rows, -inf and signed zeros, k = 1, 7
 and 64 and k equal to a short row's length, rows of one chunk, several, and not a multiple of the chunk."""
@@ -13,7 +14,7 @@ from iron.std import topk as K
 
 from ..frontend.test_kernels import as_dtype
 
-PATHS = ["radix", "rounds", "radix1"]
+PATHS = ["radix", "rounds", "radix1", "filter"]
 
 
 def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None = None) -> object:
@@ -28,14 +29,14 @@ def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None
     bad = np.nonzero((indices != want_i).any(1))[0]
     assert not len(bad), f"{path}: indices differ in rows {bad}: got {indices[bad[0]]}, want {want_i[bad[0]]}"
     assert np.array_equal(values.astype(np.float64), want_v)
-    if path in ("radix", "radix1"):  # the logits' own bits: -0.0 stays -0.0 (rounds' simd_max may give either zero)
+    if path != "rounds":  # the logits' own bits: -0.0 stays -0.0 (rounds' simd_max may give either zero)
         own = np.take_along_axis(x, want_i, 1).astype(np.float32)
         assert np.array_equal(np.signbit(values.astype(np.float32)), np.signbit(own))
     return plan
 
 
 @pytest.mark.parametrize("path,k", [("radix", 1), ("radix", 7), ("radix", 64), ("rounds", 7), ("radix1", 7),
-                                    ("radix1", 64)])
+                                    ("radix1", 64), ("filter", 1), ("filter", 7), ("filter", 64)])
 def test_random_rows_two_chunks(backend, dtype, rng, path, k):
     """5000 columns: a full chunk of 4096 and a partial one, merged (16-byte loads). The rounds path (k rounds of a
     barrier each, slow on the CPU devices) at one k here; test_sampling and the registered entry run it too."""
@@ -128,10 +129,42 @@ def test_radix_at_each_simd_width(width, monkeypatch, rng):
     check(x, 64, "cpu", "radix")
 
 
-@pytest.mark.parametrize("launch", ["launch_radix", "launch_rounds"])
+@pytest.mark.parametrize("launch", ["launch_radix", "launch_rounds", "launch_filter"])
 @pytest.mark.parametrize("k", [0, 65, 41])
 def test_each_path_refuses_a_bad_k(launch, k):
     """Each path's own launcher checks k (65 would overflow the 64 shared slots; 41 > a 40-column row)."""
     x = np.zeros((1, 40), np.float32)
     with pytest.raises(ValueError, match="top-k: k"):
         getattr(K, launch)(x, np.zeros((1, 64), np.float32), np.zeros((1, 64), np.int32), k, "cpu")
+
+
+@pytest.mark.parametrize("width", [4, 8, 32, 64])
+def test_filter_at_each_simd_width(width, monkeypatch, rng):
+    """The filter path's bound takes each SIMD group's ceil(k / groups)-th largest thread maximum: 1st of 4 lanes at
+    width 4 (64 groups) to the 16th of 64; random rows (the filter and the rank), a row of four values (more
+    candidates than CAP: select_best) and k = 1 and 64, in five chunks of 4096 f32 (an odd list in the merge)."""
+    monkeypatch.setenv("IRON_CPU_SIMD_WIDTH", str(width))
+    x = rng.standard_normal((3, 5 * 4096 - 100)).astype(np.float32)
+    x[1] = rng.choice(np.array([-2.0, 0.25, 1.0, 3.0]), size=x.shape[1])
+    for k in (1, 64):
+        plan = check(x, k, "cpu", "filter")
+        assert plan.chunk.chunks == 5
+
+
+def test_filter_lists_and_counters(backend, rng):
+    """Chunks of 16 bf16 elements a thread (4096), 3, 9 and 16 lists a row (merge rounds with odd lists; 16 is
+    MAX_LISTS), each launched twice on the same counters, with f32 indices; a row of 17 chunks at 64 a thread is
+    refused by name."""
+    for chunks in (3, 9, 16):
+        x = as_dtype(rng.standard_normal((2, chunks * 4096 - 8)) * 4.0, "bf16")
+        for _ in range(2):
+            values = np.full((2, 64), np.nan, x.dtype)
+            indices = np.full((2, 64), np.nan, np.float32)
+            plan = K.launch_filter(x, values, indices, 64, backend)
+            want_v, want_i = K.topk_oracle(x, 64)
+            assert plan.chunk.chunks == chunks
+            assert np.array_equal(indices, want_i.astype(np.float32))
+            assert np.array_equal(values.astype(np.float64), want_v)
+    x = np.zeros((1, 16 * 16384 + 8), np.float32)
+    with pytest.raises(ValueError, match="filter path takes rows of at most 16 chunks"):
+        K.launch_filter(x, np.zeros((1, 4), np.float32), np.zeros((1, 4), np.int32), 4, backend)

@@ -7,7 +7,8 @@ column numbers within the row. NaN logits are not supported (their rank is unspe
 and at most the row length.
 
 Two paths, each two launches (the split of long rows that softmax.py uses), and the radix path in one launch
-(``"radix1"``: the last group of each row to finish merges its row, argmax's pattern, ``reductions.last_of_row``).
+(``"radix1"``: the last group of each row to finish merges its row, argmax's pattern, ``reductions.last_of_row``),
+and the filter path in one launch (``"filter"``, topk_filter.py, ``launch_filter``: rows of at most 16 chunks).
 ``launch_topk`` runs the radix path on CPU devices (the interpreter, lavapipe, msl-cpu: no tuning table, so tests
 are deterministic); a GPU that autotunes (``autotune.table_for(PATH_TUNING, backend)``) times them all on the first
 launch per shape and keeps the fastest; ``path=`` forces one (the tests run each everywhere).
@@ -16,7 +17,8 @@ The radix path (topk_radix.py, ``launch_radix``): order-preserving u32 keys, a r
 8-bit digits (shared-memory histograms, one barrier a digit, the digit scan done by every SIMD group alone), the
 threshold's surplus ties cut by a position scan, the k winners ranked by k^2 comparisons; 6-9 barriers a group
 whatever k is. On the H200 (2026-12-04) tuning chose it at 16 elements a thread: 37.4 us for 32 x 128256 bf16
-(torch.topk 85.3 us). The one-launch form is timed beside it (not measured yet).
+(torch.topk 85.3 us); in one launch 37.5 us (2026-12-05), its chunk kernel bound by its instruction count (3.7 warp
+instructions a logit under Nsight Compute), which the filter path cuts (bound, filter, rank among a few in a hundred).
 
 The rounds path (this module, ``launch_rounds``):
 

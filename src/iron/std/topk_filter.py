@@ -16,6 +16,8 @@ Chunk (``select_filter``; one group a chunk, PER * VEC keys a thread in register
    memory by a prefix sum over the group. 1 barrier.
 3. rank: each candidate counts those ranking before it (a larger key, or an equal key at a lower position); the K
    first are written in rank order to the row's candidate lists, as topk_radix_partial writes them. 1 barrier.
+   For bf16 and f16 the keys' low 16 / 13 bits are constant, so the position's complement takes their place
+   (where the chunk's positions fit) and one u32 comparison ranks, 4 candidates a 16-byte read.
    More than CAP candidates (many equal keys, or a chunk with few real elements: a bound of key 0) take topk_radix's
    exact ``select_best`` instead (a branch uniform over the group).
 
@@ -34,6 +36,7 @@ from ..lang import (
     Tensor,
     barrier,
     bitcast,
+    cast,
     constexpr,
     f32,
     group_id,
@@ -49,6 +52,7 @@ from ..lang import (
     simd_size,
     static_range,
     u32,
+    vload,
     where,
 )
 from .reductions import last_of_row
@@ -85,9 +89,23 @@ def group_bound(m, K, BLOCK, red):
 
 
 @func
-def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, ck, cp):
-    """The number n of the group's keys >= b; when n <= CAP, they are at ck/cp[0 : n] (key, position) and
-    ck[n : n + 4] holds key 0. One barrier."""
+def composite(key, pos, FREE):
+    """key with its FREE low bits (constant for the dtype: 0 for keys >= 2^31, all ones below) replaced by the
+    position's complement: one u32 whose order is the rank order (larger key, or equal key at a lower position)."""
+    return ((key >> FREE) << FREE) | cast((1 << FREE) - 1 - pos, u32)
+
+
+@func
+def key_of(c, FREE):
+    """The key of a composite (its low bits back to the dtype's constant)."""
+    return ((c >> FREE) << FREE) | where(c >= u32(0x80000000), u32(0), u32((1 << FREE) - 1))
+
+
+@func
+def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp):
+    """The number n of the group's keys >= b; when n <= CAP, they are at ck/cp[0 : n] (key, or with FREE > 0 its
+    composite, and position) and ck[n : n + 4] holds 0 (below every key >= b > 0 and every composite). One
+    barrier."""
     tid = local_id(0)
     c = 0
     for i in static_range(PER * VEC):
@@ -107,8 +125,12 @@ def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, ck, cp):
         for q in static_range(PER):
             for j in static_range(VEC):
                 if keys[q * VEC + j] >= b:
-                    ck[off] = keys[q * VEC + j]
-                    cp[off] = (q * BLOCK + tid) * VEC + j
+                    pos = (q * BLOCK + tid) * VEC + j
+                    if FREE > 0:
+                        ck[off] = composite(keys[q * VEC + j], pos, FREE)
+                    else:
+                        ck[off] = keys[q * VEC + j]
+                    cp[off] = pos
                     off += 1
         if tid < 4:
             ck[n + tid] = u32(0)
@@ -116,17 +138,24 @@ def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, ck, cp):
 
 
 @func
-def rank_candidates(ck, cp, n, K, BLOCK, slot_key, slot_pos):
+def rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos):
     """slot_key/slot_pos[r] = the candidate of rank r < K among ck/cp[0 : n] (keys descending, equal keys by
-    position)."""
+    position): with composites (FREE > 0) one comparison a candidate, 4 read at a time."""
     for i in range(local_id(0), n, BLOCK):
         key = ck[i]
         pos = cp[i]
         rank = 0
-        for j in range(n):
-            kj = ck[j]
-            if kj > key or (kj == key and cp[j] < pos):
-                rank += 1
+        if FREE > 0:
+            for j4 in range(0, n, 4):
+                c4 = vload(ck, j4, 4)
+                for e in static_range(4):
+                    rank += where(c4[e] > key, 1, 0)
+            key = key_of(key, FREE)
+        else:
+            for j in range(n):
+                kj = ck[j]
+                if kj > key or (kj == key and cp[j] < pos):
+                    rank += 1
         if rank < K:
             slot_key[rank] = key
             slot_pos[rank] = pos
@@ -147,13 +176,17 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP):
     for r in static_range(1, PER * VEC):
         m = max(m, keys[r])
     b = group_bound(m, K, BLOCK, red)
-    n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, ck, cp)
+    # composites where the dtype leaves the keys' low bits constant (bf16 16, f16 13) and positions fit in them
+    FREE = 16 if NPASS == 2 else (13 if NPASS == 3 else 0)
+    if BLOCK * PER * VEC > (1 << FREE):
+        FREE = 0
+    n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp)
     rank = -1
     key = u32(0)
     pos = 0
     if n <= CAP:  # uniform: every thread summed the same totals
         barrier()
-        rank_candidates(ck, cp, n, K, BLOCK, slot_key, slot_pos)
+        rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos)
         barrier()
         if tid < K:
             rank = tid

@@ -56,9 +56,10 @@ from ..lang import (
     where,
 )
 from .reductions import last_of_row
-from .topk_radix import MAX_K, MIN_SIMD, chunk_keys, select_best
+from .topk_radix import BLOCK, MAX_K, MIN_SIMD, PASSES, PER, VEC, chunk_keys, select_best
 
-__all__ = ["CAP", "MAX_LISTS", "merge_lists", "select_filter", "topk_filter_one", "topk_filter_one_f32"]
+__all__ = ["BLOCK", "CAP", "MAX_LISTS", "PASSES", "PER", "VEC", "merge_lists",
+           "select_filter", "topk_filter_one", "topk_filter_one_f32"]
 
 #: candidates a chunk ranks among themselves (at most): more take select_best (one per thread of a 256-group)
 CAP = 256

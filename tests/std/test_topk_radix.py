@@ -23,6 +23,8 @@ def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None
     indices = np.full((x.shape[0], k), -1, np.int32)
     if ept is None:
         plan = K.launch_topk(x, values, indices, k, backend, path=path)
+    elif path == "filter":
+        plan = K.launch_filter(x, values, indices, k, backend, ept)
     else:
         plan = K.launch_radix(x, values, indices, k, backend, ept)
     want_v, want_i = K.topk_oracle(x, k)
@@ -168,3 +170,14 @@ def test_filter_lists_and_counters(backend, rng):
     x = np.zeros((1, 16 * 16384 + 8), np.float32)
     with pytest.raises(ValueError, match="filter path takes rows of at most 16 chunks"):
         K.launch_filter(x, np.zeros((1, 4), np.float32), np.zeros((1, 4), np.int32), 4, backend)
+
+
+def test_filter_f16_at_32_and_64_elements_a_thread(backend, rng):
+    """f16 at 32 a thread (8192 positions: the composite key's 13 free bits exactly) and a row of 17 chunks of 8192,
+    which doubles to 64 a thread (16384 positions: no composite, the two-comparison rank), with ties."""
+    x = as_dtype(np.round(rng.standard_normal((2, 3 * 8192 - 24)) * 16.0) / 8.0, "f16")
+    plan = check(x, 64, backend, "filter", ept=32)
+    assert plan.chunk.per * plan.chunk.vec == 32
+    x = as_dtype(np.round(rng.standard_normal((1, 17 * 8192)) * 16.0) / 8.0, "f16")
+    plan = check(x, 33, backend, "filter")
+    assert plan.chunk.per * plan.chunk.vec == 64 and plan.chunk.chunks == 9

@@ -343,21 +343,21 @@ def launch_radix(x: Any, values: Any, indices: Any, k: int, backend: str | None 
     return p
 
 
-def filter_fits(ncols: int, k: int, itemsize: int) -> bool:
-    """Whether the filter path takes rows of ncols (at most MAX_LISTS chunks at 64 elements a thread)."""
-    return plan_topk(ncols, k, itemsize, 64).chunks <= MAX_LISTS
+def filter_ept(ncols: int, itemsize: int, ept: int = ELEMS_PER_THREAD) -> int:
+    """Elements a thread of the filter path: ``ept`` doubled (to 64 at most) until a row of ncols takes at most
+    MAX_LISTS chunks (it may still take more at 64: ``launch_filter`` refuses those)."""
+    while ept < 64 and plan_topk(ncols, 1, itemsize, ept).chunks > MAX_LISTS:
+        ept *= 2
+    return ept
 
 
 def launch_filter(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
                   ept: int = ELEMS_PER_THREAD) -> RadixPlan:
-    """The filter path in one launch (``topk_filter_one``, topk_filter.py) at ``ept`` elements a thread or more:
-    doubled (to 64) until the row takes at most MAX_LISTS chunks; longer rows are refused."""
+    """The filter path in one launch (``topk_filter_one``, topk_filter.py) at ``filter_ept(ept)`` elements a
+    thread; rows of more than MAX_LISTS chunks at 64 are refused."""
     rows, ncols = x.shape
     check_k(k, ncols)
-    p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, ept)
-    while p.chunk.chunks > MAX_LISTS and ept < 64:
-        ept *= 2
-        p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, ept)
+    p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, filter_ept(ncols, x.dtype.itemsize, ept))
     c = p.chunk
     if c.chunks > MAX_LISTS:
         raise ValueError(f"top-k: the filter path takes rows of at most {MAX_LISTS} chunks of {c.block * c.per * c.vec}"
@@ -387,7 +387,7 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
                 path: str | None = None) -> TopkPlan | RadixPlan:
     """values[r, :], indices[r, :] = the k best of x[r, :] (module docstring's order) for a C-contiguous (rows,
     ncols) x; values (rows, k) in x's dtype, indices (rows, k) i32 (or f32). ``path`` ("radix", "radix1": the radix
-    path in one launch, or "rounds") forces a path; by default a GPU that autotunes times PATH_TUNING's
+    path in one launch, "filter" or "rounds") forces a path; by default a GPU that autotunes times PATH_TUNING's
     (``autotune.tune``) and a CPU device runs the radix path.
     Returns the plan that ran."""
     rows, ncols = x.shape
@@ -405,8 +405,14 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
         return launch_rounds(x, values, indices, k, backend)
 
     be = backend or get_backend(None).name
-    table = table_for(PATH_TUNING, be) or (("radix", ELEMS_PER_THREAD),)
-    configs = [{"path": p, "EPT": e} for p, e in table if p != "filter" or filter_fits(ncols, k, x.dtype.itemsize)]
+    configs: list[dict] = []
+    for p, e in table_for(PATH_TUNING, be) or (("radix", ELEMS_PER_THREAD),):
+        if p == "filter":  # as launch_filter will run it, once, where the row fits
+            e = filter_ept(ncols, x.dtype.itemsize, e)
+            if plan_topk(ncols, k, x.dtype.itemsize, e).chunks > MAX_LISTS:
+                continue
+        if {"path": p, "EPT": e} not in configs:
+            configs.append({"path": p, "EPT": e})
     return run(tune("std/sample/topk", configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols, k)))
 
 

@@ -178,9 +178,8 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP):
         m = max(m, keys[r])
     b = group_bound(m, K, BLOCK, red)
     # composites where the dtype leaves the keys' low bits constant (bf16 16, f16 13) and positions fit in them
-    FREE = 16 if NPASS == 2 else (13 if NPASS == 3 else 0)
-    if BLOCK * PER * VEC > (1 << FREE):
-        FREE = 0
+    # (one expression of constexprs, so every target folds it)
+    FREE = (16 if NPASS == 2 else 13) if NPASS < 4 and BLOCK * PER * VEC <= (1 << (16 if NPASS == 2 else 13)) else 0
     n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp)
     rank = -1
     key = u32(0)

@@ -91,7 +91,10 @@
 #                                 the latter on CUDA beside it; vk_fdiv_contract.py (OpFDiv without NoContraction)
 #   scripts/gpu_check.sh vfdiv   vdiag's vk_fdiv_contract.py alone
 #   scripts/gpu_check.sh vsilu   issue 16 (carry .gl/.whl): vk_silu_variants.py on Vulkan with and without
-#                                 SignedZeroInfNanPreserve, and on CUDA (silu without OpFDiv: rsqrt + Newton)
+#                                 SignedZeroInfNanPreserve, with Iron's precise exp2 and with GLSL Exp2 (VSILU_RUNS:
+#                                 backend:IEEE:NATIVE_EXP ...), and on CUDA (silu without OpFDiv: rsqrt + Newton)
+#   scripts/gpu_check.sh q4bounds issue 18: gemv_q_warp's configurations unbounded and under each launch bound of
+#                                 Q4_BOUNDS_LIST (default "128,6 128,8": 80 and 64 registers) -> gemv_q4_bounds_*.txt
 #   scripts/gpu_check.sh cm2     issue 14: bench/experiments/vk_coopmat2_gemm.py (VK_NV_cooperative_matrix2 GEMM)
 #   scripts/gpu_check.sh gemmf32 issue 14: iron bench of std/gemm/gemm_f32 on CUDA (every tuning candidate timed)
 #   scripts/gpu_check.sh vulkan  (needs .gl/ and .whl/ carried: scripts/gpu_prepare.sh, carry [".gl", ".whl"])
@@ -561,13 +564,21 @@ if [ "$PART" = vdiag ]; then
     | tee "$OUT/vk_fdiv_contract.txt" | tail -n 4
   pack
 fi
-if [ "$PART" = vsilu ]; then  # silu's division on Vulkan: the float-controls mode, a division-free form
-  for V in vulkan:1 vulkan:0 cuda:1; do
-    B=${V%:*}; I=${V#*:}
-    VK_SILU_IEEE=$I IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_silu_variants.py $B \
-      "$OUT/silu_variants_${B}_ieee$I.json" 2>&1 | tee "$OUT/silu_variants_${B}_ieee$I.txt" | tail -n 8
+if [ "$PART" = vsilu ]; then  # silu's cost on Vulkan: the float-controls mode, GLSL Exp2 against Iron's precise exp2
+  for V in ${VSILU_RUNS:-vulkan:1:0 vulkan:0:0 vulkan:1:1 vulkan:0:1 cuda:1:0}; do  # backend:IEEE:NATIVE_EXP
+    B=${V%%:*}; R=${V#*:}; I=${R%:*}; X=${R#*:}
+    VK_SILU_IEEE=$I VK_SILU_NATIVE_EXP=$X IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_silu_variants.py $B \
+      "$OUT/silu_variants_${B}_ieee${I}_native$X.json" 2>&1 | tee "$OUT/silu_variants_${B}_ieee${I}_native$X.txt" | tail -n 12
   done
   pack
+fi
+if [ "$PART" = q4bounds ]; then  # gemv_q_warp's configurations unbounded, then under each launch bound in Q4_BOUNDS_LIST
+  for LB in none ${Q4_BOUNDS_LIST:-128,6 128,8}; do
+    [ "$LB" = none ] && LBV= || LBV=$LB
+    Q4_BOUNDS=$LBV Q4_PATH=warp Q4_SHAPES=${Q4_SHAPES:-16384,16384;4096,4096} timeout ${Q4_TIMEOUT:-100} \
+      $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/gemv_q4_bounds_${LB/,/_}.txt" | tail -n 16
+    pack
+  done
 fi
 if [ "$PART" = vfdiv ]; then  # vdiag's last experiment alone
   IRON_CACHE=0 timeout ${VDIAG_TIMEOUT:-120} $PY bench/experiments/vk_fdiv_contract.py "$OUT/vk_fdiv_contract.json" 2>&1 \

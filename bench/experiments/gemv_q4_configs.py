@@ -3,7 +3,10 @@
 float64 oracle and torch's dequantize-then-mv, and timed by CUDA events behind a sleep kernel with the L2 flushed
 ahead of each repeat (``cuda_timing.event_seconds``: GPU time, cold weights as a decode step streams them); printed
 as GB/s of packed weight bytes (the issue's measure), with torch's time. Q4_SHAPES: "N,K;N,K" (default the bench's
-device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times (for ncu)."""
+device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times (for ncu). Q4_PATH ("group", "warp"
+or "mma") keeps one kernel's configurations; Q4_BOUNDS="T,G" rebuilds gemv_q_warp with launch_bounds (T, G) (T
+threads a group at most, G groups an SM: 80 registers at "128,6" against 128 unbounded, no spills at R 8), to see
+whether the occupancy it buys pays."""
 
 from __future__ import annotations
 
@@ -14,10 +17,15 @@ import numpy as np
 import torch
 
 sys.path.insert(0, "src")
+from iron.frontend.kernel import KernelFunction  # noqa: E402
 from iron.runtime import get_backend  # noqa: E402
 from iron.runtime.cuda_timing import event_seconds  # noqa: E402
 from iron.std import quant as Q  # noqa: E402
 from iron.std import quant_gemv as QV  # noqa: E402
+
+if os.environ.get("Q4_BOUNDS"):
+    QV.gemv_q_warp = KernelFunction(QV.gemv_q_warp.fn, launch_bounds=tuple(
+        int(v) for v in os.environ["Q4_BOUNDS"].split(",")))
 
 shapes = [tuple(int(v) for v in s.split(",")) for s in os.environ.get(
     "Q4_SHAPES", "16384,16384;4096,4096;14336,4096").split(";")]
@@ -35,7 +43,7 @@ def measure(n: int, k: int) -> None:
            "scales": torch.from_numpy(s.astype(np.float32)).to("cuda", torch.bfloat16),
            "biases": torch.from_numpy(b.astype(np.float32)).to("cuda", torch.bfloat16)}
     y = torch.empty(n, dtype=torch.bfloat16, device="cuda")
-    configs = QV.gemv_q_configs("cuda", n, k, 4, group, 2, dtype="bf16")
+    configs = QV.gemv_q_configs("cuda", n, k, 4, group, 2, dtype="bf16", path=os.environ.get("Q4_PATH"))
 
     def run(cfg):
         QV.launch_gemv_q(dev["w"], dev["scales"], dev["biases"], dev["x"], y, 4, group, "cuda", config=cfg)

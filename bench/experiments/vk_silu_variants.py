@@ -14,7 +14,9 @@ after a 512 MB read-back and gave relu 984 us beside exp's 460 on NVIDIA's drive
 
 The gap between 1 and 2 is what OpFDiv costs on that driver; 4 against 5 the division without the exp. VK_SILU_IEEE=0
 builds the modules without SignedZeroInfNanPreserve (with IRON_CACHE=0), to see whether the mode makes the driver's
-OpFDiv slow. Each variant's largest difference from float64 silu (in bf16 ulps of the result) is printed.
+OpFDiv slow; VK_SILU_NATIVE_EXP=1 builds exp/exp2 as GLSL Exp/Exp2 (the driver's own, 3 + 2|x| ulp promised) instead
+of precise_exp.py's sequence, to see what that sequence costs. Each variant's largest difference from float64 silu
+(in bf16 ulps of the result) is printed.
 
     python bench/experiments/vk_silu_variants.py [backend] [out.json]      (VK_SILU_LOG2N: 28 by default)
 """
@@ -103,6 +105,10 @@ def main(backend: str, path: str | None) -> None:
         from iron.codegen.spirv import emit as spirv_emit
 
         spirv_emit.IEEE_SPECIALS = False
+    if os.environ.get("VK_SILU_NATIVE_EXP") == "1":
+        from iron.codegen.spirv import mathops
+
+        mathops.NATIVE_EXP = True
     host = (np.random.default_rng(0).standard_normal(N) * 8).astype(ml_dtypes.bfloat16)
     xs = host.astype(np.float64)
     want = xs / (1.0 + np.exp(-xs))

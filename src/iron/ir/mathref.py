@@ -86,7 +86,8 @@ def isinf(x: np.ndarray) -> np.ndarray:
 
 #: float64 references by op name (the unary and binary float math of the op table)
 REFS: dict[str, Ref] = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
+    "exp": np.exp, "exp2": np.exp2, "fast_exp": np.exp, "fast_exp2": np.exp2,
+    "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
     "rsqrt": rsqrt, "erf": erf, "sqrt": np.sqrt, "floor": np.floor, "ceil": np.ceil, "rint": np.rint,
     "sigmoid": sigmoid, "silu": silu, "gelu": gelu, "atan2": np.arctan2, "pow": np.power, "copysign": np.copysign,
     "isnan": isnan, "isinf": isinf,

@@ -80,7 +80,7 @@ def gemv(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, BLOCK
                     gv = vload(x, v * VEC, VEC)
                     uv = vload(x, ncols + v * VEC, VEC)
                     for j in static_range(VEC):
-                        xs[u * VEC + j] = cast(unary_op(cast(gv[j], f32), SILU) * cast(uv[j], f32), T)
+                        xs[u * VEC + j] = cast(unary_op(cast(gv[j], f32), SILU, 0) * cast(uv[j], f32), T)
                 else:
                     xv = vload(x, v * VEC, VEC)
                     for j in static_range(VEC):

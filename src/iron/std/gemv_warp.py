@@ -82,7 +82,7 @@ def load_x(x, xs, c0, nvec, ncols, K, VEC, GLU, EXACT):
             gv = vload(x, v * VEC, VEC)
             uv = vload(x, ncols + v * VEC, VEC)
             for j in static_range(VEC):
-                xs[k * VEC + j] = cast(cast(unary_op(cast(gv[j], f32), SILU) * cast(uv[j], f32), T), f32)
+                xs[k * VEC + j] = cast(cast(unary_op(cast(gv[j], f32), SILU, 0) * cast(uv[j], f32), T), f32)
         else:
             xv = vload(x, v * VEC, VEC)
             for j in static_range(VEC):
@@ -142,7 +142,7 @@ def store_glu_rows(y, acc, row0, nout, R):
         g = cast(cast(simd_sum(acc[2 * i] + acc[2 * i + 1]), T), f32)
         u = cast(cast(simd_sum(acc[2 * (H + i)] + acc[2 * (H + i) + 1]), T), f32)
         if simd_lane() == i % simd_size() and row0 + i < nout:
-            y[row0 + i] = unary_op(g, SILU) * u
+            y[row0 + i] = unary_op(g, SILU, 0) * u
 
 
 @func

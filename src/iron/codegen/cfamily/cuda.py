@@ -253,7 +253,8 @@ class CudaDialect(CDialect):
     }
     simd_width: ClassVar[int] = 32
     math: ClassVar[dict[str, str]] = {
-        "exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
+        "exp": "expf", "exp2": "exp2f", "fast_exp": "__expf", "fast_exp2": "exp2f",
+        "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
         "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "erf": "erff", "floor": "floorf", "ceil": "ceilf",
         "abs": "fabsf", "min": "fminf", "max": "fmaxf", "rem": "fmodf", "fma": "fmaf", "rint": "rintf",
         "atan2": "atan2f", "pow": "powf", "copysign": "copysignf", "isnan": "isnan", "isinf": "isinf",

@@ -317,7 +317,8 @@ class MslDialect(CDialect):
         + [name for name, _ in THREAD_PARAMS.values()])
     simd_width: ClassVar[int] = 32
     math: ClassVar[dict[str, str]] = {
-        "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin",
+        "exp": "exp", "exp2": "exp2", "fast_exp": "fast::exp", "fast_exp2": "fast::exp2",
+        "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin",
         "cos": "cos", "tanh": "tanh", "erf": "iron_erf", "floor": "floor", "ceil": "ceil", "abs": "fabs",
         "min": "fmin", "max": "fmax", "rem": "fmod", "fma": "fma", "rint": "rint", "atan2": "atan2", "pow": "pow",
         "copysign": "copysign", "isnan": "isnan", "isinf": "isinf", **ACTIVATION_MATH,

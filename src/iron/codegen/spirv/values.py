@@ -31,11 +31,13 @@ _SIGNED_COMPARE = {"lt": "OpSLessThan", "le": "OpSLessThanEqual", "gt": "OpSGrea
                    "ge": "OpSGreaterThanEqual", "eq": "OpIEqual", "ne": "OpINotEqual"}
 _UNSIGNED_COMPARE = {"lt": "OpULessThan", "le": "OpULessThanEqual", "gt": "OpUGreaterThan",
                      "ge": "OpUGreaterThanEqual", "eq": "OpIEqual", "ne": "OpINotEqual"}
-_GLSL_MATH = {"exp": "Exp", "exp2": "Exp2", "log": "Log", "log2": "Log2", "sqrt": "Sqrt", "rsqrt": "InverseSqrt",
+_GLSL_MATH = {"exp": "Exp", "exp2": "Exp2", "fast_exp": "Exp", "fast_exp2": "Exp2",
+              "log": "Log", "log2": "Log2", "sqrt": "Sqrt", "rsqrt": "InverseSqrt",
               "sin": "Sin", "cos": "Cos", "floor": "Floor", "ceil": "Ceil", "fma": "Fma"}
 #: the op table's float math the SPIR-V emitter spells (GLSL.std.450, precise.py, mathops.py, or here), and what it
 #: declares it cannot: tests/backends checks that together they cover ``ops.FLOAT_MATH``
 SPIRV_MATH = frozenset({*("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil"), "tanh", "erf",
+                        "fast_exp", "fast_exp2",
                         *("rint", "atan2", "isnan", "isinf", "copysign", "sigmoid", "silu", "gelu", "pow")})
 SPIRV_UNSUPPORTED: frozenset[str] = frozenset()
 _INT_MINMAX = {("min", True): "SMin", ("max", True): "SMax", ("min", False): "UMin", ("max", False): "UMax"}

@@ -115,6 +115,10 @@ constexpr T as_type(U x) {
 // -- math (float; Iron computes f16/bf16 math in float) ------------------------------------------------------------
 inline float exp(float x) { return __builtin_expf(x); }
 inline float exp2(float x) { return __builtin_exp2f(x); }
+namespace fast {  // Metal's fast-math spellings (Iron's fast_exp/fast_exp2): the model computes them exactly as libm
+inline float exp(float x) { return __builtin_expf(x); }
+inline float exp2(float x) { return __builtin_exp2f(x); }
+}  // namespace fast
 inline float log(float x) { return __builtin_logf(x); }
 inline float log2(float x) { return __builtin_log2f(x); }
 inline float sqrt(float x) { return __builtin_sqrtf(x); }

@@ -199,7 +199,8 @@ if [ "$PART" = lib ]; then
   for K in ${LIB_KERNELS:-std/elementwise/silu std/elementwise/add_row std/elementwise/swiglu std/cast/to_bf16 \
       std/norm/add_rms_norm std/norm/layer_norm std/rope/rotate_half std/rope/interleaved std/gather/embedding}; do
     IRON_PROGRESS=lines timeout ${LIB_TIMEOUT:-70} $PY -m iron.cli.main bench --backend ${LIB_BACKEND:-cuda} -v --dtype bf16 --filter "$K" \
-      --json "$OUT/lib_$(echo $K | tr / _).json" 2>&1 | tee "$OUT/lib_$(echo $K | tr / _).txt" | grep "│" | tail -n 4
+      --json "$OUT/lib_$(echo $K | tr / _)${LIB_TAG:-}.json" 2>&1 | tee "$OUT/lib_$(echo $K | tr / _)${LIB_TAG:-}.txt" \
+      | grep "│" | tail -n 4
   done
 fi
 if [ "$PART" = bench ]; then
@@ -527,7 +528,7 @@ if [ "$PART" = session4 ]; then
 fi
 if [ "$PART" = pytest ]; then
   IRON_TEST_BACKENDS=${PT_BACKENDS:-cuda,vulkan} timeout ${PT_TIMEOUT:-200} $PY -m pytest -p no:cacheprovider -q -rfE \
-    --maxfail=${PT_MAXFAIL:-20} ${PT_TESTS:-tests/std} 2>&1 | tee "$OUT/${PT_NAME:-pytest_any}.txt" | tail -n 30
+    --maxfail=${PT_MAXFAIL:-20} ${PT_K:+-k "$PT_K"} ${PT_TESTS:-tests/std} 2>&1 | tee "$OUT/${PT_NAME:-pytest_any}.txt" | tail -n 30
   pack
 fi
 if [ "$PART" = valone ]; then

@@ -6,7 +6,8 @@ as GB/s of packed weight bytes (the issue's measure), with torch's time. Q4_SHAP
 device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times (for ncu). Q4_PATH ("group", "warp"
 or "mma") keeps one kernel's configurations; Q4_BOUNDS="T,G" rebuilds gemv_q_warp with launch_bounds (T, G) (T
 threads a group at most, G groups an SM: 80 registers at "128,6" against 128 unbounded, no spills at R 8), to see
-whether the occupancy it buys pays."""
+whether the occupancy it buys pays; Q4_WARP="R,KV,WARPS,NS;..." times those gemv_q_warp configurations instead
+(NS = 1: the next step's loads in raw registers)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def measure(n: int, k: int) -> None:
            "biases": torch.from_numpy(b.astype(np.float32)).to("cuda", torch.bfloat16)}
     y = torch.empty(n, dtype=torch.bfloat16, device="cuda")
     configs = QV.gemv_q_configs("cuda", n, k, 4, group, 2, dtype="bf16", path=os.environ.get("Q4_PATH"))
+    if os.environ.get("Q4_WARP"):  # "R,KV,WARPS,NS;...": gemv_q_warp configurations of one's own instead
+        configs = [dict(zip(("R", "KV", "WARPS", "NS"), (int(v) for v in c.split(","))), PATH="warp")
+                   for c in os.environ["Q4_WARP"].split(";")]
 
     def run(cfg):
         QV.launch_gemv_q(dev["w"], dev["scales"], dev["biases"], dev["x"], y, 4, group, "cuda", config=cfg)

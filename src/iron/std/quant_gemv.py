@@ -216,6 +216,31 @@ def load_xs(x, xs, c0, nvec, KV, BITS, XV):
 
 
 @func
+def load_xs_raw(x, xr, c0, nvec, KV, BITS, XV):
+    """``load_xs`` into xr in x's own type (no conversion, so nothing waits on the loads until xr is read)."""
+    S = simd_size()
+    EPV = 128 // BITS
+    for k in static_range(KV):
+        v = min(c0 + simd_lane() + k * S, nvec - 1)
+        for c in static_range(EPV // XV):
+            xv = vload(x, v * EPV + c * XV, XV)
+            for j in static_range(XV):
+                xr[k * EPV + c * XV + j] = xv[j]
+
+
+@func
+def take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS):
+    """The prefetched step (raw registers) becomes the current one: words copied, scales, biases and x converted."""
+    for i in static_range(KV * R * 4):
+        wv[i] = wn[i]
+    for i in static_range(KV * R):
+        sv[i] = cast(sn[i], f32)
+        bv[i] = cast(bn[i], f32)
+    for i in static_range(KV * (128 // BITS)):
+        xs[i] = cast(xn[i], f32)
+
+
+@func
 def copy_step(w, scales, biases, x, sw, ssb, sx, st, wo, go, c0, nvec, R, KV, BITS, GROUP, XV, SP, LANES):
     """load_rows and load_xs as async copies into this lane's slots of stage st (a stage: KV R LANES 16-byte
     vectors, as many pieces of SP scales and of SP biases holding the vectors' ones, KV EPV / XV LANES
@@ -298,7 +323,8 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
                 NS: constexpr, XV: constexpr, SP: constexpr, LANES: constexpr):
     """y[r] = sum_c W[r, c] x[c], W quantized (BITS, GROUP): R rows per SIMD group, reduced by simd_sum alone.
     Launch groups of WARPS SIMD groups; SIMD group w of the grid (W of them) takes the blocks of rows b = w, w + W,
-    ... < ceil(nrows / R). NS = 0: each step loads its vectors; NS >= 2: NS-stage async copies, step t + NS - 1 in
+    ... < ceil(nrows / R). NS = 0: each step loads its vectors; NS = 1: step t + 1 loaded into raw registers before
+    step t is computed (``take_step`` converts them after); NS >= 2: NS-stage async copies, step t + NS - 1 in
     flight while step t is computed (needs ncols / GROUP a multiple of SP). XV: x elements per 16-byte load; SP:
     scales per 4 bytes; LANES >= simd_size(): the lane stride of the shared slots (constant, for the array sizes)."""
     S = simd_size()
@@ -330,7 +356,23 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
             acc[r] = 0.0
             wo[r] = min(row0 + r, nrows - 1) * (ncols * BITS // 32)  # rows past the end re-read the last one
             go[r] = min(row0 + r, nrows - 1) * (ncols // GROUP)
-        if NS == 0:
+        if NS == 1:  # step t + 1's loads issued into raw registers before step t's arithmetic
+            wn = local_array(u32, KV * R * 4)
+            sn = local_array(T, KV * R)
+            bn = local_array(T, KV * R)
+            xn = local_array(T, KV * EPV)
+            load_rows(w, scales, biases, wn, sn, bn, wo, go, 0, nvec, R, KV, BITS, GROUP)
+            load_xs_raw(x, xn, 0, nvec, KV, BITS, XV)
+            for t in range(nfull):
+                take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS)
+                if t + 1 < nsteps:
+                    load_rows(w, scales, biases, wn, sn, bn, wo, go, (t + 1) * CH, nvec, R, KV, BITS, GROUP)
+                    load_xs_raw(x, xn, (t + 1) * CH, nvec, KV, BITS, XV)
+                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
+            if nfull < nsteps:
+                take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS)
+                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0)
+        elif NS == 0:
             for t in range(nfull):
                 load_rows(w, scales, biases, wv, sv, bv, wo, go, t * CH, nvec, R, KV, BITS, GROUP)
                 load_xs(x, xs, t * CH, nvec, KV, BITS, XV)

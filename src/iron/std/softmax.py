@@ -17,7 +17,9 @@ one compiled variant, so the row length is bucketed to powers of two):
 
 ``VEC`` is 16 bytes of elements (8 x f16/bf16, 4 x f32) when ncols is a multiple of it (then every row base and
 chunk start is vector-aligned); otherwise ``VEC = 1``, plain scalar accesses, still one read per element from
-registers. Masked lanes hold -inf (exp gives 0); no element past ncols is ever read.
+registers. Masked lanes hold -inf (exp gives 0); no element past ncols is ever read. f16/bf16 rows take
+``fast_exp`` (``FAST = 1``, elementwise.py's reason: on Vulkan ``exp`` is Iron's ~30-instruction precise sequence, and
+a bf16 softmax streams 4 bytes an element, so at 4-5 TB/s it would be bound by that arithmetic, not by memory).
 
 Expected on an H200 (bf16, not measured here): 16384x8192 and 4096x4096 use 512 and 256 threads x 16 elements per
 thread (two 16-byte loads in flight per thread before the first reduction), which is Triton's shape and should reach
@@ -44,6 +46,7 @@ from ..lang import (
     constexpr,
     exp,
     f32,
+    fast_exp,
     group_id,
     local_array,
     local_id,
@@ -60,12 +63,14 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from ..runtime.device_array import Array, empty
+from .elementwise import fast_math
 
 #: threads per group of the strided baseline; the register kernels' default variant (``iron build``, golden tests)
 BLOCK = 256
 #: elements per vector access and vectors per thread of the default variant (valid for every dtype)
 VEC = 4
 PER = 4
+FAST = 0  # iron build's default: the precise exp (launches pass fast_math(x))
 #: longest row kept in one group's registers: 1024 threads x ``ELEMS_PER_THREAD``
 ELEMS_PER_THREAD = 16
 MIN_BLOCK, MAX_BLOCK = 64, 1024
@@ -232,11 +237,14 @@ def chunk_span(ncols, nchunks, BLOCK, VEC, PER):
 
 
 @func
-def exp_shifted_sum(vals, m, PER, VEC):
-    """vals <- exp(vals - m) in place; returns this thread's sum of them."""
+def exp_shifted_sum(vals, m, PER, VEC, FAST):
+    """vals <- exp(vals - m) in place (FAST = 1: ``fast_exp``, for f16/bf16 rows); returns this thread's sum."""
     s = 0.0
     for i in static_range(PER * VEC):
-        e = exp(vals[i] - m)
+        if FAST:
+            e = fast_exp(vals[i] - m)
+        else:
+            e = exp(vals[i] - m)
         vals[i] = e
         s += e
     return s
@@ -251,7 +259,8 @@ def thread_max(vals, PER, VEC):
 
 
 @kernel
-def softmax_rows(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr, VEC: constexpr, PER: constexpr):
+def softmax_rows(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr, VEC: constexpr, PER: constexpr,
+                 FAST: constexpr):
     """out[r, :] = softmax(x[r, :]), one group of BLOCK threads per row, the row in registers (ncols <=
     BLOCK * PER * VEC; ncols a multiple of VEC)."""
     start = group_id(0) * ncols
@@ -259,13 +268,13 @@ def softmax_rows(x: Tensor[T], out: Tensor[T], ncols: int, BLOCK: constexpr, VEC
     vals = local_array(f32, PER * VEC)
     load_vectors(x, vals, start, nvec, -math.inf, BLOCK, VEC, PER)
     m = group_max(thread_max(vals, PER, VEC), shared(f32, BLOCK), BLOCK)
-    s = group_total(exp_shifted_sum(vals, m, PER, VEC), shared(f32, BLOCK), BLOCK)
+    s = group_total(exp_shifted_sum(vals, m, PER, VEC, FAST), shared(f32, BLOCK), BLOCK)
     store_vectors(out, vals, start, nvec, 1.0 / s, BLOCK, VEC, PER)
 
 
 @kernel
 def softmax_rows_ahead(x: Tensor[T], out: Tensor[T], nrows: int, ncols: int, BLOCK: constexpr, VEC: constexpr,
-                       PER: constexpr):
+                       PER: constexpr, FAST: constexpr):
     """``softmax_rows`` by a fixed number of groups G = num_groups(0) (any G; ``launch_softmax`` launches
     ``AHEAD_PER_SM`` per multiprocessor): group g does rows g, g + G, ... and issues the next row's loads (raw T,
     converted after this row's store) before the current row's reductions, so a row is on its way while the group
@@ -285,7 +294,7 @@ def softmax_rows_ahead(x: Tensor[T], out: Tensor[T], nrows: int, ncols: int, BLO
         if after < nrows:
             load_vectors(x, nxt, after * ncols, nvec, -math.inf, BLOCK, VEC, PER)
         m = group_max(thread_max(cur, PER, VEC), pmax, BLOCK)
-        s = group_total(exp_shifted_sum(cur, m, PER, VEC), psum, BLOCK)
+        s = group_total(exp_shifted_sum(cur, m, PER, VEC, FAST), psum, BLOCK)
         store_vectors(out, cur, r * ncols, nvec, 1.0 / s, BLOCK, VEC, PER)
         for i in static_range(PER * VEC):
             cur[i] = nxt[i]
@@ -294,13 +303,13 @@ def softmax_rows_ahead(x: Tensor[T], out: Tensor[T], nrows: int, ncols: int, BLO
 
 @kernel
 def softmax_chunk_stats(x: Tensor[T], stats: Tensor[f32], ncols: int, nchunks: int, BLOCK: constexpr,
-                        VEC: constexpr, PER: constexpr):
+                        VEC: constexpr, PER: constexpr, FAST: constexpr):
     """Split path, pass 1: stats[2g], stats[2g + 1] = max and sum of exp(x - max) over group g's chunk."""
     start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
     vals = local_array(f32, PER * VEC)
     load_vectors(x, vals, start, nvec, -math.inf, BLOCK, VEC, PER)
     m = group_max(thread_max(vals, PER, VEC), shared(f32, BLOCK), BLOCK)
-    s = group_total(exp_shifted_sum(vals, m, PER, VEC), shared(f32, BLOCK), BLOCK)
+    s = group_total(exp_shifted_sum(vals, m, PER, VEC, FAST), shared(f32, BLOCK), BLOCK)
     if local_id(0) == 0:
         stats[2 * group_id(0)] = m
         stats[2 * group_id(0) + 1] = s
@@ -308,7 +317,7 @@ def softmax_chunk_stats(x: Tensor[T], stats: Tensor[f32], ncols: int, nchunks: i
 
 @kernel
 def softmax_chunk_apply(x: Tensor[T], stats: Tensor[f32], out: Tensor[T], ncols: int, nchunks: int,
-                        BLOCK: constexpr, VEC: constexpr, PER: constexpr):
+                        BLOCK: constexpr, VEC: constexpr, PER: constexpr, FAST: constexpr):
     """Split path, pass 2: combine the row's chunk statistics, then write this group's chunk. The chunk's loads are
     issued first so that they are in flight while the statistics are combined."""
     start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
@@ -324,7 +333,7 @@ def softmax_chunk_apply(x: Tensor[T], stats: Tensor[f32], out: Tensor[T], ncols:
     for i in range(tid, nchunks, BLOCK):
         s += stats[2 * (first + i) + 1] * exp(stats[2 * (first + i)] - m)
     s = group_total(s, shared(f32, BLOCK), BLOCK)
-    exp_shifted_sum(vals, m, PER, VEC)
+    exp_shifted_sum(vals, m, PER, VEC, FAST)
     store_vectors(out, vals, start, nvec, 1.0 / s, BLOCK, VEC, PER)
 
 
@@ -403,16 +412,18 @@ def _processors(name: str) -> int:
 
 def _launch_plan(x: Any, out: Any, p: RowPlan, backend: str | None, ahead: int = 0) -> None:
     rows, ncols = x.shape
+    fast = fast_math(x)
     if p.chunks == 1 and 0 < ahead < rows:
-        softmax_rows_ahead[ahead * p.block, p.block](x, out, rows, ncols, p.block, p.vec, p.per, backend=backend)
+        softmax_rows_ahead[ahead * p.block, p.block](x, out, rows, ncols, p.block, p.vec, p.per, fast,
+                                                     backend=backend)
         return
     if p.chunks == 1:
-        softmax_rows[rows * p.block, p.block](x, out, ncols, p.block, p.vec, p.per, backend=backend)
+        softmax_rows[rows * p.block, p.block](x, out, ncols, p.block, p.vec, p.per, fast, backend=backend)
         return
     stats = scratch_f32(x, 2 * rows * p.chunks)
     grid = rows * p.chunks * p.block
-    softmax_chunk_stats[grid, p.block](x, stats, ncols, p.chunks, p.block, p.vec, p.per, backend=backend)
-    softmax_chunk_apply[grid, p.block](x, stats, out, ncols, p.chunks, p.block, p.vec, p.per, backend=backend)
+    softmax_chunk_stats[grid, p.block](x, stats, ncols, p.chunks, p.block, p.vec, p.per, fast, backend=backend)
+    softmax_chunk_apply[grid, p.block](x, stats, out, ncols, p.chunks, p.block, p.vec, p.per, fast, backend=backend)
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

@@ -137,7 +137,7 @@ def finish(out, vals, start, nvec, m, LOG, BLOCK, VEC, PER):
         s = group_total(exp_sum(vals, m, PER, VEC), shared(f32, BLOCK), BLOCK)
         store_log(out, vals, start, nvec, m + log(s), BLOCK, VEC, PER)
     else:
-        s = group_total(exp_shifted_sum(vals, m, PER, VEC), shared(f32, BLOCK), BLOCK)
+        s = group_total(exp_shifted_sum(vals, m, PER, VEC, 0), shared(f32, BLOCK), BLOCK)
         store_vectors(out, vals, start, nvec, 1.0 / s, BLOCK, VEC, PER)
 
 
@@ -198,7 +198,7 @@ def softmax_ext_apply(x: Tensor[T], mask: Tensor[f32], stats: Tensor[f32], out: 
     if LOG:
         store_log(out, vals, row * ncols + c0, nvec, m + log(s), BLOCK, VEC, PER)
     else:
-        exp_shifted_sum(vals, m, PER, VEC)
+        exp_shifted_sum(vals, m, PER, VEC, 0)
         store_vectors(out, vals, row * ncols + c0, nvec, 1.0 / s, BLOCK, VEC, PER)
 
 

@@ -333,9 +333,10 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
     CH = S * KV  # vectors per row and step
     nfull = nvec // CH
     nsteps = (nvec + CH - 1) // CH
-    sw = shared(u32, max(WARPS * NS * KV * R * LANES * 4, 1))  # NS = 0: none used
-    ssb = shared(T, max(WARPS * NS * KV * R * LANES * 2 * SP, 1))
-    sx = shared(T, max(WARPS * NS * KV * LANES * EPV, 1))
+    NST = NS if NS >= 2 else 0  # shared stages: NS = 0 and 1 use none
+    sw = shared(u32, max(WARPS * NST * KV * R * LANES * 4, 1))
+    ssb = shared(T, max(WARPS * NST * KV * R * LANES * 2 * SP, 1))
+    sx = shared(T, max(WARPS * NST * KV * LANES * EPV, 1))
     st0 = simd_group() * NS  # this SIMD group's first stage
     # from a value NVRTC cannot fold (nrows >= 0): ptxas then keeps the magic numbers in registers instead of
     # re-making a constant before each logic op (a quarter more instructions in the loop)
@@ -452,7 +453,7 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
     async_ok = (ncols // group) % max(4 // itemsize, 1) == 0
     warp_cfgs = []
     for r, kv, warps, ns in table_for(WARP_TUNING, backend) or [WARP_DEFAULT]:
-        cfg = {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns if async_ok else 0}
+        cfg = {"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns if async_ok or ns < 2 else 0}
         if cfg not in warp_cfgs:
             warp_cfgs.append(cfg)
     mma_cfgs = mma_configs(backend, nrows, ncols, bits, dtype, group, forced=path == "mma")
@@ -500,7 +501,7 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128, >= {16 * cfg['NT']} rows "
                              f"and (staged) a group of 32 or 64; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}, "
                              f"group {group}")
-        if cfg.get("PATH") == "warp" and cfg["NS"] and (ncols // group) % max(4 // itemsize, 1):
+        if cfg.get("PATH") == "warp" and cfg["NS"] >= 2 and (ncols // group) % max(4 // itemsize, 1):
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
                              f"{x.dtype} scales do not align; use NS = 0")
     else:

@@ -204,7 +204,8 @@ def load_rows(w, scales, biases, wv, sv, bv, wo, go, c0, nvec, R, KV, BITS, GROU
 
 @func
 def load_xs(x, xs, c0, nvec, KV, BITS, XV):
-    """xs[k EPV + j] = x[(c0 + lane + k S) EPV + j] as f32 (a vector past nvec reads the last one)."""
+    """xs[k EPV + j] = x[(c0 + lane + k S) EPV + j] in xs's element type (a vector past nvec reads the last one):
+    f32, or x's own type for NS = 1's raw registers (no conversion waits on the loads)."""
     S = simd_size()
     EPV = 128 // BITS
     for k in static_range(KV):
@@ -212,20 +213,7 @@ def load_xs(x, xs, c0, nvec, KV, BITS, XV):
         for c in static_range(EPV // XV):
             xv = vload(x, v * EPV + c * XV, XV)
             for j in static_range(XV):
-                xs[k * EPV + c * XV + j] = cast(xv[j], f32)
-
-
-@func
-def load_xs_raw(x, xr, c0, nvec, KV, BITS, XV):
-    """``load_xs`` into xr in x's own type (no conversion, so nothing waits on the loads until xr is read)."""
-    S = simd_size()
-    EPV = 128 // BITS
-    for k in static_range(KV):
-        v = min(c0 + simd_lane() + k * S, nvec - 1)
-        for c in static_range(EPV // XV):
-            xv = vload(x, v * EPV + c * XV, XV)
-            for j in static_range(XV):
-                xr[k * EPV + c * XV + j] = xv[j]
+                xs[k * EPV + c * XV + j] = xv[j]
 
 
 @func
@@ -363,12 +351,12 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
             bn = local_array(T, KV * R)
             xn = local_array(T, KV * EPV)
             load_rows(w, scales, biases, wn, sn, bn, wo, go, 0, nvec, R, KV, BITS, GROUP)
-            load_xs_raw(x, xn, 0, nvec, KV, BITS, XV)
+            load_xs(x, xn, 0, nvec, KV, BITS, XV)
             for t in range(nfull):
                 take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS)
                 if t + 1 < nsteps:
                     load_rows(w, scales, biases, wn, sn, bn, wo, go, (t + 1) * CH, nvec, R, KV, BITS, GROUP)
-                    load_xs_raw(x, xn, (t + 1) * CH, nvec, KV, BITS, XV)
+                    load_xs(x, xn, (t + 1) * CH, nvec, KV, BITS, XV)
                 dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
             if nfull < nsteps:
                 take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS)

@@ -415,8 +415,12 @@ TUNING = {"cuda": [(128, 8, 1), (64, 8, 2), (256, 4, 1), (128, 4, 1), (64, 4, 2)
 #: (R, KV, WARPS, NS) of gemv_q_warp that autotuning times beside them: R = 16 shares each x chunk among the most
 #: rows (16384 x 16384: 1024 SIMD groups, one wave at 8 an SM); R = 4 with 3 stages for matrices of a few thousand
 #: rows (more SIMD groups, two steps in flight each); NS = 0 (direct loads) for comparison. Shared memory per group
-#: (bf16, 4 bits, 32 lanes): WARPS NS (R KV 768 + KV 2048) bytes, 56 KiB for the first
-WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3), (16, 1, 2, 0), (8, 1, 4, 0)]}
+#: (bf16, 4 bits, 32 lanes): WARPS NS (R KV 768 + KV 2048) bytes, 56 KiB for the first. Measured since: NS = 0 (8, 1, 4)
+#: wins (H200 s21 61.5 us, H100 s22 72.6 us at 16384^2; the NS >= 2 entries 94-202 us), latency-bound (13 warps an
+#: SM, nothing in flight across steps); the NS = 1 entries (the next step in raw registers: 244 / 159 registers)
+#: are not yet timed on a GPU
+WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3), (16, 1, 2, 0), (8, 1, 4, 0),
+                        (8, 1, 4, 1), (4, 1, 4, 1)]}
 #: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
 #: shared-memory limit (14 KiB at f32 and 32 lanes, against Metal's 32 KiB)
 WARP_DEFAULT = (4, 1, 1, 2)

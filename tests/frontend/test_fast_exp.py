@@ -26,7 +26,7 @@ def fast_pair(x: Tensor[iron.T], e: Tensor[iron.T], e2: Tensor[iron.T]):
 
 def _ulps(backend: str, ax: np.ndarray, two: bool) -> np.ndarray:
     """The target's documented bound in f32 ulps (beyond the exactly rounded result's)."""
-    if caps(backend).glsl_exp_pow:  # Vulkan: GLSL.std.450's 3 + 2|x| ulp for Exp and Exp2
+    if caps(backend).glsl_exp_pow or backend == "metal":  # GLSL.std.450's and MSL fast math's 3 + 2|x| ulp
         return 3.0 + 2.0 * ax
     if backend in ("cpu", "msl-cpu"):
         return np.zeros_like(ax)
@@ -48,9 +48,22 @@ def test_fast_exp(backend, which, dtype, rng):
 
 
 def test_fast_exp_limits(backend):
-    """Past f32's range the result is +inf above and 0 below, as exp's."""
-    x = np.array([200.0, 1000.0, -200.0, -1000.0], np.float32)
+    """Past f32's range the result is +inf above and 0 below, as exp's; exp(+inf) = +inf and exp(-inf) = 0 (a
+    softmax's masked lanes hold -inf), NaN stays NaN."""
+    x = np.array([200.0, 1000.0, np.inf, -200.0, -1000.0, -np.inf, np.nan], np.float32)
     e, e2 = poisoned(x.size, "f32"), poisoned(x.size, "f32")
     fast_pair[x.size](x, e, e2, backend=backend)
     for got in (e, e2):
-        assert np.all(np.isposinf(got[:2])) and np.all(got[2:] == 0.0), got
+        assert np.all(np.isposinf(got[:3])) and np.all(got[3:6] == 0.0) and np.isnan(got[6]), got
+
+
+def test_fast_math_is_for_half_data_only():
+    """std's FAST constexpr: 1 for f16/bf16 data, 0 for f32 (which keeps exp's precision), and an f32 CUDA unary exp
+    has no __expf in its source."""
+    from iron.codegen import emit_cuda
+    from iron.std import elementwise as E
+
+    assert [E.fast_math(np.zeros(2, d)) for d in (np.float32, np.float16)] == [0, 1]
+    for fast, want in ((0, False), (1, True)):
+        src = emit_cuda(E.unary.variant(iron.f32, (E.EXP, 4, 4, fast)).kernel).source
+        assert ("__expf" in src) is want

@@ -63,9 +63,9 @@ _MATH: dict[str, tuple[int, str, bool, str]] = {
     "exp": (1, "float", False, "e**x."),
     "exp2": (1, "float", False, "2**x."),
     "fast_exp": (1, "float", False, "e**x by the target's fast approximation (CUDA/HIP __expf, Metal fast::exp, "
-                 "Vulkan GLSL Exp): for f16/bf16 results or where speed beats the last f32 bits; docs/dsl.md."),
+                 "Vulkan GLSL Exp), for f16/bf16 results or where speed beats the last f32 bits."),
     "fast_exp2": (1, "float", False, "2**x by the target's fast approximation (CUDA/HIP exp2f, Metal fast::exp2, "
-                  "Vulkan GLSL Exp2); docs/dsl.md."),
+                  "Vulkan GLSL Exp2)."),
     "log": (1, "float", False, "Natural logarithm."),
     "log2": (1, "float", False, "Base-2 logarithm."),
     "sqrt": (1, "float", False, "Square root."),

@@ -46,7 +46,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from .elementwise import SILU, unary_op
-from .gemv_warp import launch_gemv_warp, warp_constexprs
+from .gemv_warp import glu_code, launch_gemv_warp, warp_constexprs
 from .softmax import dtype_label
 
 #: the default variant (``iron build``, the compile tests): valid for every dtype
@@ -63,7 +63,8 @@ def gemv(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, BLOCK
     """y[r] = sum_c a[r, c] * x[c] for a row-major (nrows, ncols) matrix, ncols a multiple of VEC; launch
     ceil(nrows / ROWS) * BLOCK threads in groups of BLOCK. Sums in f32. GLU = 1: x holds 2 ncols values (gate, up)
     and the vector is silu(gate) * up rounded to T, as std/elementwise swiglu would have stored it (SwiGLU fused
-    into the down projection of a decode step: one launch and one round trip less)."""
+    into the down projection of a decode step: one launch and one round trip less); GLU = 2 the same with swiglu's
+    f16/bf16 silu (``fast_exp2``: elementwise's FAST), so the fused and unfused paths agree bit for bit."""
     tid = local_id(0)
     row0 = group_id(0) * ROWS
     nvec = ncols // VEC
@@ -80,7 +81,7 @@ def gemv(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, BLOCK
                     gv = vload(x, v * VEC, VEC)
                     uv = vload(x, ncols + v * VEC, VEC)
                     for j in static_range(VEC):
-                        xs[u * VEC + j] = cast(unary_op(cast(gv[j], f32), SILU, 0) * cast(uv[j], f32), T)
+                        xs[u * VEC + j] = cast(unary_op(cast(gv[j], f32), SILU, GLU == 2) * cast(uv[j], f32), T)
                 else:
                     xv = vload(x, v * VEC, VEC)
                     for j in static_range(VEC):
@@ -187,7 +188,7 @@ def launch_config(cfg: dict, a: Any, x: Any, y: Any, backend: str | None = None,
     vec = plan_gemv(nrows, ncols, a.dtype.itemsize)[1]
     groups = -(-nrows // cfg["ROWS"])
     gemv[groups * cfg["BLOCK"], cfg["BLOCK"]](a, x, y, nrows, ncols, cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"],
-                                              int(glu), backend=backend)
+                                              glu_code(glu, a), backend=backend)
     return cfg["BLOCK"], vec, cfg["ROWS"], cfg["UNROLL"]
 
 

@@ -55,7 +55,7 @@ from ..lang import (
     vload,
 )
 from ..runtime import get_backend
-from .elementwise import SILU, unary_op
+from .elementwise import SILU, fast_math, unary_op
 
 #: rows per SIMD group, vectors per lane per row and chunk, the largest group size it is launched with
 MAX_R = 8
@@ -82,7 +82,7 @@ def load_x(x, xs, c0, nvec, ncols, K, VEC, GLU, EXACT):
             gv = vload(x, v * VEC, VEC)
             uv = vload(x, ncols + v * VEC, VEC)
             for j in static_range(VEC):
-                xs[k * VEC + j] = cast(cast(unary_op(cast(gv[j], f32), SILU, 0) * cast(uv[j], f32), T), f32)
+                xs[k * VEC + j] = cast(cast(unary_op(cast(gv[j], f32), SILU, GLU == 2) * cast(uv[j], f32), T), f32)
         else:
             xv = vload(x, v * VEC, VEC)
             for j in static_range(VEC):
@@ -133,7 +133,7 @@ def store_rows(y, acc, row0, nrows, R):
 
 
 @func
-def store_glu_rows(y, acc, row0, nout, R):
+def store_glu_rows(y, acc, row0, nout, R, FAST):
     """y[row0 + i] = silu(g) * u for i < H = R / 2 (the rows below nout), g and u the SIMD group's sums of rows i and
     H + i each rounded to T first, the product rounded to T by the store: what std/elementwise swiglu_rows stores
     from the unfused GEMV's output."""
@@ -142,7 +142,7 @@ def store_glu_rows(y, acc, row0, nout, R):
         g = cast(cast(simd_sum(acc[2 * i] + acc[2 * i + 1]), T), f32)
         u = cast(cast(simd_sum(acc[2 * (H + i)] + acc[2 * (H + i) + 1]), T), f32)
         if simd_lane() == i % simd_size() and row0 + i < nout:
-            y[row0 + i] = unary_op(g, SILU, 0) * u
+            y[row0 + i] = unary_op(g, SILU, FAST) * u
 
 
 @func
@@ -159,7 +159,8 @@ def gemv_warp(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, 
     < ceil(nrows / R), rows [b R, b R + R). GLU = 1: x holds 2 ncols values (gate, up) and the vector is silu(gate)
     * up rounded to T (std/gemv's GLU). GLU_OUT = 1 (R even, nrows even): a holds nrows / 2 gate rows, then as many
     up rows; block b is gate rows [b H, b H + H) and the matching up rows (H = R / 2), and y (nrows / 2 values) is
-    silu(g) * u of each pair's sums, each rounded to T (std/gemv's glu_out)."""
+    silu(g) * u of each pair's sums, each rounded to T (std/gemv's glu_out). GLU / GLU_OUT = 2: the same with
+    silu by ``fast_exp2`` (f16/bf16, as std/elementwise swiglu and swiglu_rows)."""
     S = simd_size()
     per_group = group_size(0) // S
     warp = group_id(0) * per_group + simd_group()
@@ -190,7 +191,7 @@ def gemv_warp(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, 
                 load_a(a, av, b * H, nrows, ncols, 0, nvec, R, K, VEC, 0, GLU_OUT)
                 fma_chunk(av, xs, acc, 0, nvec, R, K, VEC, 0)
             if GLU_OUT:
-                store_glu_rows(y, acc, b * H, nout, R)
+                store_glu_rows(y, acc, b * H, nout, R, GLU_OUT == 2)
             else:
                 store_rows(y, acc, b * H, nout, R)
     else:  # several chunks: whole ones without bounds, then the partial one; A's loads go out before x's (whose
@@ -207,7 +208,7 @@ def gemv_warp(a: Tensor[T], x: Tensor[T], y: Tensor[T], nrows: int, ncols: int, 
                 load_x(x, xs, full, nvec, ncols, K, VEC, GLU, 0)
                 fma_chunk(av, xs, acc, full, nvec, R, K, VEC, 0)
             if GLU_OUT:
-                store_glu_rows(y, acc, b * H, nout, R)
+                store_glu_rows(y, acc, b * H, nout, R, GLU_OUT == 2)
             else:
                 store_rows(y, acc, b * H, nout, R)
 
@@ -222,6 +223,12 @@ def warp_constexprs(ncols: int, itemsize: int, width: int, rows: int, k: int) ->
     wide = 16 // itemsize
     vec = wide if ncols % wide == 0 else 1
     return vec, rows, min(k, _pow2(-(-(ncols // vec) // width)))
+
+
+def glu_code(glu: bool, a: Any) -> int:
+    """The GLU / GLU_OUT constexpr (here and std/gemv): 0 none, 1 silu by exp2 (f32), 2 by fast_exp2 (f16/bf16,
+    as std/elementwise swiglu and swiglu_rows compute it)."""
+    return 1 + fast_math(a) if glu else 0
 
 
 def launch_gemv_warp(a: Any, x: Any, y: Any, backend: str | None = None, glu: bool = False, warps: int = 4,
@@ -243,5 +250,6 @@ def launch_gemv_warp(a: Any, x: Any, y: Any, backend: str | None = None, glu: bo
     need = -(-blocks // bpw)  # SIMD groups
     groups = -(-need // warps)
     block = warps * width
-    gemv_warp[groups * block, block](a, x, y, nrows, ncols, vec, r, kk, int(glu), int(glu_out), backend=backend)
+    gemv_warp[groups * block, block](a, x, y, nrows, ncols, vec, r, kk, glu_code(glu, a), glu_code(glu_out, a),
+                                     backend=backend)
     return block, vec, r, kk

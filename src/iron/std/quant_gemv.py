@@ -350,8 +350,9 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
             sn = local_array(T, KV * R)
             bn = local_array(T, KV * R)
             xn = local_array(T, KV * EPV)
-            load_rows(w, scales, biases, wn, sn, bn, wo, go, 0, nvec, R, KV, BITS, GROUP)
-            load_xs(x, xn, 0, nvec, KV, BITS, XV)
+            if nsteps > 0:  # K = 0: nothing to load (a vector index of -1 otherwise)
+                load_rows(w, scales, biases, wn, sn, bn, wo, go, 0, nvec, R, KV, BITS, GROUP)
+                load_xs(x, xn, 0, nvec, KV, BITS, XV)
             for t in range(nfull):
                 take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS)
                 if t + 1 < nsteps:
@@ -495,7 +496,7 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
                              f"group {group}")
         if cfg.get("PATH") == "warp" and cfg["NS"] >= 2 and (ncols // group) % max(4 // itemsize, 1):
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
-                             f"{x.dtype} scales do not align; use NS = 0")
+                             f"{x.dtype} scales do not align; use NS = 0 or 1")
     else:
         configs = gemv_q_configs(be, nrows, ncols, bits, group, itemsize, path, dtype_label(x))
         # cold: timed with the L2 flushed, as a decode step streams its weights (and as the bench measures)

@@ -14,9 +14,10 @@ after a 512 MB read-back and gave relu 984 us beside exp's 460 on NVIDIA's drive
 
 The gap between 1 and 2 is what OpFDiv costs on that driver; 4 against 5 the division without the exp. VK_SILU_IEEE=0
 builds the modules without SignedZeroInfNanPreserve (with IRON_CACHE=0), to see whether the mode makes the driver's
-OpFDiv slow; VK_SILU_NATIVE_EXP=1 builds exp/exp2 as GLSL Exp/Exp2 (the driver's own, 3 + 2|x| ulp promised) instead
-of precise_exp.py's sequence, to see what that sequence costs. Each variant's largest difference from float64 silu
-(in bf16 ulps of the result) is printed.
+OpFDiv slow; VK_SILU_NATIVE_EXP=1 builds the variants with ``fast_exp``/``fast_exp2`` (GLSL Exp/Exp2 on Vulkan, the
+driver's own, 3 + 2|x| ulp promised) instead of ``exp``/``exp2`` (precise_exp.py's sequence), to see what that
+sequence costs (std's rows take ``fast_exp`` for bf16 since session 22 either way). Each variant's largest difference
+from float64 silu (in bf16 ulps of the result) is printed.
 
     python bench/experiments/vk_silu_variants.py [backend] [out.json]      (VK_SILU_LOG2N: 28 by default)
 """
@@ -31,34 +32,71 @@ import time
 import numpy as np
 
 import iron
-from iron import Tensor, abs, constexpr, exp, exp2, f32, fma, local_array, rsqrt, static_range, where
+from iron import (
+    Tensor,
+    abs,
+    constexpr,
+    exp,
+    exp2,
+    f32,
+    fast_exp,
+    fast_exp2,
+    fma,
+    local_array,
+    rsqrt,
+    static_range,
+    where,
+)
 from iron.lang import T
 from iron.std.elementwise import load_lanes, store_lanes
 
 N, VEC, PER = 1 << int(os.environ.get("VK_SILU_LOG2N", "28")), 8, 2
 WARM, REPS, ROUNDS = 5, 30, 2
+FX = int(os.environ.get("VK_SILU_NATIVE_EXP", "0") == "1")
 NAMES = ("exp", "silu (x / d)", "x * d (no division)", "x * (1 / d)", "x / (1 + x x)", "relu",
          "silu by rsqrt + Newton", "silu by rsqrt alone")
 
 
+@iron.func
+def ex(x, FX):
+    """exp(x), by fast_exp when FX is 1."""
+    r = 0.0
+    if FX == 1:
+        r = fast_exp(x)
+    else:
+        r = exp(x)
+    return r
+
+
+@iron.func
+def ex2(x, FX):
+    """exp2(x), by fast_exp2 when FX is 1."""
+    r = 0.0
+    if FX == 1:
+        r = fast_exp2(x)
+    else:
+        r = exp2(x)
+    return r
+
+
 @iron.kernel
-def variant(a: Tensor[T], out: Tensor[T], n: int, V: constexpr, VEC: constexpr, PER: constexpr):
+def variant(a: Tensor[T], out: Tensor[T], n: int, V: constexpr, VEC: constexpr, PER: constexpr, FX: constexpr):
     vals = local_array(f32, PER * VEC)
     load_lanes(a, vals, n, VEC, PER)
     for i in static_range(PER * VEC):
         x = vals[i]
         if V == 0:
-            vals[i] = exp(x)
+            vals[i] = ex(x, FX)
         elif V == 1:
-            vals[i] = x / (1.0 + exp2(x * -1.4426950408889634))
+            vals[i] = x / (1.0 + ex2(x * -1.4426950408889634, FX))
         elif V == 2:
-            vals[i] = x * (1.0 + exp2(x * -1.4426950408889634))
+            vals[i] = x * (1.0 + ex2(x * -1.4426950408889634, FX))
         elif V == 3:
-            vals[i] = x * (1.0 / (1.0 + exp2(x * -1.4426950408889634)))
+            vals[i] = x * (1.0 / (1.0 + ex2(x * -1.4426950408889634, FX)))
         elif V == 4:
             vals[i] = x / (1.0 + x * x)
         elif V >= 6:
-            e = exp2(abs(x) * -1.4426950408889634)
+            e = ex2(abs(x) * -1.4426950408889634, FX)
             d = 1.0 + e
             r0 = rsqrt(d)
             r = r0 * r0
@@ -91,7 +129,7 @@ def launches(a, out, backend: str) -> list:
     from iron.std.elementwise import launch_unary
 
     threads = N // (VEC * PER)
-    rows = [(name, (lambda v=v: variant[threads](a, out, N, v, VEC, PER)), v in (1, 3, 6))
+    rows = [(name, (lambda v=v: variant[threads](a, out, N, v, VEC, PER, FX)), v in (1, 3, 6))
             for v, name in enumerate(NAMES)]
     rows += [(f"std {op}", (lambda op=op: launch_unary(op, a, out, backend)), op == "silu")
              for op in ("exp", "silu", "sigmoid", "relu")]
@@ -105,10 +143,6 @@ def main(backend: str, path: str | None) -> None:
         from iron.codegen.spirv import emit as spirv_emit
 
         spirv_emit.IEEE_SPECIALS = False
-    if os.environ.get("VK_SILU_NATIVE_EXP") == "1":
-        from iron.codegen.spirv import mathops
-
-        mathops.NATIVE_EXP = True
     host = (np.random.default_rng(0).standard_normal(N) * 8).astype(ml_dtypes.bfloat16)
     xs = host.astype(np.float64)
     want = xs / (1.0 + np.exp(-xs))

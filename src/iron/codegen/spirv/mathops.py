@@ -26,9 +26,6 @@ import numpy as np
 from numpy.polynomial import chebyshev
 
 _TAN_PI_8 = math.tan(math.pi / 8)
-#: exp/exp2 as GLSL Exp/Exp2 (3 + 2|x| ulp: not Iron's semantics) instead of precise_exp.py's sequences: False always,
-#: True only for experiments measuring what the precise sequence costs a driver (bench/experiments/vk_silu_variants.py)
-NATIVE_EXP = False
 
 
 @lru_cache(maxsize=1)
@@ -50,8 +47,6 @@ class MathOps:
         """The f32 (or bool) register of float math op ``code`` on f32 registers ``xs``; None: not spelled here."""
         b, op = self.b, self.inst
         f32, boolean = b.type_float(32), b.type_bool()
-        if code in ("exp", "exp2") and NATIVE_EXP:
-            return self.glsl("Exp" if code == "exp" else "Exp2", f32, xs[0])
         if code in ("exp", "exp2", "tanh"):
             return self.precise_exp(code, xs[0])  # precise_exp.py: GLSL Exp/Exp2/Tanh are 3 + 2|x| ulp
         if code in ("log", "log2"):

@@ -62,10 +62,11 @@ def _ops(category: str, names: str, n: int, doc: str = "", **kw) -> list[OpInfo]
 _MATH: dict[str, tuple[int, str, bool, str]] = {
     "exp": (1, "float", False, "e**x."),
     "exp2": (1, "float", False, "2**x."),
-    "fast_exp": (1, "float", False, "e**x by the target's fast approximation (CUDA/HIP __expf, Metal fast::exp, "
-                 "Vulkan GLSL Exp), for f16/bf16 results or where speed beats the last f32 bits."),
-    "fast_exp2": (1, "float", False, "2**x by the target's fast approximation (CUDA/HIP exp2f, Metal fast::exp2, "
-                  "Vulkan GLSL Exp2)."),
+    "fast_exp": (1, "float", False, "e**x by the target's fast approximation (CUDA ex2.approx.ftz of x log2 e, "
+                 "HIP __expf, Metal fast::exp, Vulkan GLSL Exp), for f16/bf16 results or where speed beats the last "
+                 "f32 bits."),
+    "fast_exp2": (1, "float", False, "2**x by the target's fast approximation (CUDA ex2.approx.ftz, HIP exp2f, "
+                  "Metal fast::exp2, Vulkan GLSL Exp2)."),
     "log": (1, "float", False, "Natural logarithm."),
     "log2": (1, "float", False, "Base-2 logarithm."),
     "sqrt": (1, "float", False, "Square root."),

@@ -16,9 +16,9 @@ blocks of BN tokens (up to its last row when causal):
 2. its lanes run the online softmax on its 16 rows, in base 2 (scores pre-multiplied by scale * log2(e), ``exp2``):
    each row is owned by SW / 16 neighbouring lanes (a lane owns 16 / SW rows where the SIMD width is below 16), which
    read their columns as 16-byte ``vload``s, apply the causal and length masks and combine the row max and sum by
-   one or two shuffles, not SIMD-wide reductions; P = exp2(S - m) goes to shared memory rounded to the input type
-   (``vstore``), and the running max m and sum l stay with the row's owner, its alpha = exp2(m_old - m) shuffled to
-   every lane;
+   one or two shuffles, not SIMD-wide reductions; P = exp2(S - m) (by ``fast_exp2``, as P is rounded to the input
+   type) goes to shared memory (``vstore``), and the running max m and sum l stay with the row's owner, its
+   alpha = exp2(m_old - m) shuffled to every lane;
 3. stage V in the same shared buffer; PV = P V (16 x D) by ``mma`` over BN / 16 steps, stored to the scratch; each
    lane then updates its slice of O (16 rows x D / simd_size() columns, f32 registers): O = O * alpha + PV.
 
@@ -51,8 +51,8 @@ from ..lang import (
     async_wait,
     barrier,
     constexpr,
-    exp2,
     f32,
+    fast_exp2,
     frag_a,
     frag_acc,
     frag_b,
@@ -156,12 +156,12 @@ def online_softmax(ss, sp, m, l, al, row0, q0, k0, n, scale2, LS, LP, BN, CAUSAL
         for j in static_range(CPL // PW):
             pv = local_array(H, PW)
             for e in static_range(PW):
-                p = exp2(sv[PW * j + e] - m_use)
+                p = fast_exp2(sv[PW * j + e] - m_use)
                 pv[e] = p
                 tot += p
             vstore(sp, pbase + PW * j, pv)
         tot = row_combine(tot, LPR, False)
-        alpha = exp2(m[i] - m_use)
+        alpha = fast_exp2(m[i] - m_use)
         l[i] = l[i] * alpha + tot
         m[i] = m_new
         mine[i] = alpha

@@ -49,8 +49,8 @@ from ..lang import (
     async_wait,
     barrier,
     constexpr,
-    exp2,
     f32,
+    fast_exp2,
     frag_a,
     frag_acc,
     frag_b,
@@ -132,8 +132,8 @@ def attend(qs, ks, vs, o, m, l, base, col0, cnt, scale2, D, BN):
         s = mma(frag_a(qs, 16 * kk, LD), frag_b(ks, base + 16 * kk, LD, True, BN // 16), s)
     s = frag_mask(s * scale2, 0, col0, cnt, False, -math.inf)
     m_new = max(m, frag_row_max(s))  # finite: every tile holds a position of the chunk
-    p = exp2(s - m_new)
-    alpha = exp2(m - m_new)
+    p = fast_exp2(s - m_new)
+    alpha = fast_exp2(m - m_new)
     l = l * alpha + frag_row_sum(p)
     o = o * alpha
     for kk in static_range(BN // 16):

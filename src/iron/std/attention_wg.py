@@ -21,7 +21,7 @@ from ..lang import (
     Tensor,
     barrier,
     constexpr,
-    exp2,
+    fast_exp2,
     frag_acc,
     frag_mask,
     frag_row_max,
@@ -83,12 +83,12 @@ def softmax_pv(s0, s1, m, l, o, sv, vbase, row0, k0, n, scale2, D, NC, CAUSAL, M
             x1 = frag_mask(x1, row0, k0 + 64, n, CAUSAL, -math.inf)
         mx = max(mx, frag_row_max(x1))
     m_new = max(m, mx)
-    alpha = exp2(m - m_new)
-    p0 = exp2(x0 - m_new)
+    alpha = fast_exp2(m - m_new)
+    p0 = fast_exp2(x0 - m_new)
     tot = frag_row_sum(p0)
     o_new = warpgroup_mma(p0, 0, sv, vbase, D, False, o * alpha)
     if NC == 2:
-        p1 = exp2(x1 - m_new)
+        p1 = fast_exp2(x1 - m_new)
         tot = tot + frag_row_sum(p1)
         o_new = warpgroup_mma(p1, 0, sv, vbase + 64 * D, D, False, o_new)
     return o_new, m_new, l * alpha + tot

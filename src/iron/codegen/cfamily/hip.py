@@ -30,7 +30,7 @@ from typing import ClassVar
 from ...ir.core import Kernel
 from .cuda import _REDUCE, _REDUCE_DOC, CUDA_CTYPES, CudaDialect, shuffle_wrappers
 from .cuda_matrix import CudaMatrix
-from .dialect import CDialect, SimdMasks, Snippet, Template
+from .dialect import ACTIVATION_NEEDS, CDialect, SimdMasks, Snippet, Template
 from .hip_matrix import HipMatrix, mfma_snippets
 from .printer import KernelSource, emit_source
 from .simd_lanes import relative_shuffles, scans, votes
@@ -191,6 +191,9 @@ class HipDialect(CudaDialect):
     async_sync = CDialect.async_sync
 
     name: ClassVar[str] = "hip"
+    #: CUDA's math but for the fast exps, which there are PTX (ex2.approx.ftz): HIP's __expf / exp2f
+    math: ClassVar[dict[str, str]] = {**CudaDialect.math, "fast_exp": "__expf", "fast_exp2": "exp2f"}
+    math_needs: ClassVar[dict[str, tuple[str, ...]]] = ACTIVATION_NEEDS
     builtin_names: ClassVar[frozenset[str]] = CudaDialect.builtin_names | frozenset(
         "__shfl __shfl_xor __ballot __ffsll hipThreadIdx_x hipBlockIdx_x hipBlockDim_x hipGridDim_x "
         "iron_wave_shfl iron_wave_shfl_xor IRON_HIP_ON_NVIDIA".split())

@@ -103,6 +103,7 @@ class TilePrinting:
         m, code, xs = self._matrix(op), op.opcode, op.operands
         if code in O.FRAG_LAYOUT:
             e, needs = m.elementwise_op(op, [self.expr(x) for x in xs], self.d.math)
+            needs = (*needs, *self.d.math_needs.get(op.attrs.get("fn"), ()))  # the math's own helper (fast_exp2)
         elif code == "frag_zero":
             e, needs = m.zero(op.result.type)
         elif code == "wg_mma":

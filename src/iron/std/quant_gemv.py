@@ -345,22 +345,34 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
             acc[r] = 0.0
             wo[r] = min(row0 + r, nrows - 1) * (ncols * BITS // 32)  # rows past the end re-read the last one
             go[r] = min(row0 + r, nrows - 1) * (ncols // GROUP)
-        if NS == 1:  # step t + 1's loads issued into raw registers before step t's arithmetic
-            wn = local_array(u32, KV * R * 4)
-            sn = local_array(T, KV * R)
-            bn = local_array(T, KV * R)
-            xn = local_array(T, KV * EPV)
+        if NS == 1:  # two raw register buffers: step t + 1's loads issued into one before step t's arithmetic
+            wa, wb = local_array(u32, KV * R * 4), local_array(u32, KV * R * 4)
+            sa, sb = local_array(T, KV * R), local_array(T, KV * R)
+            ba, bb = local_array(T, KV * R), local_array(T, KV * R)
+            xa, xb = local_array(T, KV * EPV), local_array(T, KV * EPV)
             if nsteps > 0:  # K = 0: nothing to load (a vector index of -1 otherwise)
-                load_rows(w, scales, biases, wn, sn, bn, wo, go, 0, nvec, R, KV, BITS, GROUP)
-                load_xs(x, xn, 0, nvec, KV, BITS, XV)
-            for t in range(nfull):
-                take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS)
-                if t + 1 < nsteps:
-                    load_rows(w, scales, biases, wn, sn, bn, wo, go, (t + 1) * CH, nvec, R, KV, BITS, GROUP)
-                    load_xs(x, xn, (t + 1) * CH, nvec, KV, BITS, XV)
+                load_rows(w, scales, biases, wa, sa, ba, wo, go, 0, nvec, R, KV, BITS, GROUP)
+                load_xs(x, xa, 0, nvec, KV, BITS, XV)
+            # pairs of full steps; past the last step the loads read clamped vectors (never used): no branch around
+            # them, and with one buffer ptxas put them after the arithmetic reading the old values, so nothing was
+            # in flight during it (SASS read with nvdisasm)
+            for t in range(0, nfull - 1, 2):
+                load_rows(w, scales, biases, wb, sb, bb, wo, go, (t + 1) * CH, nvec, R, KV, BITS, GROUP)
+                load_xs(x, xb, (t + 1) * CH, nvec, KV, BITS, XV)
+                take_step(wa, sa, ba, xa, wv, sv, bv, xs, R, KV, BITS)
                 dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
-            if nfull < nsteps:
-                take_step(wn, sn, bn, xn, wv, sv, bv, xs, R, KV, BITS)
+                load_rows(w, scales, biases, wa, sa, ba, wo, go, (t + 2) * CH, nvec, R, KV, BITS, GROUP)
+                load_xs(x, xa, (t + 2) * CH, nvec, KV, BITS, XV)
+                take_step(wb, sb, bb, xb, wv, sv, bv, xs, R, KV, BITS)
+                dot_rows(wv, xs, sv, bv, acc, magic, (t + 1) * CH, nvec, R, KV, BITS, 1)
+            if nfull % 2 == 1:  # buffer a holds step nfull - 1 (full)
+                take_step(wa, sa, ba, xa, wv, sv, bv, xs, R, KV, BITS)
+                dot_rows(wv, xs, sv, bv, acc, magic, (nfull - 1) * CH, nvec, R, KV, BITS, 1)
+                if nfull < nsteps:
+                    load_rows(w, scales, biases, wa, sa, ba, wo, go, nfull * CH, nvec, R, KV, BITS, GROUP)
+                    load_xs(x, xa, nfull * CH, nvec, KV, BITS, XV)
+            if nfull < nsteps:  # buffer a holds the partial last step
+                take_step(wa, sa, ba, xa, wv, sv, bv, xs, R, KV, BITS)
                 dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0)
         elif NS == 0:
             for t in range(nfull):
@@ -418,7 +430,8 @@ TUNING = {"cuda": [(128, 8, 1), (64, 8, 2), (256, 4, 1), (128, 4, 1), (64, 4, 2)
 #: rows (more SIMD groups, two steps in flight each); NS = 0 (direct loads) for comparison. Shared memory per group
 #: (bf16, 4 bits, 32 lanes): WARPS NS (R KV 768 + KV 2048) bytes, 56 KiB for the first. Measured since: NS = 0 (8, 1, 4)
 #: wins (H200 s21 61.5 us, H100 s22 72.6 us at 16384^2; the NS >= 2 entries 94-202 us), latency-bound (13 warps an
-#: SM, nothing in flight across steps); the NS = 1 entries (the next step in raw registers: 244 / 159 registers)
+#: SM, nothing in flight across steps); the NS = 1 entries (the next step in a second raw register buffer: 168 / 127
+#: registers at R 8 / 4, bf16, sm_90)
 #: are not yet timed on a GPU
 WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3), (16, 1, 2, 0), (8, 1, 4, 0),
                         (8, 1, 4, 1), (4, 1, 4, 1)]}

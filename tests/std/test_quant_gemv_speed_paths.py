@@ -89,6 +89,16 @@ def test_warp_configurations(backend, bits, group, dtype, rng):
         assert _run(backend, p, s, b, x, bits, group, dtype, config=cfg) == cfg
 
 
+@pytest.mark.parametrize("nvec", [96, 100])
+def test_warp_register_prefetch_step_counts(backend, nvec, rng):
+    """NS = 1 alternates two register buffers over pairs of steps: an odd number of whole steps (3 at 32 lanes) with
+    and without a partial last one, and even ones (12 at lavapipe's 8 lanes), R 4 and 8."""
+    p, s, b, x = _case(rng, 13, nvec * 32, 4, 64, "bf16")
+    for r in (4, 8):
+        cfg = {"PATH": "warp", "R": r, "KV": 1, "WARPS": 2, "NS": 1}
+        assert _run(backend, p, s, b, x, 4, 64, "bf16", config=cfg) == cfg
+
+
 @pytest.mark.parametrize("group,dtype", [(32, "bf16"), (64, "f16"), (128, "bf16")])
 def test_mma_configurations(backend, group, dtype, rng):
     """Every gemv_q4_mma configuration CUDA may time, forced: K = 1408 (11 slabs: WARPS SIMD groups of 3 or 2 slabs,

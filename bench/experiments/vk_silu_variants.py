@@ -58,24 +58,13 @@ NAMES = ("exp", "silu (x / d)", "x * d (no division)", "x * (1 / d)", "x / (1 + 
 
 
 @iron.func
-def ex(x, FX):
-    """exp(x), by fast_exp when FX is 1."""
+def ex(x, FX, TWO):
+    """exp(x) (exp2(x) when TWO is 1), by fast_exp / fast_exp2 when FX is 1."""
     r = 0.0
     if FX == 1:
-        r = fast_exp(x)
+        r = fast_exp2(x) if TWO == 1 else fast_exp(x)
     else:
-        r = exp(x)
-    return r
-
-
-@iron.func
-def ex2(x, FX):
-    """exp2(x), by fast_exp2 when FX is 1."""
-    r = 0.0
-    if FX == 1:
-        r = fast_exp2(x)
-    else:
-        r = exp2(x)
+        r = exp2(x) if TWO == 1 else exp(x)
     return r
 
 
@@ -86,17 +75,17 @@ def variant(a: Tensor[T], out: Tensor[T], n: int, V: constexpr, VEC: constexpr, 
     for i in static_range(PER * VEC):
         x = vals[i]
         if V == 0:
-            vals[i] = ex(x, FX)
+            vals[i] = ex(x, FX, 0)
         elif V == 1:
-            vals[i] = x / (1.0 + ex2(x * -1.4426950408889634, FX))
+            vals[i] = x / (1.0 + ex(x * -1.4426950408889634, FX, 1))
         elif V == 2:
-            vals[i] = x * (1.0 + ex2(x * -1.4426950408889634, FX))
+            vals[i] = x * (1.0 + ex(x * -1.4426950408889634, FX, 1))
         elif V == 3:
-            vals[i] = x * (1.0 / (1.0 + ex2(x * -1.4426950408889634, FX)))
+            vals[i] = x * (1.0 / (1.0 + ex(x * -1.4426950408889634, FX, 1)))
         elif V == 4:
             vals[i] = x / (1.0 + x * x)
         elif V >= 6:
-            e = ex2(abs(x) * -1.4426950408889634, FX)
+            e = ex(abs(x) * -1.4426950408889634, FX, 1)
             d = 1.0 + e
             r0 = rsqrt(d)
             r = r0 * r0

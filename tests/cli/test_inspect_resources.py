@@ -38,7 +38,7 @@ def test_one_dtype_an_arch_and_the_vectorised_entry():
 @pytest.mark.parametrize("args, message", [
     (["--resources"], "add --backend cuda"),
     (["--backend", "hip", "--resources"], "add --backend cuda"),
-    (["--backend", "cuda", "--arch", "sm_80"], "add --resources"),
+    (["--backend", "cuda", "--arch", "sm_80"], "add --resources or --sass"),
 ])
 def test_flag_errors(args, message):
     r = CliRunner().invoke(cli, ["inspect", "iron.std.unary:iron_exp", *args])

@@ -37,10 +37,14 @@ def cli() -> None:
 @click.option("--resources", "show_resources", is_flag=True,
               help="With --backend cuda: registers, shared memory, stack frame, spills and local memory per variant "
                    "(NVRTC's ptxas report) instead of the source.")
+@click.option("--sass", "show_sass", is_flag=True,
+              help="With --backend cuda: the SASS ptxas made (nvdisasm of NVRTC's cubin; no GPU needed), each "
+                   "function's instruction count and commonest opcodes first, instead of the source.")
 @click.option("--arch", default=None, metavar="sm_XX",
-              help="Target of --resources (default: $IRON_CUDA_ARCH, else sm_90).")
+              help="Target of --resources and --sass (default: $IRON_CUDA_ARCH, else sm_90).")
 def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: bool, backend: str | None,
-            defines: tuple[str, ...], show_resources: bool = False, arch: str | None = None) -> None:
+            defines: tuple[str, ...], show_resources: bool = False, show_sass: bool = False,
+            arch: str | None = None) -> None:
     """Show a kernel's IR, its IR after each pass, its generated source, or (CUDA) its resource usage.
 
     MODULE:KERNEL is an importable module and attribute (mypkg.ops:softmax) or a file (path/ops.py:softmax).
@@ -49,8 +53,10 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
 
     if show_resources and backend != "cuda":
         raise click.UsageError("--resources reports what ptxas made of the CUDA source: add --backend cuda")
-    if arch is not None and not show_resources:
-        raise click.UsageError("--arch is the target of --resources: add --resources")
+    if show_sass and backend != "cuda":
+        raise click.UsageError("--sass shows what ptxas made of the CUDA source: add --backend cuda")
+    if arch is not None and not (show_resources or show_sass):
+        raise click.UsageError("--arch is the target of --resources and --sass: add --resources or --sass")
     k = load_kernel(kernel_spec)
     constexprs = parse_constexprs(defines)
     if show_resources:
@@ -59,16 +65,27 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
         target = arch or resources.default_arch()
         dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]
         click.echo(resources.render(k, resources.variant_reports(k, dtypes, constexprs, target), target))
-        if show_passes or show_ir:
+        if show_passes or show_ir or show_sass:
             click.echo()
         backend = None  # the report takes the place of the source
+    if show_sass:
+        from . import resources
+
+        dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]
+        try:
+            click.echo(resources.render_sass(k, dtypes, constexprs, arch or resources.default_arch()))
+        except RuntimeError as e:
+            raise click.ClickException(str(e)) from None
+        if show_passes or show_ir:
+            click.echo()
+        backend = None  # the listing takes the place of the source
     if show_passes:
         for stage, text in k.passes(dtype=dtype, **constexprs):
             click.echo(f"// ----- after {stage} -----")
             click.echo(text)
     if backend:
         click.echo(k.source(backend, dtype=dtype, **constexprs))
-    if show_ir or not (show_passes or backend or show_resources):
+    if show_ir or not (show_passes or backend or show_resources or show_sass):
         click.echo(k.ir(dtype=dtype, **constexprs), nl=False)
 
 

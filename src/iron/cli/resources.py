@@ -1,10 +1,11 @@
-"""``iron inspect --backend cuda --resources``: what ptxas made of each variant of a kernel.
+"""``iron inspect --backend cuda --resources`` / ``--sass``: what ptxas made of each variant of a kernel.
 
 Registers, shared memory, stack frame, spills and local memory per compiled function, read from NVRTC's log of a
 compile with ptxas's verbose report (:func:`iron.codegen.nvrtc.resource_report`). The point is to see where a
 register array went: indexed only by compile-time indices after unrolling it stays in registers (no stack frame); a
 run-time index that ptxas cannot resolve puts it in local memory (a stack frame of its size), and a kernel that needs
-more registers than the target allows spills (spill stores/loads).
+more registers than the target allows spills (spill stores/loads). ``--sass`` prints the machine code itself
+(:mod:`iron.codegen.sass`: nvdisasm of NVRTC's cubin), each function's instruction count and commonest opcodes first.
 """
 
 from __future__ import annotations
@@ -39,18 +40,37 @@ def _local_memory(res: dict) -> str:
     return "yes: " + ", ".join(parts)
 
 
+def _variants(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], arch: str):
+    """(label, CUDA source, target) for each dtype of ``dtypes`` (``[None]`` for a kernel without T)."""
+    for dtype in dtypes:
+        source = k.source("cuda", dtype=dtype, target=arch, **constexprs)  # for arch: no PDL prologue before sm_90
+        target = "sm_90a" if arch == "sm_90" and "wgmma.mma_async" in source else arch  # warpgroup_mma as wgmma
+        label = ", ".join([*([f"T={dtype}"] if dtype is not None else []),
+                           *(f"{n}={v}" for n, v in constexprs.items())])
+        yield label, source, target
+
+
 def variant_reports(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], arch: str
                     ) -> list[tuple[str, dict[str, dict]]]:
     """[(variant label, report per function)] for each dtype of ``dtypes`` (``[None]`` for a kernel without T)."""
-    out = []
-    for dtype in dtypes:
-        source = k.source("cuda", dtype=dtype, target=arch, **constexprs)  # for arch: no PDL prologue before sm_90
-        if arch == "sm_90" and "wgmma.mma_async" in source:  # warpgroup_mma as wgmma: the sm_90a target
-            arch = "sm_90a"
-        label = ", ".join([*([f"T={dtype}"] if dtype is not None else []),
-                           *(f"{n}={v}" for n, v in constexprs.items())])
-        out.append((label, nvrtc.resource_report(source, arch, name=k.__name__)))
-    return out
+    return [(label, nvrtc.resource_report(source, target, name=k.__name__))
+            for label, source, target in _variants(k, dtypes, constexprs, arch)]
+
+
+def render_sass(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], arch: str) -> str:
+    """The text ``iron inspect --sass`` prints: per variant a header, each function's instruction count and
+    commonest opcodes, then nvdisasm's listing."""
+    from ..codegen import sass
+
+    why = sass.unavailable_reason()
+    if why is not None:
+        raise RuntimeError(f"--sass needs NVRTC and nvdisasm: {why}")
+    parts = []
+    for label, source, target in _variants(k, dtypes, constexprs, arch):
+        text = sass.disassemble(source, target, name=k.__name__)
+        parts.append(f"// SASS of {k.__name__}{f' [{label}]' if label else ''} for {target} (nvdisasm)\n"
+                     f"{sass.summary(text)}\n{text}")
+    return "\n".join(parts)
 
 
 def render(k: KernelFunction, reports: list[tuple[str, dict[str, dict]]], arch: str) -> str:

@@ -358,3 +358,30 @@ def test_min_max_of_signalling_nans(backend):
     np.testing.assert_array_equal(o[:, 5], np.where(nan, x, np.maximum(v, x)))
     np.testing.assert_array_equal(acc, [np.where(nan, -np.inf, v)[k::2].max() for k in (0, 1)])
     assert w != 8 or o[0, 0] == np.float32(8.5e-14) and np.isnan(o[-1, :2]).all()
+
+
+@iron.kernel
+def after_exit(x: Tensor[iron.f32], y: Tensor[iron.f32], z: Tensor[iron.f32], s: float):
+    i = program_id(0)
+    b = x[i] > 100.0
+    b = iron.isnan(s)  # a variable: every read of it is one SSA value for the driver
+    if b:
+        return
+    y[i] = iron.cast(b, iron.f32) * x[i]
+    c = iron.isinf(s)
+    if not c:
+        z[i] = iron.cast(c, iron.f32) * x[i]
+
+
+# fixed: after `if b: return` the driver knows b is false, so cast(b, f32) * x was lavapipe's folded 0.0 * x = 0 for
+# inf, NaN and -2.0 (fuzz seed 813761036, session 23): driver_constants now counts a branch's condition as a constant
+def test_product_with_a_condition_the_branch_decided(backend):
+    x = np.array([np.inf, -np.inf, np.nan, -2.0, 3.0, 0.0, -0.0, 1e30], np.float32)
+    y, z = np.full(8, 7.0, np.float32), np.full(8, 7.0, np.float32)
+    after_exit[8](x, y, z, 1.5, backend=backend)
+    with np.errstate(invalid="ignore"):
+        want = np.float32(0.0) * x
+    for got in (y, z):
+        np.testing.assert_array_equal(got, want)
+        finite = np.isfinite(want)
+        np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))

@@ -131,8 +131,7 @@ class _Analysis:
             copied = any(op.operands[i].uid in memories for i in info.reads) or any(self.const(v) for v in op.operands)
             return state | {(op.operands[i].uid, key) for i in info.writes for key in (None, SOME)} if copied else state
         if code == "if":
-            then, else_ = (self.block(r, state) for r in op.regions)
-            return _union(then, else_) if self.const(op.operands[0]) else _meet(then, else_)
+            return self.branch(op, state)
         if code in ("for", "while"):
             return self.loop(op, state)
         if code in ("break", "continue"):
@@ -142,6 +141,23 @@ class _Analysis:
             self.loops[-1].condition = op.operands[0]
             return state
         return None  # return
+
+    def branch(self, op: Op, state: frozenset[Key]) -> State:
+        """An ``if``. NIR replaces its condition by true / false where the branch decides it: inside either arm, and
+        after an arm that leaves (``if b: return`` makes b false below; ``cast(b, f32) * x`` gave 0.0 for inf, NaN
+        and -2.0 there: fuzz seed 813761036). So the condition, and the variable it was read from, are constants
+        in the arms; after the join only where one arm left, or where the driver decides the branch itself."""
+        cond = op.operands[0]
+        decided = self.const(cond)
+        self.add(cond)
+        owner = cond.owner
+        key = (owner.operands[0].uid, None) if isinstance(owner, Op) and owner.opcode == "get" else None
+        inside = state | {key} if key is not None else state
+        then, else_ = (self.block(r, inside) for r in op.regions)
+        after = _union(then, else_) if decided else _meet(then, else_)
+        if key is not None and key not in state and then is not None and else_ is not None and after is not None:
+            after = after - {key}  # both arms reach the join: nothing decides the variable below it
+        return after
 
     def loop(self, op: Op, entry: frozenset[Key]) -> State:
         """A loop the driver may unroll (a ``for`` with constant bounds, a ``while`` with a constant condition):

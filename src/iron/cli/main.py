@@ -59,11 +59,11 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
         raise click.UsageError("--arch is the target of --resources and --sass: add --resources or --sass")
     k = load_kernel(kernel_spec)
     constexprs = parse_constexprs(defines)
+    dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]  # --resources / --sass: every variant
     if show_resources:
         from . import resources
 
         target = arch or resources.default_arch()
-        dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]
         click.echo(resources.render(k, resources.variant_reports(k, dtypes, constexprs, target), target))
         if show_passes or show_ir or show_sass:
             click.echo()
@@ -71,7 +71,6 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
     if show_sass:
         from . import resources
 
-        dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]
         try:
             click.echo(resources.render_sass(k, dtypes, constexprs, arch or resources.default_arch()))
         except RuntimeError as e:

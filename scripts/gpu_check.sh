@@ -63,6 +63,8 @@
 #                                 710000802
 #   scripts/gpu_check.sh session13 (carry .gl/.whl) the twelfth session's new kernel paths' tests on cuda and vulkan
 #   scripts/gpu_check.sh gemvq   (carry .gl/.whl) issue 18: gemv_q_warp's tests on cuda/vulkan, then the q4/q8 GEMV rows
+#   scripts/gpu_check.sh lncfg   issue 18: layer_norm's configurations timed alone (bench/experiments/layer_norm_configs.py),
+#                                 beside torch and Triton, then tests/std/test_layer_norm.py on CUDA and NVIDIA's Vulkan
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
 #   scripts/gpu_check.sh topkncu issue 18: each top-k path timed alone beside torch.topk, then two under ncu
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
@@ -399,6 +401,17 @@ if [ "$PART" = topkncu ]; then
   done
   pack
 fi
+if [ "$PART" = lncfg ]; then
+  # issue 18: layer_norm's configurations alone (EPT x LATE, the persistent layer_norm_rows_ahead), cold, GPU time,
+  # beside torch and the Triton peer; then its tests on CUDA
+  timeout ${LN_TIMEOUT:-200} $PY bench/experiments/layer_norm_configs.py 2>&1 | tee "$OUT/layer_norm_configs.txt" \
+    | tail -n 40
+  pack
+  IRON_TEST_BACKENDS=cuda,vulkan timeout ${LN_TEST_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rfEs \
+    tests/std/test_layer_norm.py --maxfail=30 2>&1 | tee "$OUT/pytest_lncfg.txt" | tail -n 20
+  pack
+fi
+
 if [ "$PART" = q4cfg ]; then
   # issue 18: every q4 GEMV configuration alone (gemv_q, gemv_q_warp, the matrix-unit gemv_q4_mma), cold, GPU time,
   # beside torch's dequantize + mv; then mma_q4's tests on CUDA

@@ -46,12 +46,47 @@ def test_gpus_time_the_late_loads_beside_the_early_ones(monkeypatch):
     monkeypatch.setattr(L, "tune", lambda name, configs, run, **kw: seen.append(list(configs)) or configs[0])
     monkeypatch.setattr(L, "_launch_plan", lambda *a: None)
     monkeypatch.setattr(L, "table_for", lambda table, be: table.get("cuda") if be == "cuda" else None)
+    monkeypatch.setattr(L, "processors", lambda be: 132)
     x = np.zeros((FEW_ROWS, 8192), np.float32)  # enough rows to stay on the register path at every EPT
     L.launch_layer_norm(x, x[0], None, x, L.EPS, "cuda")
     L.launch_layer_norm(x, x[0], None, x, L.EPS, "cpu")
     long = np.zeros((2, 128256), np.float32)  # the split path at every EPT: no LATE to time
     L.launch_layer_norm(long, long[0], None, long, L.EPS, "cuda")
     epts = autotune.table_for(L.ROW_TUNING, "cuda")
-    assert seen[0] == [{"EPT": e, "LATE": lt} for e in epts for lt in (False, True)]
-    assert seen[1] == [{"EPT": L.ELEMS_PER_THREAD, "LATE": False}]
-    assert seen[2] == [{"EPT": e, "LATE": False} for e in epts]
+    assert seen[0] == [{"EPT": e, "LATE": lt, "AHEAD": 0} for e in epts for lt in (False, True)]  # < 2 rows a group
+    assert seen[1] == [{"EPT": L.ELEMS_PER_THREAD, "LATE": False, "AHEAD": 0}]
+    assert seen[2] == [{"EPT": e, "LATE": False, "AHEAD": 0} for e in epts]
+    many = np.zeros((8 * 132, 8192), np.float32)  # two rows a group at 4 groups an SM: both persistent grids timed
+    L.launch_layer_norm(many, many[0], None, many, L.EPS, "cuda")
+    ahead = [{"EPT": e, "LATE": False, "AHEAD": k * 132} for e in epts for k in L.AHEAD_PER_SM]
+    assert seen[3] == seen[0] + ahead
+    L.launch_layer_norm(many, many[0], None, many, L.EPS, "cuda", late=True)  # a forced LATE times no other kernel
+    assert seen[4] == [{"EPT": e, "LATE": True, "AHEAD": 0} for e in epts]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("groups", [1, 3, 7], ids=["one_group", "three", "seven"])
+def test_layer_norm_rows_ahead(backend, groups, bias, dtype, rng):
+    """The persistent layer_norm (rows g, g + G, ...; the weight and bias read once a group, the next row's loads
+    issued before this row's reductions) against float64 NumPy: 10 rows of 1024 over 1, 3 (an uneven share) and 7
+    groups, a constant row (variance 0) and a row with a large mean; the shared reduction slots are reused row after
+    row. Also launched directly with more groups than rows: the extra groups do nothing."""
+    from ..frontend.test_kernels import as_dtype
+
+    x = rng.standard_normal((10, 1024)) * 2 - 1
+    x[4] = 3.25
+    x[6] += 30.0
+    x, w, b = as_dtype(x, dtype), as_dtype(rng.standard_normal(1024), dtype), as_dtype(rng.standard_normal(1024), dtype)
+    z = f64(x)
+    mu = z.mean(axis=1, keepdims=True)
+    want = (z - mu) / np.sqrt(((z - mu) ** 2).mean(axis=1, keepdims=True) + L.EPS) * f64(w) + (f64(b) if bias else 0)
+    tol = {"f32": (2e-5, 2e-5), "bf16": (3e-2, 3e-2)}[dtype]
+    out = as_dtype(np.full(x.shape, np.nan), dtype)
+    plan = L.launch_layer_norm(x, w, b if bias else None, out, L.EPS, backend, ahead=groups)
+    assert plan.chunks == 1
+    assert np.allclose(f64(out), want, rtol=tol[0], atol=tol[1])
+    out = as_dtype(np.full(x.shape, np.nan), dtype)
+    L.layer_norm_rows_ahead[12 * plan.block, plan.block](x, w, b if bias else w, out, 10, 1024, L.EPS, plan.block,
+                                                         plan.vec, plan.per, bias, backend=backend)
+    assert np.allclose(f64(out), want, rtol=tol[0], atol=tol[1])

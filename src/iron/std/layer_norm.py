@@ -5,8 +5,11 @@ loads; the mean, then the variance around it (two passes over registers, no canc
 group sum; one read of x, one write. Rows too long for one group (the plan's chunks > 1, e.g. 32 x 128256) split
 across groups: ``layer_norm_chunk_stats`` writes each chunk's sum and its sum of squares around its own mean, and
 ``layer_norm_chunk_apply`` combines a row's chunks (Chan et al.'s pairwise update) and writes its chunk: two reads
-of x, one write. ``layer_norm_strided`` (one group per row, three strided passes) is kept for ``iron build`` users;
-no launch helper runs it. Statistics in f32; var is the biased (1/n) variance, as torch's layer_norm.
+of x, one write. Where the device reports its multiprocessors, ``layer_norm_rows_ahead`` (softmax_rows_ahead's
+design: a fixed number of groups, each issuing its next row's loads before this row's two reductions; the weight
+and bias read a vector at a time as the row is written) is timed beside it. ``layer_norm_strided`` (one group per
+row, three strided passes) is kept for ``iron build`` users; no launch helper runs it. Statistics in f32; var is
+the biased (1/n) variance, as torch's layer_norm.
 """
 
 from __future__ import annotations
@@ -27,13 +30,16 @@ from ..lang import (
     group_id,
     local_array,
     local_id,
+    num_groups,
     rsqrt,
     shared,
     static_range,
+    vload,
     vstore,
 )
 from ..runtime import get_backend
 from .softmax import (
+    AHEAD_PER_SM,
     BLOCK,
     ELEMS_PER_THREAD,
     PER,
@@ -45,11 +51,12 @@ from .softmax import (
     group_total,
     load_vectors,
     plan_rows,
+    processors,
     scratch_f32,
 )
 
 __all__ = ["BLOCK", "EPS", "HAS_BIAS", "LATE", "PER", "VEC", "launch_layer_norm", "layer_norm_chunk_apply",
-           "layer_norm_chunk_stats", "layer_norm_rows", "layer_norm_strided"]
+           "layer_norm_chunk_stats", "layer_norm_rows", "layer_norm_rows_ahead", "layer_norm_strided"]
 
 EPS = 1e-5
 HAS_BIAS = True  # iron build's default
@@ -118,6 +125,54 @@ def layer_norm_rows(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], nc
     if LATE:
         load_affine(w, b, wv, bv, nvec, BLOCK, VEC, PER, HAS_BIAS)
     store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
+
+
+@kernel
+def layer_norm_rows_ahead(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], nrows: int, ncols: int,
+                          eps: float, BLOCK: constexpr, VEC: constexpr, PER: constexpr, HAS_BIAS: constexpr):
+    """``layer_norm_rows`` by a fixed number of groups G = num_groups(0): group g does rows g, g + G, ... and issues
+    the next row's loads (raw T) before this row's reductions, so a row is on its way while the group waits at its
+    barriers; the weight and bias (the same columns every row) are read a vector at a time as the row is written,
+    from L1, with no registers held for them. The two reductions keep their own shared slots (softmax_rows_ahead's
+    argument: a slot is written again only after every SIMD group passed the barrier that follows its last read)."""
+    nvec = ncols // VEC
+    cur = local_array(f32, PER * VEC)
+    nxt = local_array(T, PER * VEC)
+    psum = shared(f32, BLOCK)
+    psq = shared(f32, BLOCK)
+    r = group_id(0)
+    if r < nrows:
+        load_vectors(x, cur, r * ncols, nvec, 0.0, BLOCK, VEC, PER)
+    while r < nrows:
+        after = r + num_groups(0)
+        if after < nrows:
+            load_vectors(x, nxt, after * ncols, nvec, 0.0, BLOCK, VEC, PER)
+        mean = group_total(thread_sum(cur, PER, VEC), psum, BLOCK) / cast(ncols, f32)
+        var = group_total(centred_squares(cur, mean, nvec, BLOCK, VEC, PER), psq, BLOCK)
+        scale = rsqrt(var / cast(ncols, f32) + eps)
+        store_affine(out, cur, w, b, r * ncols, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
+        for i in static_range(PER * VEC):
+            cur[i] = nxt[i]
+        r = after
+
+
+@func
+def store_affine(out, vals, w, b, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS):
+    """``store_normed`` with each weight (and bias) vector loaded just before the output vector it scales."""
+    tid = local_id(0)
+    for k in static_range(PER):
+        v = k * BLOCK + tid
+        if v < nvec:
+            wk = vload(w, v * VEC, VEC)
+            o = local_array(T, VEC)
+            if HAS_BIAS:
+                bk = vload(b, v * VEC, VEC)
+                for j in static_range(VEC):
+                    o[j] = vals[k * VEC + j] * scale * wk[j] + bk[j]
+            else:
+                for j in static_range(VEC):
+                    o[j] = vals[k * VEC + j] * scale * wk[j]
+            vstore(out, start + v * VEC, o)
 
 
 @func
@@ -197,30 +252,44 @@ def layer_norm_strided(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T],
 
 
 def launch_layer_norm(x: Any, w: Any, b: Any | None, out: Any, eps: float = EPS, backend: str | None = None,
-                      late: bool | None = None) -> RowPlan:
+                      late: bool | None = None, ahead: int | None = None) -> RowPlan:
     """out = layer_norm(x) * w (+ b) over the rows of a C-contiguous (rows, ncols) matrix; ``b`` None for no bias
     (``w`` is then passed in its place, unread). Where the backend autotunes, the elements per thread and ``LATE``
     (weight and bias loaded after the statistics; the register path only, the split path has no such choice) are
-    timed together; ``late`` forces the latter. Returns the plan it ran."""
+    timed together, and where it also reports its multiprocessors, ``layer_norm_rows_ahead`` with ``AHEAD_PER_SM``
+    groups per multiprocessor (softmax's rule: register plans, at least two rows a group); ``late`` forces the
+    former, ``ahead`` = G (1 <= G < rows) runs the latter with G groups where the plan keeps a row in registers.
+    Returns the plan it ran."""
     rows, ncols = x.shape
     be = backend or get_backend(None).name
-    lates = (LATE, not LATE) if late is None and table_for(ROW_TUNING, be) else (LATE if late is None else late,)
-    configs = [{"EPT": e, "LATE": lt} for e in table_for(ROW_TUNING, be) or (ELEMS_PER_THREAD,) for lt in lates
+    tuned = table_for(ROW_TUNING, be)
+    lates = (LATE, not LATE) if late is None and tuned else (LATE if late is None else late,)
+    fixed = 0 if ahead is None else ahead
+    configs = [{"EPT": e, "LATE": lt, "AHEAD": fixed} for e in tuned or (ELEMS_PER_THREAD,) for lt in lates
                if lt == lates[0] or plan_rows(rows, ncols, x.dtype.itemsize, e).chunks == 1]  # split: no LATE
+    whole = [e for e in tuned or () if plan_rows(rows, ncols, x.dtype.itemsize, e).chunks == 1]
+    if ahead is None and late is None and whole:
+        sms = processors(be)
+        configs += [{"EPT": e, "LATE": LATE, "AHEAD": k * sms} for e in whole for k in AHEAD_PER_SM
+                    if 0 < 2 * k * sms <= rows]
 
     def run(cfg: dict) -> RowPlan:
         p = plan_rows(rows, ncols, x.dtype.itemsize, cfg["EPT"])
-        _launch_plan(x, w, b, out, eps, p, backend, cfg["LATE"])
+        _launch_plan(x, w, b, out, eps, p, backend, cfg["LATE"], cfg["AHEAD"])
         return p
 
     return run(tune("std/layer_norm", configs, run, backend=be, dtype=dtype_label(x), key=(rows, ncols)))
 
 
 def _launch_plan(x: Any, w: Any, b: Any | None, out: Any, eps: float, p: RowPlan, backend: str | None,
-                 late: bool = False) -> None:
+                 late: bool = False, ahead: int = 0) -> None:
     rows, ncols = x.shape
     has_bias = b is not None
     bias = b if has_bias else w
+    if p.chunks == 1 and 0 < ahead < rows:
+        layer_norm_rows_ahead[ahead * p.block, p.block](x, w, bias, out, rows, ncols, eps, p.block, p.vec, p.per,
+                                                        has_bias, backend=backend)
+        return
     if p.chunks == 1:
         layer_norm_rows[rows * p.block, p.block](x, w, bias, out, ncols, eps, p.block, p.vec, p.per, has_bias, late,
                                                  backend=backend)

@@ -388,7 +388,7 @@ def launch_softmax(x: Any, out: Any, backend: str | None = None, ahead: int | No
     configs = [{"EPT": e, "AHEAD": 0 if ahead is None else ahead} for e in tuned or (ELEMS_PER_THREAD,)]
     whole = [e for e in tuned or () if plan_rows(rows, ncols, size, e).chunks == 1]
     if ahead is None and whole:
-        sms = _processors(be)
+        sms = processors(be)
         configs += [{"EPT": e, "AHEAD": k * sms} for e in whole for k in AHEAD_PER_SM if 0 < 2 * k * sms <= rows]
 
     def run(cfg: dict) -> RowPlan:
@@ -402,7 +402,7 @@ def launch_softmax(x: Any, out: Any, backend: str | None = None, ahead: int | No
 _PROCESSORS: dict[int, int] = {}
 
 
-def _processors(name: str) -> int:
+def processors(name: str) -> int:
     """The device's multiprocessors (0 where it does not say), asked once per backend object."""
     be = get_backend(name)
     if id(be) not in _PROCESSORS:

@@ -148,3 +148,19 @@ def test_no_vulkan_here_borrows_nothing(monkeypatch):
     monkeypatch.setattr(autotune, "_BORROWS", {})
     assert autotune.table_for({"cuda": [(1, 2)]}, "vulkan") is None
     assert autotune.table_for({"cuda": [(1, 2)]}, "cuda") == [(1, 2)]
+
+
+def test_multiprocessors_where_the_driver_says(vulkan):
+    """``sms`` in info() (what softmax/layer_norm size their persistent grids by): NVIDIA's driver reports its SMs
+    through VK_NV_shader_sm_builtins; a device without the extension (lavapipe) reports none, and the persistent
+    row kernels are then not timed there."""
+    from iron.runtime import vulkan_props as vp
+    from iron.std.softmax import processors
+
+    ctx = vulkan.context()
+    info = vulkan.info()
+    if "VK_NV_shader_sm_builtins" in ctx.extensions:
+        assert info["sms"] == ctx.sms > 0 and processors("vulkan") == ctx.sms
+    else:
+        assert "sms" not in info and ctx.sms == 0 and processors("vulkan") == 0
+        assert vp.multiprocessors(ctx.vk, ctx.ffi, ctx.phys, ctx.extensions) == 0

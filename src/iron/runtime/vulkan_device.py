@@ -111,6 +111,7 @@ class VulkanContext:
 
         self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
         feats = vp.read_features(vk, ffi, self.phys, self.extensions)
+        self.sms = vp.multiprocessors(vk, ffi, self.phys, self.extensions)
         self.has = {
             **vp.supported(vk, api, ops, feats),
             # f32 subnormals kept, not flushed to zero (NVIDIA flushes them unless asked)
@@ -224,6 +225,7 @@ class VulkanContext:
             "features": sorted(k for k, v in self.has.items() if v),
             "cooperative_matrix": sorted(self.coopmat),
             **({"cooperative_matrix2": self.coopmat2} if self.coopmat2 is not None else {}),
+            **({"sms": self.sms} if self.sms else {}),
         }
 
     # -- buffers --------------------------------------------------------------------------------------------------

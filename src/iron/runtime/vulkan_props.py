@@ -43,6 +43,20 @@ def read_properties(vk, ffi, phys) -> tuple[Any, Any, Any, Any]:
     return p2, drv, fc, sub
 
 
+def multiprocessors(vk, ffi, phys, extensions: set[str]) -> int:
+    """The device's streaming multiprocessors where its driver says (NVIDIA: VK_NV_shader_sm_builtins'
+    shaderSMCount, read from the properties without enabling the extension); 0 elsewhere. The row kernels size
+    their persistent grids by it (std/softmax.py ``processors``), as on CUDA."""
+    if "VK_NV_shader_sm_builtins" not in extensions:
+        return 0
+    sm = ffi.new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV*",
+                 {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV})
+    p2 = ffi.new("VkPhysicalDeviceProperties2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                                   "pNext": sm})
+    vk.vkGetPhysicalDeviceProperties2(phys.handle, p2)
+    return int(sm.shaderSMCount)
+
+
 def subgroup_size_control(vk, ffi, phys, f13) -> tuple[int, int] | None:
     """``(min, max)`` subgroup sizes a compute pipeline may require (Vulkan 1.3 subgroupSizeControl, compute among
     requiredSubgroupSizeStages), or None where a pipeline cannot pin its size."""

@@ -429,12 +429,12 @@ TUNING = {"cuda": [(128, 8, 1), (64, 8, 2), (256, 4, 1), (128, 4, 1), (64, 4, 2)
 #: rows (16384 x 16384: 1024 SIMD groups, one wave at 8 an SM); R = 4 with 3 stages for matrices of a few thousand
 #: rows (more SIMD groups, two steps in flight each); NS = 0 (direct loads) for comparison. Shared memory per group
 #: (bf16, 4 bits, 32 lanes): WARPS NS (R KV 768 + KV 2048) bytes, 56 KiB for the first. Measured since: NS = 0 (8, 1, 4)
-#: wins (H200 s21 61.5 us, H100 s22 72.6 us at 16384^2; the NS >= 2 entries 94-202 us), latency-bound (13 warps an
-#: SM, nothing in flight across steps); the NS = 1 entries (the next step in a second raw register buffer: 168 / 127
-#: registers at R 8 / 4, bf16, sm_90)
-#: are not yet timed on a GPU
+#: wins among those (H200 s21 61.5 us, H100 s22 72.6 us at 16384^2; the NS >= 2 entries 94-202 us), latency-bound (13
+#: warps an SM, nothing in flight across steps). NS = 1 (the next step in a second raw register buffer), H100 s24
+#: (bench/results/2026-12-06-h100-s24-attn-q4-rows): at R 8 85.4 us (168 registers: worse than NS 0's 69.9, dropped),
+#: at R 4 68.2 (4 warps) and 67.8 (8 warps), at 4096^2 10.5 against R 8 NS 0's 13.8
 WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3), (16, 1, 2, 0), (8, 1, 4, 0),
-                        (8, 1, 4, 1), (4, 1, 4, 1)]}
+                        (4, 1, 8, 1), (4, 1, 4, 1)]}
 #: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
 #: shared-memory limit (14 KiB at f32 and 32 lanes, against Metal's 32 KiB)
 WARP_DEFAULT = (4, 1, 1, 2)

@@ -123,8 +123,9 @@ def layer_norm_rows(x: Tensor[T], w: Tensor[T], b: Tensor[T], out: Tensor[T], nc
     var = group_total(centred_squares(vals, mean, nvec, BLOCK, VEC, PER), shared(f32, BLOCK), BLOCK)
     scale = rsqrt(var / cast(ncols, f32) + eps)
     if LATE:
-        load_affine(w, b, wv, bv, nvec, BLOCK, VEC, PER, HAS_BIAS)
-    store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
+        store_affine(out, vals, w, b, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
+    else:
+        store_normed(out, vals, wv, bv, start, nvec, scale, BLOCK, VEC, PER, HAS_BIAS)
 
 
 @kernel

@@ -63,6 +63,8 @@
 #                                 710000802
 #   scripts/gpu_check.sh session13 (carry .gl/.whl) the twelfth session's new kernel paths' tests on cuda and vulkan
 #   scripts/gpu_check.sh gemvq   (carry .gl/.whl) issue 18: gemv_q_warp's tests on cuda/vulkan, then the q4/q8 GEMV rows
+#   scripts/gpu_check.sh vfixed  issue 16 (carry .gl/.whl): bench/experiments/vk_fixed_cost.py, a copy kernel 1/2/4/8 times
+#                                 back to back on NVIDIA's Vulkan and CUDA: a fixed cost per timed interval vs per dispatch
 #   scripts/gpu_check.sh lncfg   issue 18: layer_norm's configurations timed alone (bench/experiments/layer_norm_configs.py),
 #                                 beside torch and Triton, then tests/std/test_layer_norm.py on CUDA and NVIDIA's Vulkan
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
@@ -137,7 +139,7 @@ for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = vsilu ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { { [ "$PART" = pytest ] || [ "$PART" = lncfg ]; } && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = vsilu ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { { [ "$PART" = pytest ] || [ "$PART" = lncfg ] || [ "$PART" = vfixed ]; } && [ -d .gl ]; } || \
    { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
@@ -401,6 +403,13 @@ if [ "$PART" = topkncu ]; then
   done
   pack
 fi
+if [ "$PART" = vfixed ]; then
+  # issue 16: Vulkan's constant gap to CUDA: 1/2/4/8 back-to-back copy dispatches on both, fixed + each fitted
+  timeout ${VKF_TIMEOUT:-150} $PY bench/experiments/vk_fixed_cost.py "$OUT/vk_fixed_cost.json" 2>&1 \
+    | tee "$OUT/vk_fixed_cost.txt" | tail -n 20
+  pack
+fi
+
 if [ "$PART" = lncfg ]; then
   # issue 18: layer_norm's configurations alone (EPT x LATE, the persistent layer_norm_rows_ahead), cold, GPU time,
   # beside torch and the Triton peer; then its tests on CUDA

@@ -53,12 +53,13 @@ def test_gpus_time_the_late_loads_beside_the_early_ones(monkeypatch):
     long = np.zeros((2, 128256), np.float32)  # the split path at every EPT: no LATE to time
     L.launch_layer_norm(long, long[0], None, long, L.EPS, "cuda")
     epts = autotune.table_for(L.ROW_TUNING, "cuda")
-    assert seen[0] == [{"EPT": e, "LATE": lt, "AHEAD": 0} for e in epts for lt in (False, True)]  # < 2 rows a group
-    assert seen[1] == [{"EPT": L.ELEMS_PER_THREAD, "LATE": False, "AHEAD": 0}]
-    assert seen[2] == [{"EPT": e, "LATE": False, "AHEAD": 0} for e in epts]
+    lates = (L.LATE, not L.LATE)  # the default first: what IRON_AUTOTUNE=0 runs
+    assert seen[0] == [{"EPT": e, "LATE": lt, "AHEAD": 0} for e in epts for lt in lates]  # < 2 rows a group
+    assert seen[1] == [{"EPT": L.ELEMS_PER_THREAD, "LATE": L.LATE, "AHEAD": 0}]
+    assert seen[2] == [{"EPT": e, "LATE": L.LATE, "AHEAD": 0} for e in epts]
     many = np.zeros((8 * 132, 8192), np.float32)  # two rows a group at 4 groups an SM: both persistent grids timed
     L.launch_layer_norm(many, many[0], None, many, L.EPS, "cuda")
-    ahead = [{"EPT": e, "LATE": False, "AHEAD": k * 132} for e in epts for k in L.AHEAD_PER_SM]
+    ahead = [{"EPT": e, "LATE": L.LATE, "AHEAD": k * 132} for e in epts for k in L.AHEAD_PER_SM]
     assert seen[3] == seen[0] + ahead
     L.launch_layer_norm(many, many[0], None, many, L.EPS, "cuda", late=True)  # a forced LATE times no other kernel
     assert seen[4] == [{"EPT": e, "LATE": True, "AHEAD": 0} for e in epts]

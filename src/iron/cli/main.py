@@ -42,9 +42,12 @@ def cli() -> None:
                    "function's instruction count and commonest opcodes first, instead of the source.")
 @click.option("--arch", default=None, metavar="sm_XX",
               help="Target of --resources and --sass (default: $IRON_CUDA_ARCH, else sm_90).")
+@click.option("--group", "group", default=None, type=click.IntRange(1, 1024), metavar="THREADS",
+              help="With --resources: the groups of THREADS threads an SM of the target holds at once (the "
+                   "occupancy calculator's arithmetic), and what limits them.")
 def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: bool, backend: str | None,
             defines: tuple[str, ...], show_resources: bool = False, show_sass: bool = False,
-            arch: str | None = None) -> None:
+            arch: str | None = None, group: int | None = None) -> None:
     """Show a kernel's IR, its IR after each pass, its generated source, or (CUDA) its resource usage.
 
     MODULE:KERNEL is an importable module and attribute (mypkg.ops:softmax) or a file (path/ops.py:softmax).
@@ -57,6 +60,8 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
         raise click.UsageError("--sass shows what ptxas made of the CUDA source: add --backend cuda")
     if arch is not None and not (show_resources or show_sass):
         raise click.UsageError("--arch is the target of --resources and --sass: add --resources or --sass")
+    if group is not None and not show_resources:
+        raise click.UsageError("--group sizes the occupancy column of --resources: add --resources")
     k = load_kernel(kernel_spec)
     constexprs = parse_constexprs(defines)
     dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]  # --resources / --sass: every variant
@@ -64,7 +69,10 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
         from . import resources
 
         target = arch or resources.default_arch()
-        click.echo(resources.render(k, resources.variant_reports(k, dtypes, constexprs, target), target))
+        try:
+            click.echo(resources.render(k, resources.variant_reports(k, dtypes, constexprs, target), target, group))
+        except ValueError as e:  # a target without occupancy limits
+            raise click.ClickException(str(e)) from None
         if show_passes or show_ir or show_sass:
             click.echo()
         backend = None  # the report takes the place of the source

@@ -73,16 +73,28 @@ def render_sass(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any]
     return "\n".join(parts)
 
 
-def render(k: KernelFunction, reports: list[tuple[str, dict[str, dict]]], arch: str) -> str:
-    """The text ``iron inspect --resources`` prints: one aligned table per variant, a row per compiled function."""
+def _groups(arch: str, group: int, res: dict) -> str:
+    """The occupancy cell: groups an SM at ``group`` threads, the share of its warp slots and what limits it."""
+    from ..codegen.occupancy import occupancy
+
+    occ = occupancy(arch, group, res["registers"], res["shared_bytes"])
+    return f"{occ.groups} ({occ.percent:.0f} %, {occ.limiter})"
+
+
+def render(k: KernelFunction, reports: list[tuple[str, dict[str, dict]]], arch: str, group: int | None = None
+           ) -> str:
+    """The text ``iron inspect --resources`` prints: one aligned table per variant, a row per compiled function;
+    with ``group`` (threads a group), the groups an SM holds at once (``codegen.occupancy``: static shared memory
+    only, as ptxas reports it)."""
     major, minor = nvrtc.nvrtc_version()
     lines = []
-    headers = ["function", *(h for h, _ in COLUMNS), "local memory"]
+    extra = [f"groups/SM at {group}"] if group else []
+    headers = ["function", *(h for h, _ in COLUMNS), *extra, "local memory"]
     for label, report in reports:
         lines.append(f"// resources of {k.__name__}{f' [{label}]' if label else ''} for {arch} "
                      f"(NVRTC {major}.{minor}, ptxas -v)")
-        rows = [[name, *(str(res[field]) for _, field in COLUMNS), _local_memory(res)]
-                for name, res in report.items()]
+        rows = [[name, *(str(res[field]) for _, field in COLUMNS), *([_groups(arch, group, res)] if group else []),
+                 _local_memory(res)] for name, res in report.items()]
         widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
         for row in [headers, *rows]:
             cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1])), row[-1]]

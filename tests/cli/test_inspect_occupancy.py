@@ -26,11 +26,21 @@ needs_nvrtc = pytest.mark.skipif(_REASON is not None, reason=f"NVRTC unavailable
     ("sm_90", 32, 16, 0, 32, "groups"),
     ("sm_86", 1024, 32, 0, 1, "warps"),        # 48 warps an SM
     ("sm_75", 128, 32, 0, 8, "warps"),         # 32 warps an SM
+    ("sm_90", 64, 112, 0, 8, "registers"),     # 3584 a warp: 4 warps a sub-partition, 16 an SM (not 65536 // 3584)
+    ("sm_90", 32, 88, 0, 20, "registers"),     # 2816 a warp: 5 a sub-partition
+    ("sm_75", 64, 32, 4865, 12, "shared memory"),  # 256-byte units on 7.x: 5120 a group (13 at 128-byte units)
 ])
 def test_groups_an_sm_holds(arch, threads, regs, smem, groups, limiter):
     occ = occupancy(arch, threads, regs, smem)
     assert (occ.groups, occ.limiter) == (groups, limiter)
     assert occ.warps == groups * -(-threads // 32) and 0 < occ.percent <= 100
+
+
+def test_a_group_too_big_for_the_register_file_does_not_launch():
+    """25 warps at 2560 registers each, rounded up to 28 warps (whole sub-partition sets): 71680 > 65536."""
+    occ = occupancy("sm_90", 800, 80)
+    assert (occ.groups, occ.limiter, occ.percent) == (0, "registers", 0.0)
+    assert occupancy("sm_90", 768, 80).groups == 1  # 24 warps: 61440 registers
 
 
 def test_unknown_targets_and_group_sizes_are_refused():
@@ -41,7 +51,8 @@ def test_unknown_targets_and_group_sizes_are_refused():
 
 
 @needs_nvrtc
-def test_the_resources_table_gains_the_column():
+def test_the_resources_table_gains_the_column(monkeypatch):
+    monkeypatch.delenv("IRON_CUDA_ARCH", raising=False)
     r = CliRunner().invoke(cli, ["inspect", "iron.std.layer_norm:layer_norm_rows", "--backend", "cuda", "--resources",
                                  "--dtype", "bf16", "-D", "BLOCK=256", "-D", "VEC=8", "-D", "PER=4", "-D", "HAS_BIAS=1",
                                  "-D", "LATE=1", "--group", "256"])
@@ -52,6 +63,9 @@ def test_the_resources_table_gains_the_column():
     assert f"{occupancy('sm_90', 256, regs, 2048).groups} (" in row
 
 
-def test_group_needs_resources():
+def test_group_needs_resources_and_a_known_target():
     r = CliRunner().invoke(cli, ["inspect", "iron.std.layer_norm:layer_norm_rows", "--group", "256"])
     assert r.exit_code != 0 and "--group sizes the occupancy column of --resources" in r.output
+    r = CliRunner().invoke(cli, ["inspect", "iron.std.layer_norm:layer_norm_rows", "--backend", "cuda", "--resources",
+                                 "--arch", "sm_61", "--group", "256"])  # refused before anything compiles
+    assert r.exit_code != 0 and "no occupancy limits for 'sm_61'" in r.output

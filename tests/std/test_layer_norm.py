@@ -59,35 +59,39 @@ def test_gpus_time_the_late_loads_beside_the_early_ones(monkeypatch):
     assert seen[2] == [{"EPT": e, "LATE": L.LATE, "AHEAD": 0} for e in epts]
     many = np.zeros((8 * 132, 8192), np.float32)  # two rows a group at 4 groups an SM: both persistent grids timed
     L.launch_layer_norm(many, many[0], None, many, L.EPS, "cuda")
-    ahead = [{"EPT": e, "LATE": L.LATE, "AHEAD": k * 132} for e in epts for k in L.AHEAD_PER_SM]
-    assert seen[3] == seen[0] + ahead
+    ahead = [{"EPT": e, "LATE": L.LATE, "AHEAD": k * 132} for e in epts for k in L.AHEAD_PER_SM
+             if k * L.plan_rows(8 * 132, 8192, 4, e).block <= L.MAX_RESIDENT]  # 4 groups of 1024 do not fit an SM
+    assert seen[3] == seen[0] + ahead and {"EPT": 8, "LATE": L.LATE, "AHEAD": 4 * 132} not in ahead
     L.launch_layer_norm(many, many[0], None, many, L.EPS, "cuda", late=True)  # a forced LATE times no other kernel
     assert seen[4] == [{"EPT": e, "LATE": True, "AHEAD": 0} for e in epts]
+    L.launch_layer_norm(many, many[0], None, many, L.EPS, "cuda", ahead=264)  # a forced grid: LATE not timed twice
+    assert seen[5] == [{"EPT": e, "LATE": L.LATE, "AHEAD": 264} for e in epts]
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
 @pytest.mark.parametrize("groups", [1, 3, 7], ids=["one_group", "three", "seven"])
-def test_layer_norm_rows_ahead(backend, groups, bias, dtype, rng):
-    """The persistent layer_norm (rows g, g + G, ...; the weight and bias read once a group, the next row's loads
-    issued before this row's reductions) against float64 NumPy: 10 rows of 1024 over 1, 3 (an uneven share) and 7
-    groups, a constant row (variance 0) and a row with a large mean; the shared reduction slots are reused row after
-    row. Also launched directly with more groups than rows: the extra groups do nothing."""
+def test_layer_norm_rows_ahead(backend, groups, bias, dtype, rng, monkeypatch):
+    """The persistent layer_norm (rows g, g + G, ...; the next row's loads issued before this row's reductions, the
+    weight and bias read a vector at a time) against float64 NumPy: 10 rows of 1000 (the last vectors masked) over 1,
+    3 (an uneven share) and 7 groups, a constant row (variance 0) and a row with a large mean; the shared reduction
+    slots are reused row after row. Also launched directly with more groups than rows: the extra groups do nothing."""
     from ..frontend.test_kernels import as_dtype
 
-    x = rng.standard_normal((10, 1024)) * 2 - 1
+    x = rng.standard_normal((10, 1000)) * 2 - 1  # 125 vectors of 8: the group's last ones masked
     x[4] = 3.25
     x[6] += 30.0
-    x, w, b = as_dtype(x, dtype), as_dtype(rng.standard_normal(1024), dtype), as_dtype(rng.standard_normal(1024), dtype)
+    x, w, b = as_dtype(x, dtype), as_dtype(rng.standard_normal(1000), dtype), as_dtype(rng.standard_normal(1000), dtype)
     z = f64(x)
     mu = z.mean(axis=1, keepdims=True)
     want = (z - mu) / np.sqrt(((z - mu) ** 2).mean(axis=1, keepdims=True) + L.EPS) * f64(w) + (f64(b) if bias else 0)
     tol = {"f32": (2e-5, 2e-5), "bf16": (3e-2, 3e-2)}[dtype]
     out = as_dtype(np.full(x.shape, np.nan), dtype)
+    monkeypatch.setattr(L, "layer_norm_rows", None)  # the helper must run the persistent kernel, not this one
     plan = L.launch_layer_norm(x, w, b if bias else None, out, L.EPS, backend, ahead=groups)
     assert plan.chunks == 1
     assert np.allclose(f64(out), want, rtol=tol[0], atol=tol[1])
     out = as_dtype(np.full(x.shape, np.nan), dtype)
-    L.layer_norm_rows_ahead[12 * plan.block, plan.block](x, w, b if bias else w, out, 10, 1024, L.EPS, plan.block,
+    L.layer_norm_rows_ahead[12 * plan.block, plan.block](x, w, b if bias else w, out, 10, 1000, L.EPS, plan.block,
                                                          plan.vec, plan.per, bias, backend=backend)
     assert np.allclose(f64(out), want, rtol=tol[0], atol=tol[1])

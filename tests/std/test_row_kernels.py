@@ -129,3 +129,9 @@ def test_gpus_time_the_persistent_softmax(monkeypatch):
     assert seen[0] == ([{"EPT": e, "AHEAD": 0} for e in epts]
                        + [{"EPT": e, "AHEAD": 4 * k} for e in epts for k in S.AHEAD_PER_SM])
     assert seen[1] == [{"EPT": S.ELEMS_PER_THREAD, "AHEAD": 0}]
+    wide = np.zeros((1000, 8192), np.float32)  # 1024 threads at EPT 8: 4 an SM would not fit (2048 threads), 2 do
+    S.launch_softmax(wide, wide, "cuda")
+    fits = [{"EPT": e, "AHEAD": 4 * k} for e in epts for k in S.AHEAD_PER_SM
+            if k * S.plan_rows(1000, 8192, 4, e).block <= S.MAX_RESIDENT]
+    assert seen[2] == [{"EPT": e, "AHEAD": 0} for e in epts] + fits
+    assert {"EPT": 8, "AHEAD": 8} in fits and {"EPT": 8, "AHEAD": 16} not in fits

@@ -69,10 +69,14 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
         from . import resources
 
         target = arch or resources.default_arch()
-        try:
-            click.echo(resources.render(k, resources.variant_reports(k, dtypes, constexprs, target), target, group))
-        except ValueError as e:  # a target without occupancy limits
-            raise click.ClickException(str(e)) from None
+        if group is not None:
+            from ..codegen.occupancy import capability
+
+            try:
+                capability(target)
+            except ValueError as e:  # a target without occupancy limits: said before anything compiles
+                raise click.UsageError(str(e)) from None
+        click.echo(resources.render(k, resources.variant_reports(k, dtypes, constexprs, target), target, group))
         if show_passes or show_ir or show_sass:
             click.echo()
         backend = None  # the report takes the place of the source

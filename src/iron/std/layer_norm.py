@@ -42,6 +42,7 @@ from .softmax import (
     AHEAD_PER_SM,
     BLOCK,
     ELEMS_PER_THREAD,
+    MAX_RESIDENT,
     PER,
     ROW_TUNING,
     VEC,
@@ -267,15 +268,17 @@ def launch_layer_norm(x: Any, w: Any, b: Any | None, out: Any, eps: float = EPS,
     rows, ncols = x.shape
     be = backend or get_backend(None).name
     tuned = table_for(ROW_TUNING, be)
-    lates = (LATE, not LATE) if late is None and tuned else (LATE if late is None else late,)
+    # a forced persistent grid ignores LATE: time it once
+    lates = (LATE, not LATE) if late is None and tuned and not ahead else (LATE if late is None else late,)
     fixed = 0 if ahead is None else ahead
     configs = [{"EPT": e, "LATE": lt, "AHEAD": fixed} for e in tuned or (ELEMS_PER_THREAD,) for lt in lates
                if lt == lates[0] or plan_rows(rows, ncols, x.dtype.itemsize, e).chunks == 1]  # split: no LATE
     whole = [e for e in tuned or () if plan_rows(rows, ncols, x.dtype.itemsize, e).chunks == 1]
     if ahead is None and late is None and whole:
         sms = processors(be)
+        size = x.dtype.itemsize
         configs += [{"EPT": e, "LATE": LATE, "AHEAD": k * sms} for e in whole for k in AHEAD_PER_SM
-                    if 0 < 2 * k * sms <= rows]
+                    if 0 < 2 * k * sms <= rows and k * plan_rows(rows, ncols, size, e).block <= MAX_RESIDENT]
 
     def run(cfg: dict) -> RowPlan:
         p = plan_rows(rows, ncols, x.dtype.itemsize, cfg["EPT"])
@@ -286,7 +289,7 @@ def launch_layer_norm(x: Any, w: Any, b: Any | None, out: Any, eps: float = EPS,
 
 
 def _launch_plan(x: Any, w: Any, b: Any | None, out: Any, eps: float, p: RowPlan, backend: str | None,
-                 late: bool = False, ahead: int = 0) -> None:
+                 late: bool = LATE, ahead: int = 0) -> None:
     rows, ncols = x.shape
     has_bias = b is not None
     bias = b if has_bias else w

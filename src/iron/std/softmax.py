@@ -79,8 +79,10 @@ REGISTER_ROW_MAX = MAX_BLOCK * ELEMS_PER_THREAD
 SPLIT_BLOCK = 256
 #: below this many rows, a row of at least two chunks is split so that the GPU gets enough groups (H200: 132 SMs)
 FEW_ROWS = 128
-#: softmax_rows_ahead's groups per multiprocessor that GPUs time (launch_softmax)
+#: softmax_rows_ahead's groups per multiprocessor that GPUs time (launch_softmax), where that many fit in
+#: MAX_RESIDENT threads (an NVIDIA SM's; more would run the persistent grid in two waves)
 AHEAD_PER_SM = (2, 4)
+MAX_RESIDENT = 2048
 
 
 # --- the row layout, shared with norm.py ---------------------------------------------------------------------------
@@ -389,7 +391,8 @@ def launch_softmax(x: Any, out: Any, backend: str | None = None, ahead: int | No
     whole = [e for e in tuned or () if plan_rows(rows, ncols, size, e).chunks == 1]
     if ahead is None and whole:
         sms = processors(be)
-        configs += [{"EPT": e, "AHEAD": k * sms} for e in whole for k in AHEAD_PER_SM if 0 < 2 * k * sms <= rows]
+        configs += [{"EPT": e, "AHEAD": k * sms} for e in whole for k in AHEAD_PER_SM if 0 < 2 * k * sms <= rows
+                    and k * plan_rows(rows, ncols, size, e).block <= MAX_RESIDENT]
 
     def run(cfg: dict) -> RowPlan:
         p = plan_rows(rows, ncols, size, cfg["EPT"])

@@ -67,6 +67,8 @@
 #                                 back to back on NVIDIA's Vulkan and CUDA: a fixed cost per timed interval vs per dispatch
 #   scripts/gpu_check.sh lncfg   issue 18: layer_norm's configurations timed alone (bench/experiments/layer_norm_configs.py),
 #                                 beside torch and Triton, then tests/std/test_layer_norm.py on CUDA and NVIDIA's Vulkan
+#   scripts/gpu_check.sh sized   issue 18: torch's copy of a row's own bytes, L2 flushed (bench/experiments/sized_copy.py):
+#                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
 #   scripts/gpu_check.sh topkncu issue 18: each top-k path timed alone beside torch.topk, then two under ncu
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
@@ -407,6 +409,12 @@ if [ "$PART" = vfixed ]; then
   # issue 16: Vulkan's constant gap to CUDA: 1/2/4/8 back-to-back copy dispatches on both, fixed + each fitted
   timeout ${VKF_TIMEOUT:-150} $PY bench/experiments/vk_fixed_cost.py "$OUT/vk_fixed_cost.json" 2>&1 \
     | tee "$OUT/vk_fixed_cost.txt" | tail -n 20
+  pack
+fi
+
+if [ "$PART" = sized ]; then
+  timeout ${SIZED_TIMEOUT:-60} $PY bench/experiments/sized_copy.py "$OUT/sized_copy.json" 2>&1 \
+    | tee "$OUT/sized_copy.txt" | tail -n 12
   pack
 fi
 

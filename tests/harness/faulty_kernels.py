@@ -10,6 +10,8 @@ subprocesses, which import it again, see them too). Not collected by pytest; the
   ``gpufault/after``: a correct kernel after it.
 - ``sticky/fault``: raises CUDA's illegal-address error and poisons this process as CUDA poisons a context;
   ``sticky/after``: a correct kernel that fails with the same error in a poisoned process.
+- ``tuned/two``: add_one launched through ``autotune.tune`` over two configurations (both time on any backend),
+  and a line of other stderr noise from the launch.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import iron
 from iron.harness.registry import InputGen, bench, test_kernel
 
 NAMES = ("broken/wrong", "broken/fault", "crash/exit", "crash/segv", "crash/good", "hang/sleep", "sticky/fault",
-         "sticky/after", "gpufault/oob", "gpufault/after")
+         "sticky/after", "gpufault/oob", "gpufault/after", "tuned/two")
 _POISONED = []  # set by sticky/fault: every later launch in this process fails, as on a CUDA context after a fault
 
 
@@ -105,6 +107,23 @@ def after_sticky(d, backend):
     launch_add_one(d, backend)
 
 
+def launch_tuned(d, backend):
+    import sys
+
+    from iron.frontend.autotune import tune
+
+    print("noise from a launch", file=sys.stderr)
+    n = int(np.prod(d["a"].shape))
+    cfg = tune("tuned/two", [{"SPLIT": 1}, {"SPLIT": 2}], lambda c: launch_add_one(d, backend), backend=backend,
+               dtype="f32", key=(n,))
+    assert cfg in ({"SPLIT": 1}, {"SPLIT": 2})
+    launch_add_one(d, backend)
+
+
+def tuned_kernel():
+    """Stands for add_one."""
+
+
 def sticky_kernel():
     pass
 
@@ -142,3 +161,4 @@ bench("gpufault/oob", launch=launch_write_far, oracle=identity, **_ONE)(write_fa
 bench("gpufault/after", launch=gpu_after, oracle=plus_one, **_ONE)(gpu_after_kernel)
 bench("sticky/fault", launch=sticky_fault, oracle=identity, **_ONE)(sticky_kernel)
 bench("sticky/after", launch=after_sticky, oracle=plus_one, **_ONE)(after_kernel)
+bench("tuned/two", launch=launch_tuned, oracle=plus_one, **_ONE)(tuned_kernel)

@@ -84,6 +84,19 @@ def test_a_hung_case_times_out(broken_kernels, monkeypatch):
     assert _rows()["hang/sleep"]["error"] == "worker timed out after 2 s (IRON_BENCH_TIMEOUT)"
 
 
+@pytest.mark.parametrize("log", ["1", "0"])
+def test_autotune_log_reaches_the_bench_output(broken_kernels, monkeypatch, log):
+    """IRON_AUTOTUNE_LOG=1: each candidate's time, measured in a worker, is printed by the bench (the worker's other
+    stderr is not); unset, none is."""
+    monkeypatch.setenv("IRON_AUTOTUNE_LOG", log)
+    result = run("bench", "--backend", "cpu", "--filter", "tuned/")
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("iron autotune tuned/two: ")]
+    assert len(lines) == (2 if log == "1" else 0), result.output
+    assert {ln.split(" us ")[1] for ln in lines} == ({"{'SPLIT': 1}", "{'SPLIT': 2}"} if log == "1" else set())
+    assert "noise from a launch" not in result.output
+
+
 def test_gpu_count(monkeypatch):
     monkeypatch.delenv(worker.GPUS_ENV, raising=False)
     assert worker.gpu_count("cpu") == 1 and worker.gpu_count("vulkan") == 1

@@ -201,6 +201,10 @@ def _drive(kind: str, todo: list[int], cases: list[dict], backend: str, options:
             rc = proc.wait()
             err.seek(0)
             lines = [ln for ln in err.read().splitlines() if ln.strip()]
+        if os.environ.get("IRON_AUTOTUNE_LOG", "0") == "1":  # the candidates' times the worker measured
+            for ln in lines:
+                if ln.startswith("iron autotune "):
+                    print(ln, file=sys.stderr)
         if todo and not restart:  # the worker died (or hung) on the first case it had not answered
             i = todo.pop(0)
             tail = lines[-1].strip() if lines else ""

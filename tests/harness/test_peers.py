@@ -18,6 +18,7 @@ from rich.console import Console
 from iron.harness import measure, peers
 from iron.harness import runner as bench_runner
 from iron.harness.registry import Registration, bench, unregister
+from iron.harness.roofline import Ceiling
 
 
 def test_importing_iron_and_its_harness_imports_no_triton_and_no_torch():
@@ -176,3 +177,41 @@ def test_no_triton_columns_on_the_host():
     entry = _entry({"numpy": lambda d: d["a"], "triton": "softmax"})
     sweep = bench_runner.Sweep("cpu", 5, False, {entry.name: entry}, [], [])
     assert sweep.peers == []
+
+
+def test_percent_of_a_copy_of_the_rows_own_bytes(monkeypatch):
+    """-v on a GPU: a memory-side row (FLOP/B below the ridge) gets %copy = its GB/s over the copy rate of its own
+    bytes (sized_copy_gbps, asked once per byte count), a compute-side row none; the note under the table says what
+    it is. Without a sized copy (the CPU backends) there is no column."""
+    asked = []
+
+    def sized(backend, nbytes):
+        asked.append((backend, nbytes))
+        return 500.0  # GB/s
+
+    monkeypatch.setattr(bench_runner, "sized_copy_gbps", sized)
+    mem = _entry({"torch": "softmax"})
+    mem.bytes_moved = lambda shape, itemsize: 2 * shape[0] * itemsize
+    mem.flops = lambda shape: shape[0]
+    dense = _entry({"torch": "softmax"})
+    dense.name = "peers-test/dense"
+    dense.bytes_moved = lambda shape, itemsize: 8
+    dense.flops = lambda shape: 1000
+    cases = [{"kernel": e.name, "dtype": "f32", "shape": [1 << 20], "seed": 0} for e in (mem, dense)]
+    base = {"iron_s": 2e-5, "timing": "CUDA events", "ok": True, "max_abs": 0.0, "input_copies": 1, "ref_s": 4e-5,
+            "refs": {"torch": 4e-5}}
+    ceiling = Ceiling(1000.0, "test copy", 1e6, "test matrix")
+    for device, want in ((True, [(("cuda", 8 << 20))]), (False, [])):
+        asked.clear()
+        sweep = bench_runner.Sweep("cuda", 5, device, {mem.name: mem, dense.name: dense}, cases, [base, dict(base)])
+        console = Console(width=300, record=True)
+        rows, ok = bench_runner.render_rows(sweep, console, True, ceiling, 3e-6)
+        bench_runner.print_notes(sweep, console, ceiling, 3e-6, rows)
+        text = console.export_text()
+        assert ok and asked == want
+        if device:  # 8 MiB in 20 us = 419 GB/s: 83.9 % of the 500 GB/s copy
+            assert rows[0]["pct_copy"] == pytest.approx(100 * (8 << 20) / 2e-5 / 1e9 / 500.0)
+            assert "pct_copy" not in rows[1] and "%copy" in text and "83.9%" in text
+            assert "of torch's copy of the row's own bytes" in text
+        else:
+            assert "pct_copy" not in rows[0] and "%copy" not in text

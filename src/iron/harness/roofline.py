@@ -93,6 +93,29 @@ def _cuda_copy_gbps(nbytes: int = 4 << 30) -> float:
     return 2 * nbytes / seconds / 1e9
 
 
+def sized_copy_gbps(backend: str, nbytes: int) -> float | None:
+    """Read + write GB/s of torch's copy of ``nbytes`` in all (half read, half written) on the GPU ``backend`` runs
+    on, L2 flushed before each repeat: what a kernel moving that many bytes can reach once launch, ramp-up and tail
+    are paid (on an H100 a 64 MiB copy reached 82 % of the 4 GiB rate, 2026-12-06). None where that GPU is not
+    torch's (the CPU backends; a Vulkan or HIP device not NVIDIA's, or no torch)."""
+    be = get_backend(backend)
+    if not (be.torch_device or (be.is_gpu() and be.vendor() == "nvidia" and _torch_cuda())) or nbytes < 8:
+        return None
+    key = (backend, nbytes)
+    if key not in _SIZED:
+        import torch
+
+        flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # 5x an H200's L2
+        src = torch.ones(max(1, nbytes // 8), dtype=torch.float32, device="cuda")
+        dst = torch.empty_like(src)
+        seconds = event_seconds(lambda: dst.copy_(src), repeats=10, warmup=2, before=flush.zero_)
+        _SIZED[key] = 2 * src.numel() * 4 / seconds / 1e9
+    return _SIZED[key]
+
+
+_SIZED: dict[tuple[str, int], float] = {}
+
+
 def _host_matrix_gflops(n: int = 1024) -> float:
     a = np.ones((n, n), dtype=np.float32)
     b = np.ones((n, n), dtype=np.float32)

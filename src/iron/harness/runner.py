@@ -24,7 +24,7 @@ from .baseline import save_last_run
 from .measure import ROTATE_L2_FACTOR, launch_overhead, on_gpu_arrays, on_torch_device, timing_of
 from .progress import sweep_progress
 from .registry import selected
-from .roofline import Ceiling, copy_ceiling, verdict, write_plot
+from .roofline import COMPUTE_INTENSITY, Ceiling, copy_ceiling, sized_copy_gbps, verdict, write_plot
 from .worker import run_cases
 
 COLUMNS = ["Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "GFLOP/s", "max err",
@@ -96,7 +96,7 @@ def measure_sweep(pattern: str | None, backend: str, dtypes: tuple[str, ...], re
 
 
 def _row(entry, dname: str, shape: tuple[int, ...], answer: dict, verbose: bool, ceiling: Ceiling | None,
-         launch_s: float | None) -> dict:
+         launch_s: float | None, sized=None) -> dict:
     """One measured row as the JSON records it (with the -v columns when ``verbose``)."""
     extra = {"device": answer["device"]} if "device" in answer else {}
     if answer.get("error"):
@@ -122,6 +122,10 @@ def _row(entry, dname: str, shape: tuple[int, ...], answer: dict, verbose: bool,
         stats = answer.get("stats") or {}
         row["pct_bw"] = 100.0 * row["iron_gbps"] / ceiling.copy_gbps
         row["pct_flop"] = 100.0 * row["gflops"] / ceiling.matrix_gflops if ceiling.matrix_gflops else None
+        copy_gbps = sized(nbytes) if sized and nbytes and flops / nbytes < COMPUTE_INTENSITY else None
+        if copy_gbps:  # a memory-side row against a copy of its own bytes (sized_copy_gbps)
+            row["sized_copy_gbps"] = copy_gbps
+            row["pct_copy"] = 100.0 * row["iron_gbps"] / copy_gbps
         if stats:
             row["stats"] = stats
         row["verdict"] = verdict(iron_s, nbytes, flops, ceiling.copy_gbps, launch_s, ceiling.matrix_gflops,
@@ -139,7 +143,8 @@ def _peer_cells(row: dict, family: str) -> list[str]:
     return [f"{timed['us']:.0f}", f"{timed['gbps']:.3f}", f"{100 * timed['us'] / row['iron_us']:.1f}%"]
 
 
-def _cells(row: dict, answer: dict, verbose: bool, with_stats: bool, peers: list[str]) -> list[str]:
+def _cells(row: dict, answer: dict, verbose: bool, with_stats: bool, peers: list[str], with_copy: bool = False
+           ) -> list[str]:
     """The table cells of a measured row (all but the final ok column)."""
     ref = row["ref_us"] is not None
     cells = [row["kernel"], "x".join(map(str, row["shape"])), row["dtype"], f"{row['iron_us']:.0f}",
@@ -150,7 +155,9 @@ def _cells(row: dict, answer: dict, verbose: bool, with_stats: bool, peers: list
     cells += [f"{row['gflops']:.3f}", f"{row['max_err']:.2e}"]
     if verbose:
         stats = answer.get("stats") or {}
-        cells += [f"{row['pct_bw']:.1f}%", f"{row['pct_flop']:.2f}%" if row["pct_flop"] is not None else "-",
+        cells += [f"{row['pct_bw']:.1f}%", *([f"{row['pct_copy']:.1f}%" if "pct_copy" in row else "-"]
+                                             if with_copy else []),
+                  f"{row['pct_flop']:.2f}%" if row["pct_flop"] is not None else "-",
                   f"{row['intensity']:.2f}" if row["intensity"] is not None else "-"]
         if with_stats:
             cells += [str(stats.get("vector_registers", stats.get("registers", "-"))) if stats else "-",
@@ -168,21 +175,25 @@ def render_rows(sweep: Sweep, console: Console, verbose: bool, ceiling: Ceiling 
     for family in reversed(peers):
         cols[cols.index("Iron %") + 1:cols.index("Iron %") + 1] = PEER_COLUMNS[family]
     with_stats = verbose and any(a.get("stats") for a in sweep.answers)
+    sized = (lambda nbytes: sized_copy_gbps(sweep.backend, nbytes)) if verbose and sweep.device else None
+    rows = [_row(sweep.entries[c["kernel"]], c["dtype"], tuple(c["shape"]), a, verbose, ceiling, launch_s, sized)
+            for c, a in zip(sweep.cases, sweep.answers)]
+    with_copy = any("pct_copy" in r for r in rows)
     if verbose:
-        cols[-1:-1] = ["%BW", "%FLOP", "FLOP/B", *(["regs", "occ%"] if with_stats else []), "verdict"]
+        cols[-1:-1] = ["%BW", *(["%copy"] if with_copy else []), "%FLOP", "FLOP/B",
+                       *(["regs", "occ%"] if with_stats else []), "verdict"]
     for col in cols:
         table.add_column(col, justify="left" if col in ("Kernel", "ok", "verdict") else "right")
-    rows, all_ok = [], True
-    for case, answer in zip(sweep.cases, sweep.answers):
+    all_ok = True
+    for case, answer, row in zip(sweep.cases, sweep.answers, rows):
         entry, dname, shape = sweep.entries[case["kernel"]], case["dtype"], tuple(case["shape"])
-        row = _row(entry, dname, shape, answer, verbose, ceiling, launch_s)
-        rows.append(row)
         all_ok &= row["ok"]
         if answer.get("error"):
             table.add_row(entry.name, "x".join(map(str, shape)), dname, *["-"] * (len(cols) - 4), "[red]ERROR")
             console.print(f"{entry.name} {dname} {shape}: {row['error']}", markup=False, highlight=False)
             continue
-        table.add_row(*_cells(row, answer, verbose, with_stats, peers), "[green]ok" if row["ok"] else "[red]FAIL")
+        table.add_row(*_cells(row, answer, verbose, with_stats, peers, with_copy),
+                      "[green]ok" if row["ok"] else "[red]FAIL")
         if answer.get("failure"):
             console.print(f"{entry.name} {dname} {shape}: {answer['failure']}", markup=False, highlight=False)
         for family, why in (answer.get("ref_errors") or {}).items():
@@ -197,7 +208,8 @@ def _reference(device: bool) -> tuple[str, str]:
     return ("torch on the same GPU", "CUDA events") if device else ("NumPy on the host CPU", "host wall-clock")
 
 
-def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_s: float | None) -> None:
+def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_s: float | None,
+                rows: list[dict] | None = None) -> None:
     """The lines under the table: what the reference is, how CUDA rows were timed, what the -v columns mean."""
     for case, answer in zip(sweep.cases, sweep.answers):
         if answer.get("config"):
@@ -232,6 +244,10 @@ def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_
                       f"memory-bound at >= 50% BW, compute-bound at >= 50% FLOP or >= {ridge} FLOP/B (the ridge), "
                       "under-occupied below 25% occupancy or with fewer groups than multiprocessors (where the "
                       "backend reports them: regs, occ%), else latency-bound.")
+    if any("pct_copy" in r for r in rows or ()):
+        console.print("%copy (memory-side rows on a GPU torch reaches): of torch's copy of the row's own bytes (half "
+                      "read, half written) on the same GPU, L2 flushed: what a kernel of that size can reach once "
+                      "launch, ramp-up and tail are paid; %BW's 4 GiB copy hides them.")
 
 
 def bench_document(sweep: Sweep, rows: list[dict], ceiling: Ceiling | None, launch_s: float | None) -> dict:
@@ -278,6 +294,6 @@ def run_bench(pattern: str | None = None, backend: str | None = None, dtypes: tu
     ceiling = copy_ceiling(backend) if verbose or plot_path else None
     launch_s = launch_overhead(backend, repeats) if verbose else None
     rows, all_ok = render_rows(sweep, console, verbose, ceiling, launch_s)
-    print_notes(sweep, console, ceiling if verbose else None, launch_s)
+    print_notes(sweep, console, ceiling if verbose else None, launch_s, rows)
     doc = bench_document(sweep, rows, ceiling if verbose else None, launch_s)
     return write_outputs(doc, console, json_path, plot_path, ceiling) and all_ok

@@ -148,47 +148,26 @@ def test_misaligned_device_view_takes_the_scalar_path(backend, interleaved, rng)
 def test_gpus_time_heads_per_thread_beside_the_plan():
     """CUDA (and a Vulkan GPU) times every heads-per-thread figure that divides the heads and keeps <= MAX_VECTORS
     x vectors a thread, plan_rope's first; backends that time nothing run plan_rope's alone; the scalar path one."""
-    pairs = [{"VEC": 8, "HPT": 4}, {"VEC": 8, "HPT": 1}, {"VEC": 8, "HPT": 2}]
-    assert R.rope_configs(4096, 32, 128, 2, False, True, "cuda") == pairs + [
-        {"VEC": 8, "HPT": 1, "OWN": 1}, {"VEC": 8, "HPT": 2, "OWN": 1}, {"VEC": 8, "HPT": 4, "OWN": 1}]
-    assert R.rope_configs(4096, 32, 128, 2, False, True, "cuda", in_place=True) == pairs  # rope_own reads partners
+    assert R.rope_configs(4096, 32, 128, 2, False, True, "cuda") == [
+        {"VEC": 8, "HPT": 4}, {"VEC": 8, "HPT": 1}, {"VEC": 8, "HPT": 2}]
     assert R.rope_configs(4096, 32, 128, 2, True, True, "cuda") == [
         {"VEC": 8, "HPT": 8}, {"VEC": 8, "HPT": 1}, {"VEC": 8, "HPT": 2}, {"VEC": 8, "HPT": 4}]
-    assert R.rope_configs(5, 3, 128, 2, False, True, "cuda") == [{"VEC": 8, "HPT": 1},  # 3 heads: 1 divides
-                                                                  {"VEC": 8, "HPT": 1, "OWN": 1}]
+    assert R.rope_configs(5, 3, 128, 2, False, True, "cuda") == [{"VEC": 8, "HPT": 1}]  # 3 heads: 1 divides
     assert R.rope_configs(4096, 32, 128, 2, False, True, "cpu") == [{"VEC": 8, "HPT": 4}]
     assert R.rope_configs(3, 4, 64, 2, False, False, "cuda") == [{"VEC": 1, "HPT": 1}]
 
 
-@pytest.mark.parametrize("own", [0, 1], ids=["pairs", "own"])
 @pytest.mark.parametrize("hpt", [1, 2, 4])
-def test_every_timed_configuration_is_right(backend, hpt, own, rng):
-    """Each heads-per-thread figure autotuning may pick, in both kernels (a thread per pair of vectors, rope; a
-    thread per output vector, rope_own), gives the oracle's answer (bf16, rotate-half, 4 heads)."""
+def test_every_timed_configuration_is_right(backend, hpt, rng):
+    """Each heads-per-thread figure autotuning may pick gives the oracle's answer (bf16, rotate-half, 4 heads)."""
     x = as_dtype(rng.standard_normal((6, 4, 64)), "bf16")
     cos, sin = R.rope_tables(40, 64)
     pos = rng.integers(0, 30, 6).astype(np.int32)
     out = as_dtype(np.full(x.shape, np.nan), "bf16")
-    n = R.rope_grid(6, 4, 64, bool(own), 8, hpt)
-    if own:
-        R.rope_own[n](x, out, cos, sin, pos, 4, 64, 3, len(cos), 8, hpt, backend=backend)
-    else:
-        R.rope[n](x, out, cos, sin, pos, 4, 64, 3, len(cos), False, 8, hpt, backend=backend)
+    n = R.rope_grid(6, 4, 64, False, 8, hpt)
+    R.rope[n](x, out, cos, sin, pos, 4, 64, 3, len(cos), False, 8, hpt, backend=backend)
     want = R.oracle({"x": x, "cos": cos, "sin": sin, "pos": pos}, 3, False)
     assert np.allclose(f64(out), want, rtol=8e-3, atol=8e-3)
-
-
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_own_kernel_heads_not_dividing_and_outside_the_table(backend, dtype, rng):
-    """rope_own with 3 heads a thread over 5 heads (groups of 3 and 2), 16-byte vectors of the dtype, and
-    positions outside the table (zeros), into a poisoned output."""
-    shape, vec = (4, 5, 32), 16 // (4 if dtype == "f32" else 2)
-    x, cos, sin, _ = _case(rng, shape, dtype, max_pos=20)
-    pos = np.array([0, 17, -3, 30], np.int32)  # + 1: 1, 18 inside; -2, 31 outside
-    out = as_dtype(np.full(shape, np.nan), dtype)
-    R.rope_own[R.rope_grid(*shape, True, vec, 3)](x, out, cos, sin, pos, 5, 32, 1, len(cos), vec, 3,
-                                                 backend=backend)
-    _check(out, _oracle(x, cos, sin, pos, 1, False), dtype)
 
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["out", "in_place"])

@@ -156,57 +156,6 @@ def rope_vectors(x, out, cos, sin, pos, heads, D, offset, npos, INTERLEAVED, VEC
                 vstore(out, a + half, ob)
 
 
-@func
-def rope_own_vectors(x, out, cos, sin, pos, heads, D, offset, npos, VEC, HPT, DT):
-    """Rotate-half, a thread per output vector (``rope_own``): vector u of a head (of the 2 D / 2 / VEC) at the
-    same place of HPT heads of one token, from its own x vector and its partner D/2 away, which another thread
-    writes; each SIMD group's loads and stores cover whole heads, contiguous."""
-    half = D // 2
-    nv = half // VEC  # vectors of a half
-    i = program_id(0)
-    groups = (heads + HPT - 1) // HPT
-    u = i % (2 * nv)
-    rest = i // (2 * nv)
-    hg = rest % groups
-    tok = rest // groups
-    first = u < nv
-    shift = where(first, half, 0 - half)  # to the partner vector
-    c = local_array(f32, VEC)
-    s = local_array(f32, VEC)
-    at, ok = angle_row(pos, tok, offset, npos)
-    load_table(cos, at * half + (u % nv) * VEC, c, VEC)
-    load_table(sin, at * half + (u % nv) * VEC, s, VEC)
-    for j in static_range(VEC):  # first half: x c - partner s; second half: x c + partner s
-        c[j] = where(ok, c[j], 0.0)
-        s[j] = where(ok, where(first, 0.0 - s[j], s[j]), 0.0)
-    xo = local_array(DT, HPT * VEC)
-    xp = local_array(DT, HPT * VEC)
-    for k in static_range(HPT):
-        h = hg + k * groups
-        if h < heads:
-            a = (tok * heads + h) * D + u * VEC
-            vo = vload(x, a, VEC)
-            vp = vload(x, a + shift, VEC)
-            for j in static_range(VEC):
-                xo[k * VEC + j] = vo[j]
-                xp[k * VEC + j] = vp[j]
-    for k in static_range(HPT):
-        h = hg + k * groups
-        if h < heads:
-            o = local_array(DT, VEC)
-            for j in static_range(VEC):
-                o[j] = cast(xo[k * VEC + j], f32) * c[j] + cast(xp[k * VEC + j], f32) * s[j]
-            vstore(out, (tok * heads + h) * D + u * VEC, o)
-
-
-@kernel
-def rope_own(x: Tensor[T], out: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: Tensor[i32], heads: int, D: int,
-             offset: int, npos: int, VEC: constexpr, HPT: constexpr):
-    """Rotate-half ``rope`` with a thread per output vector (never in place: a thread reads its partner's x);
-    grid: ``rope_grid(..., interleaved=True, ...)`` (a thread per vector of the whole head); VEC > 1, dividing D/2."""
-    rope_own_vectors(x, out, cos, sin, pos, heads, D, offset, npos, VEC, HPT, T)
-
-
 @kernel
 def rope(x: Tensor[T], out: Tensor[T], cos: Tensor[f32], sin: Tensor[f32], pos: Tensor[i32], heads: int, D: int,
          offset: int, npos: int, INTERLEAVED: constexpr, VEC: constexpr, HPT: constexpr):
@@ -276,12 +225,10 @@ def rope_grid(tokens: int, heads: int, dim: int, interleaved: bool, vec: int, hp
 
 
 def rope_configs(tokens: int, heads: int, dim: int, itemsize: int, interleaved: bool, aligned: bool,
-                 backend: str, in_place: bool = False) -> list[dict]:
+                 backend: str) -> list[dict]:
     """The (VEC, HPT) configurations ``launch_rope`` times on ``backend``: ``plan_rope``'s first, then, where the
     backend autotunes (``ROPE_TUNING``), the other heads-per-thread figures that divide the heads and keep at most
-    ``MAX_VECTORS`` x vectors a thread (fewer heads a thread: more, lighter threads, several waves instead of one),
-    and for rotate-half out of place the same figures with ``OWN`` (``rope_own``: a thread per output vector, its
-    SIMD group's accesses whole heads; the pair-owning kernel's are half heads at a time)."""
+    ``MAX_VECTORS`` x vectors a thread (fewer heads a thread: more, lighter threads, several waves instead of one)."""
     vec, hpt = plan_rope(tokens, heads, dim, itemsize, interleaved, aligned)
     configs = [{"VEC": vec, "HPT": hpt}]
     loads = 1 if interleaved else 2
@@ -289,9 +236,6 @@ def rope_configs(tokens: int, heads: int, dim: int, itemsize: int, interleaved: 
     for h in candidates:
         if h != hpt and heads % h == 0 and h * loads <= MAX_VECTORS:
             configs.append({"VEC": vec, "HPT": h})
-    if candidates and not interleaved and not in_place:  # rope_own: a thread per output vector (two loads each)
-        configs += [{"VEC": vec, "HPT": h, "OWN": 1} for h in sorted({c["HPT"] for c in configs})
-                    if h * 2 <= MAX_VECTORS]
     return configs
 
 
@@ -304,17 +248,14 @@ def launch_rope(x: Any, out: Any, cos: Any, sin: Any, pos: Any, offset: int = 0,
     npos = check_tables(cos, sin, dim)
     aligned = not any((device_offset(a) or 0) % 16 for a in (x, out, cos, sin))
     be = backend or get_backend(None).name
-    configs = rope_configs(tokens, heads, dim, _itemsize(x), interleaved, aligned, be, in_place=out is x)
+    configs = rope_configs(tokens, heads, dim, _itemsize(x), interleaved, aligned, be)
     if rope_grid(tokens, heads, dim, interleaved, configs[0]["VEC"], configs[0]["HPT"]) <= 0:
         return configs[0]  # nothing to rotate (and nothing to time: an empty launch would set the bucket's choice)
     spare: list = []  # the in-place launch's timing target, made on the first timed run
 
     def launch(cfg: dict, dst: Any) -> None:
-        own = cfg.get("OWN", 0)
-        n = rope_grid(tokens, heads, dim, interleaved or own, cfg["VEC"], cfg["HPT"])
-        if own:
-            rope_own[n](x, dst, cos, sin, pos, heads, dim, offset, npos, cfg["VEC"], cfg["HPT"], backend=backend)
-        elif dst is x:  # one buffer both read and written (dsl.md: no aliasing between two arguments)
+        n = rope_grid(tokens, heads, dim, interleaved, cfg["VEC"], cfg["HPT"])
+        if dst is x:  # one buffer both read and written (dsl.md: no aliasing between two arguments)
             rope_inplace[n](x, cos, sin, pos, heads, dim, offset, npos, interleaved, cfg["VEC"], cfg["HPT"],
                             backend=backend)
         else:

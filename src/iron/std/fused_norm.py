@@ -4,7 +4,9 @@ the next layer's residual) and ``out = rms_norm(h) * w``, reading x and the resi
 The register path is norm.py's (``plan_rows``, one group per row, the row in f32 registers from 16-byte loads):
 the sum is rounded to T, stored with ``vstore`` and normalised from those rounded values, so ``out`` is exactly
 ``rms_norm(h)`` of the ``h`` written (as torch's unfused pair computes it). Rows too long for one group (the split
-path) run the two steps unfused: ``std/elementwise`` add, then ``launch_rms_norm``.
+path, the vocabulary-wide rows) take two launches: ``add_rms_norm_chunk_sums`` (h of each chunk written and its
+sum of squares kept) and norm.py's ``rms_norm_chunk_apply`` over h (a read that L2 serves at these sizes). Until
+2026-12-06 they ran the add, then rms_norm's own two passes: three launches and one more read of h.
 """
 
 from __future__ import annotations
@@ -13,12 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..frontend import kernel
+from ..frontend import func, kernel
 from ..harness.registry import InputGen, bench, test_kernel
 from ..lang import T, Tensor, cast, constexpr, f32, group_id, local_array, local_id, rsqrt, shared, static_range, vstore
-from . import elementwise
-from .norm import EPS, launch_rms_norm, store_scaled, sum_squares
-from .softmax import BLOCK, PER, VEC, RowPlan, group_total, load_vectors, tuned_rows
+from .norm import EPS, rms_norm_chunk_apply, store_scaled, sum_squares
+from .softmax import BLOCK, PER, VEC, RowPlan, chunk_span, group_total, load_vectors, scratch_f32, tuned_rows
 
 __all__ = ["BLOCK", "PER", "VEC", "add_rms_norm_rows", "launch_add_rms_norm"]  # BLOCK, PER, VEC: iron build's
 
@@ -30,13 +31,39 @@ def add_rms_norm_rows(x: Tensor[T], res: Tensor[T], w: Tensor[T], h: Tensor[T], 
     (ncols <= BLOCK * PER * VEC, a multiple of VEC). Sums in f32."""
     start = group_id(0) * ncols
     nvec = ncols // VEC
-    tid = local_id(0)
     vals = local_array(f32, PER * VEC)
     rv = local_array(f32, PER * VEC)
     wv = local_array(T, PER * VEC)
     load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
     load_vectors(res, rv, start, nvec, 0.0, BLOCK, VEC, PER)
     load_vectors(w, wv, 0, nvec, 0.0, BLOCK, VEC, PER)
+    store_sum(h, vals, rv, start, nvec, BLOCK, VEC, PER)
+    total = group_total(sum_squares(vals, PER, VEC), shared(f32, BLOCK), BLOCK)
+    scale = rsqrt(total / cast(ncols, f32) + eps)
+    store_scaled(out, vals, wv, start, nvec, scale, BLOCK, VEC, PER)
+
+
+@kernel
+def add_rms_norm_chunk_sums(x: Tensor[T], res: Tensor[T], h: Tensor[T], sums: Tensor[f32], ncols: int,
+                            nchunks: int, BLOCK: constexpr, VEC: constexpr, PER: constexpr):
+    """Split path, pass 1: h = x + res (rounded to T) over group g's chunk (chunk g % nchunks of row g // nchunks),
+    sums[g] = the sum of the rounded values' squares; pass 2 is ``rms_norm_chunk_apply`` over h."""
+    start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
+    vals = local_array(f32, PER * VEC)
+    rv = local_array(f32, PER * VEC)
+    load_vectors(x, vals, start, nvec, 0.0, BLOCK, VEC, PER)
+    load_vectors(res, rv, start, nvec, 0.0, BLOCK, VEC, PER)
+    store_sum(h, vals, rv, start, nvec, BLOCK, VEC, PER)
+    total = group_total(sum_squares(vals, PER, VEC), shared(f32, BLOCK), BLOCK)
+    if local_id(0) == 0:
+        sums[group_id(0)] = total
+
+
+@func
+def store_sum(h, vals, rv, start, nvec, BLOCK, VEC, PER):
+    """h[start + (k * BLOCK + tid) * VEC + j] = vals + rv rounded to T, for the thread's vectors below nvec; vals
+    becomes the rounded sum (so the norm is of the h written)."""
+    tid = local_id(0)
     for k in static_range(PER):
         v = k * BLOCK + tid
         if v < nvec:
@@ -45,9 +72,6 @@ def add_rms_norm_rows(x: Tensor[T], res: Tensor[T], w: Tensor[T], h: Tensor[T], 
                 o[j] = cast(vals[k * VEC + j] + rv[k * VEC + j], T)
                 vals[k * VEC + j] = cast(o[j], f32)
             vstore(h, start + v * VEC, o)
-    total = group_total(sum_squares(vals, PER, VEC), shared(f32, BLOCK), BLOCK)
-    scale = rsqrt(total / cast(ncols, f32) + eps)
-    store_scaled(out, vals, wv, start, nvec, scale, BLOCK, VEC, PER)
 
 
 def launch_add_rms_norm(x: Any, res: Any, w: Any, h: Any, out: Any, eps: float = EPS,
@@ -62,8 +86,11 @@ def _launch_plan(x: Any, res: Any, w: Any, h: Any, out: Any, eps: float, p: RowP
         add_rms_norm_rows[rows * p.block, p.block](x, res, w, h, out, ncols, eps, p.block, p.vec, p.per,
                                                    backend=backend)
         return
-    elementwise.launch_binary("add", x, res, h, backend)
-    launch_rms_norm(h, w, out, eps, backend)
+    sums = scratch_f32(x, rows * p.chunks)
+    grid = rows * p.chunks * p.block
+    add_rms_norm_chunk_sums[grid, p.block](x, res, h, sums, ncols, p.chunks, p.block, p.vec, p.per, backend=backend)
+    rms_norm_chunk_apply[grid, p.block](h, w, sums, out, ncols, eps, p.chunks, p.block, p.vec, p.per,
+                                        backend=backend)
 
 
 def _setup(gen: InputGen) -> dict[str, np.ndarray]:

@@ -36,7 +36,8 @@ def cli() -> None:
 @click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="Value of a constexpr parameter.")
 @click.option("--resources", "show_resources", is_flag=True,
               help="With --backend cuda: registers, shared memory, stack frame, spills and local memory per variant "
-                   "(NVRTC's ptxas report) instead of the source.")
+                   "(NVRTC's ptxas report) instead of the source; with --backend vulkan: the driver's pipeline "
+                   "statistics (VK_KHR_pipeline_executable_properties; NVIDIA's: registers, shared memory, ...).")
 @click.option("--sass", "show_sass", is_flag=True,
               help="With --backend cuda: the SASS ptxas made (nvdisasm of NVRTC's cubin; no GPU needed), each "
                    "function's instruction count and commonest opcodes first, instead of the source.")
@@ -44,7 +45,8 @@ def cli() -> None:
               help="Target of --resources and --sass (default: $IRON_CUDA_ARCH, else sm_90).")
 @click.option("--group", "group", default=None, type=click.IntRange(1, 1024), metavar="THREADS",
               help="With --resources: the groups of THREADS threads an SM of the target holds at once (the "
-                   "occupancy calculator's arithmetic), and what limits them.")
+                   "occupancy calculator's arithmetic), and what limits them; on Vulkan the group size the "
+                   "pipeline is built for (default 256).")
 def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: bool, backend: str | None,
             defines: tuple[str, ...], show_resources: bool = False, show_sass: bool = False,
             arch: str | None = None, group: int | None = None) -> None:
@@ -54,8 +56,11 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
     """
     from .loader import load_kernel, parse_constexprs
 
-    if show_resources and backend != "cuda":
-        raise click.UsageError("--resources reports what ptxas made of the CUDA source: add --backend cuda")
+    if show_resources and backend not in ("cuda", "vulkan"):
+        raise click.UsageError("--resources reports what ptxas made of the CUDA source (--backend cuda) or what the "
+                               "Vulkan driver made of the pipeline (--backend vulkan)")
+    if show_resources and backend == "vulkan" and (arch is not None or show_sass):
+        raise click.UsageError("--arch and --sass are CUDA's: --backend vulkan --resources asks the device itself")
     if show_sass and backend != "cuda":
         raise click.UsageError("--sass shows what ptxas made of the CUDA source: add --backend cuda")
     if arch is not None and not (show_resources or show_sass):
@@ -65,6 +70,20 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
     k = load_kernel(kernel_spec)
     constexprs = parse_constexprs(defines)
     dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]  # --resources / --sass: every variant
+    if show_resources and backend == "vulkan":
+        from ..errors import IronError
+        from . import vulkan_resources
+
+        try:
+            click.echo(vulkan_resources.render(k, dtypes, constexprs, group))
+        except IronError as e:
+            raise click.ClickException(str(e).splitlines()[0]) from None
+        if show_passes or show_ir:
+            click.echo()
+        show_resources, backend = False, None  # the report takes the place of the source
+        shown_vulkan = True
+    else:
+        shown_vulkan = False
     if show_resources:
         from . import resources
 
@@ -96,7 +115,7 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
             click.echo(text)
     if backend:
         click.echo(k.source(backend, dtype=dtype, **constexprs))
-    if show_ir or not (show_passes or backend or show_resources or show_sass):
+    if show_ir or not (show_passes or backend or show_resources or show_sass or shown_vulkan):
         click.echo(k.ir(dtype=dtype, **constexprs), nl=False)
 
 

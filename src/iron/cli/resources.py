@@ -45,9 +45,12 @@ def _variants(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], 
     for dtype in dtypes:
         source = k.source("cuda", dtype=dtype, target=arch, **constexprs)  # for arch: no PDL prologue before sm_90
         target = "sm_90a" if arch == "sm_90" and "wgmma.mma_async" in source else arch  # warpgroup_mma as wgmma
-        label = ", ".join([*([f"T={dtype}"] if dtype is not None else []),
-                           *(f"{n}={v}" for n, v in constexprs.items())])
-        yield label, source, target
+        yield variant_label(dtype, constexprs), source, target
+
+
+def variant_label(dtype: Any, constexprs: dict[str, Any]) -> str:
+    """``T=bf16, VEC=8``: the variant a report is of."""
+    return ", ".join([*([f"T={dtype}"] if dtype is not None else []), *(f"{n}={v}" for n, v in constexprs.items())])
 
 
 def variant_reports(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], arch: str

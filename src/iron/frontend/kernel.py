@@ -219,6 +219,13 @@ class KernelFunction(KernelMarker):
         be = get_backend(backend)
         return be.source(self.variant(dt, cv, lambda: backend_simd_width(be, target), absent), target=target)
 
+    def pipeline_statistics(self, group: int, dtype: Any = None, **constexprs: Any) -> list:
+        """Vulkan: the driver's statistics of this variant's pipeline for 1-D groups of ``group`` threads
+        (``runtime.vulkan_stats``; ``iron inspect --backend vulkan --resources``)."""
+        dt, cv, absent = self._resolve(dtype, constexprs)
+        be = get_backend("vulkan")
+        return be.pipeline_statistics(self.variant(dt, cv, lambda: backend_simd_width(be, None), absent), group)
+
     @user_facing
     def compile(self, backend: str, dtype: Any = None, target: str | None = None, **constexprs: Any) -> Any:
         """The backend binary for one variant (cubin, code object, SPIR-V words) where the toolchain allows."""

@@ -360,6 +360,13 @@ class VulkanBackend(Backend):
         self._timer.record(None if ms is None else ms * 1e-3)
         return ms
 
+    def pipeline_statistics(self, variant, group: int) -> list:
+        """What the driver made of ``variant``'s pipeline for 1-D groups of ``group`` (the module a 1-D launch runs):
+        ``vulkan_stats.Executable`` s; LaunchError where the device offers no statistics (vulkan_stats.py)."""
+        from .vulkan_stats import pipeline_statistics
+
+        return pipeline_statistics(self.context(), self._device_module(variant, (group, 1, 1)), (group, 1, 1))
+
     def gpu_time(self, fn, repeats: int, before=None) -> float | None:
         """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed);
         ``before`` (e.g. ``l2_flush()``) runs ahead of each repeat, untimed."""

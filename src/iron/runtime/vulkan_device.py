@@ -23,6 +23,7 @@ from ..errors import LaunchError
 from . import vulkan_coopmat2 as cm2
 from . import vulkan_programs as vprog
 from . import vulkan_props as vp
+from . import vulkan_stats as vstats
 from .vulkan_pipeline_cache import read_pipeline_cache, write_pipeline_cache
 from .vulkan_programs import Program
 from .vulkan_props import API_1_2, API_1_3, UCF, UCF_STYPE
@@ -138,6 +139,7 @@ class VulkanContext:
         if self.coopmat and cm2.wanted() and cm2.EXTENSION in self.extensions:
             self.coopmat2 = cm2.query(vk, ffi, self.instance, self.phys)
         self.has["cooperative_matrix2"] = self.coopmat2 is not None
+        self.has["pipeline_statistics"] = vstats.wanted() and vstats.EXTENSION in self.extensions
         self.memory_types, self.heaps = vp.memory_layout(vk, pd)
         dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
         # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there
@@ -173,6 +175,10 @@ class VulkanContext:
         exts += coop_exts
         if self.coopmat2 is not None:
             head, structs, names = cm2.chain(ffi, head, self.coopmat2["features"])
+            chain += structs
+            exts += names
+        if self.has["pipeline_statistics"]:  # iron inspect --backend vulkan --resources (IRON_VULKAN_STATS=1)
+            head, structs, names = vstats.chain(vk, ffi, head)
             chain += structs
             exts += names
         if "VK_KHR_portability_subset" in self.extensions:  # required by the spec when offered (MoltenVK)

@@ -104,11 +104,13 @@ def build_program(ctx, spk) -> Program:
     return prog
 
 
-def build_pipeline(ctx, spk, prog: Program, group: tuple[int, int, int], lengths: tuple[int, ...] = ()):
+def build_pipeline(ctx, spk, prog: Program, group: tuple[int, int, int], lengths: tuple[int, ...] = (),
+                   capture_statistics: bool = False):
     """``prog``'s compute pipeline for ``group`` and the run-time shared-array ``lengths`` (specialization constants),
-    with the device's subgroup size required where the context pins it (``ctx._subgroup_pin``)."""
+    with the device's subgroup size required where the context pins it (``ctx._subgroup_pin``).
+    ``capture_statistics``: a new pipeline, not cached, whose statistics the driver keeps (vulkan_stats.py)."""
     key = tuple(group) + tuple(lengths)
-    pipe = prog.pipelines.get(key)
+    pipe = None if capture_statistics else prog.pipelines.get(key)
     if pipe is not None:
         return pipe
     vk, ffi = ctx.vk, ctx.ffi
@@ -122,12 +124,14 @@ def build_pipeline(ctx, spk, prog: Program, group: tuple[int, int, int], lengths
     stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=prog.module,
                                                pName=spk.entry, pSpecializationInfo=spec, flags=flags,
                                                pNext=pinned if pinned is not None else ffi.NULL)
-    info = vk.VkComputePipelineCreateInfo(stage=stage, layout=prog.pipeline_layout)
+    flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if capture_statistics else 0
+    info = vk.VkComputePipelineCreateInfo(stage=stage, layout=prog.pipeline_layout, flags=flags)
     try:
         pipe = vk.vkCreateComputePipelines(ctx.device, ctx.pipeline_cache, 1, [info], None)[0]
     except vk.VkError as e:
         given = f" and {describe(spk, lengths)}" if lengths else ""
         raise LaunchError(f"Vulkan could not build the pipeline of {spk.entry} for group {group}{given} "
                           f"({type(e).__name__})") from None
-    prog.pipelines[key] = pipe
+    if not capture_statistics:
+        prog.pipelines[key] = pipe
     return pipe

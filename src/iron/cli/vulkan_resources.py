@@ -1,0 +1,49 @@
+"""``iron inspect --backend vulkan --resources``: what the Vulkan driver made of each variant of a kernel, from
+VK_KHR_pipeline_executable_properties (``runtime.vulkan_stats``): per pipeline executable, every statistic the
+driver reports (NVIDIA's: registers a thread, shared memory, instruction and binary sizes), for 1-D groups of
+``--group`` threads (default 256). The device must offer the extension; lavapipe does not, and says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..frontend.kernel import KernelFunction
+from .resources import variant_label
+
+DEFAULT_GROUP = 256
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def render(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], group: int | None) -> str:
+    """One table per variant and executable: statistic, value, the driver's description."""
+    os.environ["IRON_VULKAN_STATS"] = "1"  # before the process's Vulkan context exists (vulkan_stats.wanted)
+    from ..runtime import get_backend
+
+    threads = group or DEFAULT_GROUP
+    info = get_backend("vulkan").info()
+    lines = []
+    for dtype in dtypes:
+        label = variant_label(dtype, constexprs)
+        for ex in k.pipeline_statistics(threads, dtype=dtype, **constexprs):
+            lines.append(f"// pipeline statistics of {k.__name__}{f' [{label}]' if label else ''} on {info['name']} "
+                         f"({info['driver']}), groups of {threads}, executable {ex.name!r} (subgroup "
+                         f"{ex.subgroup_size}; VK_KHR_pipeline_executable_properties)")
+            rows = [(s.name, _value(s.value), s.description) for s in ex.statistics]
+            lines += format_rows([("statistic", "value", "description"), *rows])
+    return "\n".join(lines)
+
+
+def format_rows(rows: list[tuple[str, str, str]]) -> list[str]:
+    """Aligned lines: the name left, the value right, the description as it is."""
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return [f"{a.ljust(w0)}  {b.rjust(w1)}  {c}".rstrip() for a, b, c in rows]

@@ -25,11 +25,18 @@ def _value(value: Any) -> str:
 
 def render(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], group: int | None) -> str:
     """One table per variant and executable: statistic, value, the driver's description."""
-    os.environ["IRON_VULKAN_STATS"] = "1"  # before the process's Vulkan context exists (vulkan_stats.wanted)
     from ..runtime import get_backend
 
+    before = os.environ.get("IRON_VULKAN_STATS")
+    os.environ["IRON_VULKAN_STATS"] = "1"  # before the process's Vulkan context exists (vulkan_stats.wanted)
+    try:
+        info = get_backend("vulkan").info()  # creates the context, with the extension where the device has it
+    finally:
+        if before is None:
+            os.environ.pop("IRON_VULKAN_STATS", None)
+        else:
+            os.environ["IRON_VULKAN_STATS"] = before
     threads = group or DEFAULT_GROUP
-    info = get_backend("vulkan").info()
     lines = []
     for dtype in dtypes:
         label = variant_label(dtype, constexprs)

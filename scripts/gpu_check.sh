@@ -67,6 +67,8 @@
 #                                 back to back on NVIDIA's Vulkan and CUDA: a fixed cost per timed interval vs per dispatch
 #   scripts/gpu_check.sh lncfg   issue 18: layer_norm's configurations timed alone (bench/experiments/layer_norm_configs.py),
 #                                 beside torch and Triton, then tests/std/test_layer_norm.py on CUDA and NVIDIA's Vulkan
+#   scripts/gpu_check.sh vstats  issue 16 (carry .gl/.whl): tests/runtime_vulkan/test_pipeline_stats.py on NVIDIA's Vulkan,
+#                                 then iron inspect --backend vulkan --resources of RoPE's kernels (registers there)
 #   scripts/gpu_check.sh sized   issue 18: torch's copy of a row's own bytes, L2 flushed (bench/experiments/sized_copy.py):
 #                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
@@ -141,7 +143,7 @@ for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = vsilu ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { { [ "$PART" = pytest ] || [ "$PART" = lncfg ] || [ "$PART" = vfixed ]; } && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = vsilu ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { { [ "$PART" = pytest ] || [ "$PART" = lncfg ] || [ "$PART" = vfixed ] || [ "$PART" = vstats ]; } && [ -d .gl ]; } || \
    { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
@@ -412,6 +414,15 @@ if [ "$PART" = vfixed ]; then
   pack
 fi
 
+if [ "$PART" = vstats ]; then
+  IRON_TEST_BACKENDS=vulkan timeout ${VSTATS_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rs \
+    tests/runtime_vulkan/test_pipeline_stats.py 2>&1 | tee "$OUT/pytest_vstats.txt" | tail -n 6
+  for D in "INTERLEAVED=0 -D VEC=8 -D HPT=1" "INTERLEAVED=0 -D VEC=8 -D HPT=2" "INTERLEAVED=1 -D VEC=8 -D HPT=4"; do
+    timeout 60 $PY -m iron.cli.main inspect iron.std.rope:rope --backend vulkan --resources --group 128 --dtype bf16 \
+      -D $D 2>&1 | tee -a "$OUT/vulkan_stats.txt" | head -n 20
+  done
+  pack
+fi
 if [ "$PART" = sized ]; then
   timeout ${SIZED_TIMEOUT:-60} $PY bench/experiments/sized_copy.py "$OUT/sized_copy.json" 2>&1 \
     | tee "$OUT/sized_copy.txt" | tail -n 12

@@ -147,6 +147,12 @@ def test_verdicts_from_time_traffic_work_and_occupancy():
     assert verdict(100.0, 1000, 0, 1000.0, None, occupancy_pct=100.0, groups=8, processors=132) == "under-occupied"
     assert verdict(100.0, 1000, 0, 1000.0, None, occupancy_pct=100.0, groups=1320, processors=132) == \
         "latency-bound"
+    # a small grid at 96 % of a copy of its own bytes (argmax over 32 x 128256 on an H100): memory-bound at its
+    # size, not under-occupied; at 39 % of it (top-k there) the occupancy reading stands
+    small = dict(occupancy_pct=100.0, groups=32, processors=132)
+    assert verdict(11e-6, 8_200_000, 0, 3048.0, 3e-6, **small, copy_pct=96.1) == "memory-bound"
+    assert verdict(11e-6, 8_200_000, 0, 3048.0, 3e-6, **small, copy_pct=38.7) == "under-occupied"
+    assert verdict(11e-6, 8_200_000, 0, 3048.0, 3e-6, **small) == "under-occupied"
 
 
 def test_bench_verbose_shows_registers_and_occupancy_where_reported(monkeypatch):

@@ -27,6 +27,8 @@ from .baseline import bench_dir
 LAUNCH_BOUND_FACTOR = 3.0
 #: at least this share of the copy ceiling: memory-bound
 MEMORY_BOUND_PCT = 50.0
+#: at least this share of a copy of the row's own bytes (``sized_copy_gbps``): memory-bound at its size
+SIZED_COPY_PCT = 85.0
 #: FLOP per byte above which a kernel that is not near the copy ceiling is called compute-bound (the ridge point of
 #: a device without a measured matrix rate: a conservative figure, between a CPU core's ~4 and an H200's ~200)
 COMPUTE_INTENSITY = 8.0
@@ -182,12 +184,17 @@ def _torch_cuda() -> bool:
 
 def verdict(iron_s: float, nbytes: int, flops: int, ceiling_gbps: float, launch_s: float | None,
             matrix_gflops: float | None = None, occupancy_pct: float | None = None, groups: int | None = None,
-            processors: int | None = None) -> str:
+            processors: int | None = None, copy_pct: float | None = None) -> str:
     """The bound a row sits against, from its time, its traffic and its work, and (where the backend reports them)
-    its occupancy and grid size: launch-bound, memory-bound, compute-bound, under-occupied or latency-bound."""
+    its occupancy and grid size: launch-bound, memory-bound, compute-bound, under-occupied or latency-bound.
+    ``copy_pct``: the row's rate as a share of a copy of its own bytes (sized_copy_gbps); at ``SIZED_COPY_PCT`` or
+    more the row moves its bytes as fast as a copy of them does, so it is memory-bound at its size whatever %BW
+    says (an 8 MB row cannot reach the 4 GiB rate), and no occupancy change would help it."""
     if launch_s is not None and iron_s < LAUNCH_BOUND_FACTOR * launch_s:
         return "launch-bound"
     if nbytes and 100.0 * nbytes / iron_s / 1e9 / ceiling_gbps >= MEMORY_BOUND_PCT:
+        return "memory-bound"
+    if copy_pct is not None and copy_pct >= SIZED_COPY_PCT:
         return "memory-bound"
     if flops and matrix_gflops and 100.0 * flops / iron_s / 1e9 / matrix_gflops >= MEMORY_BOUND_PCT:
         return "compute-bound"

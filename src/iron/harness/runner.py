@@ -129,7 +129,8 @@ def _row(entry, dname: str, shape: tuple[int, ...], answer: dict, verbose: bool,
         if stats:
             row["stats"] = stats
         row["verdict"] = verdict(iron_s, nbytes, flops, ceiling.copy_gbps, launch_s, ceiling.matrix_gflops,
-                                 stats.get("occupancy_pct"), stats.get("groups"), stats.get("processors"))
+                                 stats.get("occupancy_pct"), stats.get("groups"), stats.get("processors"),
+                                 row.get("pct_copy"))
     return row
 
 
@@ -241,7 +242,8 @@ def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_
         console.print(f"%BW: of the measured copy ceiling {ceiling.copy_gbps:.1f} GB/s ({ceiling.how}). %FLOP: of the "
                       f"measured matrix rate {ceiling.matrix_gflops or 0:.0f} GFLOP/s ({ceiling.matrix_how}). Launch "
                       f"overhead {launch_s * 1e6:.0f} µs (an empty kernel). Verdict: launch-bound below 3x that, "
-                      f"memory-bound at >= 50% BW, compute-bound at >= 50% FLOP or >= {ridge} FLOP/B (the ridge), "
+                      f"memory-bound at >= 50% BW (or >= 85% %copy), compute-bound at >= 50% FLOP or >= {ridge} "
+                      "FLOP/B (the ridge), "
                       "under-occupied below 25% occupancy or with fewer groups than multiprocessors (where the "
                       "backend reports them: regs, occ%), else latency-bound.")
     if any("pct_copy" in r for r in rows or ()):

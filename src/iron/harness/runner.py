@@ -237,16 +237,18 @@ def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_
                       f"the GPU's time and not the host's launch; the repeats cycle through copies of the inputs "
                       f"spanning >= {ROTATE_L2_FACTOR}x the L2 cache (row field input_copies), so L2 does not serve "
                       "them.")
+    has_copy = any("pct_copy" in r for r in rows or ())
     if ceiling is not None and launch_s is not None:
         ridge = f"{ceiling.matrix_gflops / ceiling.copy_gbps:.0f}" if ceiling.matrix_gflops else "8"
         console.print(f"%BW: of the measured copy ceiling {ceiling.copy_gbps:.1f} GB/s ({ceiling.how}). %FLOP: of the "
                       f"measured matrix rate {ceiling.matrix_gflops or 0:.0f} GFLOP/s ({ceiling.matrix_how}). Launch "
                       f"overhead {launch_s * 1e6:.0f} µs (an empty kernel). Verdict: launch-bound below 3x that, "
-                      f"memory-bound at >= 50% BW (or >= 85% %copy), compute-bound at >= 50% FLOP or >= {ridge} "
+                      f"memory-bound at >= 50% BW{' (or >= 85% %copy)' if has_copy else ''}, compute-bound at >= "
+                      f"50% FLOP or >= {ridge} "
                       "FLOP/B (the ridge), "
                       "under-occupied below 25% occupancy or with fewer groups than multiprocessors (where the "
                       "backend reports them: regs, occ%), else latency-bound.")
-    if any("pct_copy" in r for r in rows or ()):
+    if has_copy:
         console.print("%copy (memory-side rows on a GPU torch reaches): of torch's copy of the row's own bytes (half "
                       "read, half written) on the same GPU, L2 flushed: what a kernel of that size can reach once "
                       "launch, ramp-up and tail are paid; %BW's 4 GiB copy hides them.")

@@ -419,8 +419,9 @@ if [ "$PART" = vstats ]; then
     tests/runtime_vulkan/test_pipeline_stats.py 2>&1 | tee "$OUT/pytest_vstats.txt" | tail -n 6
   for D in "INTERLEAVED=0 -D VEC=8 -D HPT=1" "INTERLEAVED=0 -D VEC=8 -D HPT=2" "INTERLEAVED=1 -D VEC=8 -D HPT=4"; do
     timeout 60 $PY -m iron.cli.main inspect iron.std.rope:rope --backend vulkan --resources --group 128 --dtype bf16 \
-      -D $D 2>&1 | tee -a "$OUT/vulkan_stats.txt" | head -n 20
+      -D $D >> "$OUT/vulkan_stats.txt" 2>&1
   done
+  head -n 40 "$OUT/vulkan_stats.txt"
   pack
 fi
 if [ "$PART" = sized ]; then

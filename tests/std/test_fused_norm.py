@@ -12,7 +12,8 @@ from ..frontend.test_kernels import as_dtype, f64
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-@pytest.mark.parametrize("shape", [(16, 512), (5, 72), (2, 40000)], ids=["register", "ragged", "split"])
+@pytest.mark.parametrize("shape", [(16, 512), (5, 72), (2, 40000), (2, 40001)],
+                         ids=["register", "ragged", "split", "split_scalar"])
 def test_writes_the_sum_and_its_norm(backend, dtype, shape, rng):
     x = as_dtype(rng.standard_normal(shape), dtype)
     res = as_dtype(rng.standard_normal(shape), dtype)

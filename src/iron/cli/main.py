@@ -66,7 +66,8 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
     if arch is not None and not (show_resources or show_sass):
         raise click.UsageError("--arch is the target of --resources and --sass: add --resources or --sass")
     if group is not None and not show_resources:
-        raise click.UsageError("--group sizes the occupancy column of --resources: add --resources")
+        raise click.UsageError("--group sizes --resources' occupancy column (CUDA) or its pipeline (Vulkan): add "
+                               "--resources")
     k = load_kernel(kernel_spec)
     constexprs = parse_constexprs(defines)
     dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]  # --resources / --sass: every variant

@@ -1,7 +1,9 @@
 """``iron inspect --backend vulkan --resources``: what the Vulkan driver made of each variant of a kernel, from
 VK_KHR_pipeline_executable_properties (``runtime.vulkan_stats``): per pipeline executable, every statistic the
 driver reports (NVIDIA's: registers a thread, shared memory, instruction and binary sizes), for 1-D groups of
-``--group`` threads (default 256). The device must offer the extension; lavapipe does not, and says so.
+``--group`` threads (default 256: pass the group the kernel is launched with). The device must offer the extension;
+lavapipe does not, and says so. A variant the device cannot build (a dtype it lacks) gets a line saying why; a
+kernel with run-time sized shared arrays cannot be built without its launch's lengths and is refused.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..errors import LaunchError
 from ..frontend.kernel import KernelFunction
 from .resources import variant_label
 
@@ -40,7 +43,14 @@ def render(k: KernelFunction, dtypes: list[Any], constexprs: dict[str, Any], gro
     lines = []
     for dtype in dtypes:
         label = variant_label(dtype, constexprs)
-        for ex in k.pipeline_statistics(threads, dtype=dtype, **constexprs):
+        try:
+            executables = k.pipeline_statistics(threads, dtype=dtype, **constexprs)
+        except LaunchError as e:
+            if "does not offer" in str(e) or len(dtypes) == 1:
+                raise  # the device has no statistics at all, or the one variant asked for cannot be built
+            lines.append(f"// {k.__name__} [{label}]: {str(e).splitlines()[0]}")  # this variant only (a dtype)
+            continue
+        for ex in executables:
             lines.append(f"// pipeline statistics of {k.__name__}{f' [{label}]' if label else ''} on {info['name']} "
                          f"({info['driver']}), groups of {threads}, executable {ex.name!r} (subgroup "
                          f"{ex.subgroup_size}; VK_KHR_pipeline_executable_properties)")

@@ -97,21 +97,32 @@ def _cuda_copy_gbps(nbytes: int = 4 << 30) -> float:
 
 def sized_copy_gbps(backend: str, nbytes: int) -> float | None:
     """Read + write GB/s of torch's copy of ``nbytes`` in all (half read, half written) on the GPU ``backend`` runs
-    on, L2 flushed before each repeat: what a kernel moving that many bytes can reach once launch, ramp-up and tail
-    are paid (on an H100 a 64 MiB copy reached 82 % of the 4 GiB rate, 2026-12-06). None where that GPU is not
-    torch's (the CPU backends; a Vulkan or HIP device not NVIDIA's, or no torch)."""
+    on, timed as the bench times its rows: each repeat copies the next of enough source/destination pairs to span
+    ``ROTATE_L2_FACTOR`` x the L2, so no repeat reads what L2 kept, and each pays (as a row does) for the lines its
+    predecessor left dirty. What a kernel moving that many bytes can reach once launch, ramp-up and tail are paid.
+    None where that GPU is not torch's (the CPU backends; a Vulkan or HIP device not NVIDIA's, or no torch)."""
     be = get_backend(backend)
-    if not (be.torch_device or (be.is_gpu() and be.vendor() == "nvidia" and _torch_cuda())) or nbytes < 8:
+    if not _torch_cuda() or not (be.torch_device or (be.is_gpu() and be.vendor() == "nvidia")) or nbytes < 8:
         return None
     key = (backend, nbytes)
     if key not in _SIZED:
         import torch
 
-        flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # 5x an H200's L2
-        src = torch.ones(max(1, nbytes // 8), dtype=torch.float32, device="cuda")
-        dst = torch.empty_like(src)
-        seconds = event_seconds(lambda: dst.copy_(src), repeats=10, warmup=2, before=flush.zero_)
-        _SIZED[key] = 2 * src.numel() * 4 / seconds / 1e9
+        from .measure import MAX_COPIES, ROTATE_L2_FACTOR
+
+        n = max(1, nbytes // 8)  # f32 elements each way
+        l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 64 << 20)
+        pairs = [(torch.ones(n, device="cuda"), torch.empty(n, device="cuda"))
+                 for _ in range(min(MAX_COPIES, max(1, -(-ROTATE_L2_FACTOR * l2 // (8 * n)))))]
+        turn = [0]
+
+        def step() -> None:
+            src, dst = pairs[turn[0] % len(pairs)]
+            turn[0] += 1
+            dst.copy_(src)
+
+        seconds = event_seconds(step, repeats=10, warmup=2)
+        _SIZED[key] = 8 * n / seconds / 1e9
     return _SIZED[key]
 
 

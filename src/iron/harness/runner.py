@@ -24,7 +24,7 @@ from .baseline import save_last_run
 from .measure import ROTATE_L2_FACTOR, launch_overhead, on_gpu_arrays, on_torch_device, timing_of
 from .progress import sweep_progress
 from .registry import selected
-from .roofline import COMPUTE_INTENSITY, Ceiling, copy_ceiling, sized_copy_gbps, verdict, write_plot
+from .roofline import COMPUTE_INTENSITY, SIZED_COPY_PCT, Ceiling, copy_ceiling, sized_copy_gbps, verdict, write_plot
 from .worker import run_cases
 
 COLUMNS = ["Kernel", "Shape", "dtype", "Iron(µs)", "Ref(µs)", "Iron(GB/s)", "Ref(GB/s)", "Iron %", "GFLOP/s", "max err",
@@ -238,20 +238,21 @@ def print_notes(sweep: Sweep, console: Console, ceiling: Ceiling | None, launch_
                       f"spanning >= {ROTATE_L2_FACTOR}x the L2 cache (row field input_copies), so L2 does not serve "
                       "them.")
     has_copy = any("pct_copy" in r for r in rows or ())
+    copy_rule = f" (or >= {SIZED_COPY_PCT:.0f}% %copy)" if has_copy else ""
     if ceiling is not None and launch_s is not None:
         ridge = f"{ceiling.matrix_gflops / ceiling.copy_gbps:.0f}" if ceiling.matrix_gflops else "8"
         console.print(f"%BW: of the measured copy ceiling {ceiling.copy_gbps:.1f} GB/s ({ceiling.how}). %FLOP: of the "
                       f"measured matrix rate {ceiling.matrix_gflops or 0:.0f} GFLOP/s ({ceiling.matrix_how}). Launch "
                       f"overhead {launch_s * 1e6:.0f} µs (an empty kernel). Verdict: launch-bound below 3x that, "
-                      f"memory-bound at >= 50% BW{' (or >= 85% %copy)' if has_copy else ''}, compute-bound at >= "
-                      f"50% FLOP or >= {ridge} "
+                      f"memory-bound at >= 50% BW{copy_rule}, compute-bound at >= 50% FLOP or >= {ridge} "
                       "FLOP/B (the ridge), "
                       "under-occupied below 25% occupancy or with fewer groups than multiprocessors (where the "
                       "backend reports them: regs, occ%), else latency-bound.")
     if has_copy:
-        console.print("%copy (memory-side rows on a GPU torch reaches): of torch's copy of the row's own bytes (half "
-                      "read, half written) on the same GPU, L2 flushed: what a kernel of that size can reach once "
-                      "launch, ramp-up and tail are paid; %BW's 4 GiB copy hides them.")
+        console.print("%copy (rows below 8 FLOP/B, on a GPU torch reaches): of torch's copy of the row's own bytes "
+                      "(half read, half written) on the same GPU, timed as the rows are (repeats cycling through "
+                      "copies spanning 4x the L2): what a kernel of that size can reach once launch, ramp-up and tail "
+                      "are paid; %BW's 4 GiB copy hides them.")
 
 
 def bench_document(sweep: Sweep, rows: list[dict], ceiling: Ceiling | None, launch_s: float | None) -> dict:

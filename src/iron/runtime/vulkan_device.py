@@ -139,7 +139,8 @@ class VulkanContext:
         if self.coopmat and cm2.wanted() and cm2.EXTENSION in self.extensions:
             self.coopmat2 = cm2.query(vk, ffi, self.instance, self.phys)
         self.has["cooperative_matrix2"] = self.coopmat2 is not None
-        self.has["pipeline_statistics"] = vstats.wanted() and vstats.EXTENSION in self.extensions
+        self.has["pipeline_statistics"] = (vstats.wanted() and vstats.EXTENSION in self.extensions
+                                           and self.phys.api >= API_1_2)  # its feature struct rides features2's chain
         self.memory_types, self.heaps = vp.memory_layout(vk, pd)
         dl_hv = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
         # on a discrete GPU a small host-visible device-local heap is the 256 MiB BAR window: keep staging there

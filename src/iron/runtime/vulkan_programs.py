@@ -127,7 +127,8 @@ def build_pipeline(ctx, spk, prog: Program, group: tuple[int, int, int], lengths
     flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if capture_statistics else 0
     info = vk.VkComputePipelineCreateInfo(stage=stage, layout=prog.pipeline_layout, flags=flags)
     try:
-        pipe = vk.vkCreateComputePipelines(ctx.device, ctx.pipeline_cache, 1, [info], None)[0]
+        cache = ffi.NULL if capture_statistics else ctx.pipeline_cache  # a capture is compiled afresh, not kept
+        pipe = vk.vkCreateComputePipelines(ctx.device, cache, 1, [info], None)[0]
     except vk.VkError as e:
         given = f" and {describe(spk, lengths)}" if lengths else ""
         raise LaunchError(f"Vulkan could not build the pipeline of {spk.entry} for group {group}{given} "

@@ -67,8 +67,9 @@ def _procs(ctx) -> tuple[Any, Any]:
             ffi.cast("PFN_vkGetPipelineExecutableStatisticsKHR", stats))
 
 
-def _list(ctx, fn, info, ctype: str, stype: int) -> Any:
-    """The count-then-fill query ``fn(device, info, count, array)`` with every element's sType set."""
+def _list(ctx, fn, info, ctype: str, stype: int, convert) -> list:
+    """The count-then-fill query ``fn(device, info, count, array)`` with every element's sType set; each element
+    goes through ``convert`` while the array is alive (an element's cdata does not keep its array)."""
     ffi = ctx.ffi
     count = ffi.new("uint32_t*")
     if fn(ctx.device, info, count, ffi.NULL) != 0:
@@ -78,7 +79,7 @@ def _list(ctx, fn, info, ctype: str, stype: int) -> Any:
         items[i].sType = stype
     if fn(ctx.device, info, count, items) != 0:
         raise LaunchError(f"Vulkan device {ctx.phys.name}: reading the pipeline's {ctype} failed")
-    return [items[i] for i in range(count[0])]
+    return [convert(items[i]) for i in range(count[0])]
 
 
 def _value(stat) -> Any:
@@ -92,15 +93,17 @@ def query(ctx, pipe) -> list[Executable]:
     vk, ffi = ctx.vk, ctx.ffi
     get_props, get_stats = _procs(ctx)
     info = ffi.new("VkPipelineInfoKHR*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, "pipeline": pipe})
+    executables = _list(ctx, get_props, info, "VkPipelineExecutablePropertiesKHR",
+                        vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR,
+                        lambda e: (_text(ffi, e.name), _text(ffi, e.description), int(e.subgroupSize)))
     out = []
-    for index, ex in enumerate(_list(ctx, get_props, info, "VkPipelineExecutablePropertiesKHR",
-                                     vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR)):
+    for index, (name, description, width) in enumerate(executables):
         which = ffi.new("VkPipelineExecutableInfoKHR*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
                                                          "pipeline": pipe, "executableIndex": index})
-        stats = [Statistic(_text(ffi, s.name), _value(s), _text(ffi, s.description))
-                 for s in _list(ctx, get_stats, which, "VkPipelineExecutableStatisticKHR",
-                                vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR)]
-        out.append(Executable(_text(ffi, ex.name), _text(ffi, ex.description), int(ex.subgroupSize), stats))
+        stats = _list(ctx, get_stats, which, "VkPipelineExecutableStatisticKHR",
+                      vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR,
+                      lambda s: Statistic(_text(ffi, s.name), _value(s), _text(ffi, s.description)))
+        out.append(Executable(name, description, width, stats))
     return out
 
 

@@ -215,3 +215,11 @@ def test_percent_of_a_copy_of_the_rows_own_bytes(monkeypatch):
             assert "of torch's copy of the row's own bytes" in text
         else:
             assert "pct_copy" not in rows[0] and "%copy" not in text
+
+
+def test_no_sized_copy_off_a_torch_gpu():
+    """The CPU backends (and any machine without torch on a CUDA GPU) have no sized copy: None, not an error."""
+    from iron.harness.roofline import sized_copy_gbps
+
+    for backend in ("cpu", "msl-cpu"):
+        assert sized_copy_gbps(backend, 8 << 20) is None

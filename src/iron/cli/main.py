@@ -57,8 +57,8 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
     from .loader import load_kernel, parse_constexprs
 
     if show_resources and backend not in ("cuda", "vulkan"):
-        raise click.UsageError("--resources reports what ptxas made of the CUDA source (--backend cuda) or what the "
-                               "Vulkan driver made of the pipeline (--backend vulkan)")
+        raise click.UsageError("--resources reports what ptxas made of the CUDA source or the Vulkan driver of the "
+                               "pipeline: add --backend cuda or --backend vulkan")
     if show_resources and backend == "vulkan" and (arch is not None or show_sass):
         raise click.UsageError("--arch and --sass are CUDA's: --backend vulkan --resources asks the device itself")
     if show_sass and backend != "cuda":
@@ -66,8 +66,8 @@ def inspect(kernel_spec: str, dtype: str | None, show_ir: bool, show_passes: boo
     if arch is not None and not (show_resources or show_sass):
         raise click.UsageError("--arch is the target of --resources and --sass: add --resources or --sass")
     if group is not None and not show_resources:
-        raise click.UsageError("--group sizes --resources' occupancy column (CUDA) or its pipeline (Vulkan): add "
-                               "--resources")
+        raise click.UsageError("--group sizes the occupancy column of --resources (CUDA) or its pipeline (Vulkan): "
+                               "add --resources")
     k = load_kernel(kernel_spec)
     constexprs = parse_constexprs(defines)
     dtypes = [dtype] if dtype or not k.generic else [str(d) for d in k.dtypes]  # --resources / --sass: every variant

@@ -422,6 +422,9 @@ if [ "$PART" = vstats ]; then
       -D $D >> "$OUT/vulkan_stats.txt" 2>&1
   done
   head -n 40 "$OUT/vulkan_stats.txt"
+  # issue 14: the coopmat2 GEMM pipelines' registers and shared memory (how deep the driver's staging goes)
+  timeout 90 $PY bench/experiments/vk_gemm_stats.py "$OUT/vk_gemm_stats.json" 2>&1 | tee "$OUT/vk_gemm_stats.txt" \
+    | tail -n 8
   pack
 fi
 if [ "$PART" = sized ]; then

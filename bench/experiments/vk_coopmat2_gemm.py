@@ -27,14 +27,16 @@ from iron.codegen.spirv.module import SpirvBuffer, SpirvKernel, SpirvPush, Spirv
 from iron.runtime import get_backend  # noqa: E402
 
 SPV = Path(__file__).parent / "coopmat2_spv"
-CONFIGS = [(128, 256, 64, 256), (128, 512, 64, 256), (128, 256, 128, 256), (256, 256, 64, 256)]
-#: module variants (coopmat2_spirv.gemm_asm's options). Each session's list is in its commit (README of the results):
-#: 286d647 run-time sizes; 9719d04 Aligned, prefetch, constant sizes; 2ae7ac1 N/8 and K/8, specialization constants,
-#: unroll 2; 6a18d33 unroll 4 and grouped order. Queued next (s16): around the std module's best (128 x 256 x 64,
-#: unroll 2, groups of 8), groups of 4 and 16, one K step of 128, and 128 x 512 / 256 x 256 tiles
-OPTIONS = [{"aligned": True, "spec": True, "unroll": 2, "swizzle": 8}, {"aligned": True, "spec": True, "unroll": 2,
-                                                                       "swizzle": 4},
-           {"aligned": True, "spec": True, "unroll": 2, "swizzle": 16}, {"aligned": True, "spec": True, "swizzle": 8}]
+#: s26 (2026-12-06): the std module's best (128 x 256 x 64, 256 invocations, two K steps, groups of 8) beside 512
+#: invocations (16 warps: half the accumulators a warp, twice the warps to hide the driver's staging) and 256 x 128,
+#: 128 x 512 and 256 x 256 tiles (built in s16, never timed). Earlier lists are in their commits (README of the
+#: results): 286d647 run-time sizes; 9719d04 Aligned, prefetch, constant sizes; 2ae7ac1 N/8 and K/8, specialization
+#: constants, unroll 2; 6a18d33 unroll 4 and grouped order.
+CONFIGS = [(128, 256, 64, 256), (128, 256, 64, 512), (256, 128, 64, 256), (256, 128, 64, 512), (128, 512, 64, 256),
+           (128, 512, 64, 512), (256, 256, 64, 256), (256, 256, 64, 512)]
+if os.environ.get("CM2_CONFIGS"):  # "BMxBNxBKxWG ..." to time a subset
+    CONFIGS = [tuple(int(v) for v in c.split("x")) for c in os.environ["CM2_CONFIGS"].split()]
+OPTIONS = [{"aligned": True, "spec": True, "unroll": 2, "swizzle": 8}]
 NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 #: edges through clamping layouts: the std module's best with clamp mode Constant, checked at shapes off the tiles
 CLAMPED = [((128, 256, 64, 256), {"aligned": True, "spec": True, "unroll": 2, "swizzle": 8, "clamp": True})]

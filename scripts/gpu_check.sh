@@ -421,7 +421,14 @@ if [ "$PART" = vstats ]; then
     timeout 60 $PY -m iron.cli.main inspect iron.std.rope:rope --backend vulkan --resources --group 128 --dtype bf16 \
       -D $D >> "$OUT/vulkan_stats.txt" 2>&1
   done
-  head -n 40 "$OUT/vulkan_stats.txt"
+  # issue 16: the split rows' chunk kernels (32 x 128256, EPT 8: 72-76 % of CUDA on Vulkan), both backends
+  for K in iron.std.fused_norm:add_rms_norm_chunk_sums iron.std.norm:rms_norm_chunk_apply; do
+    for B in vulkan cuda; do
+      timeout 60 $PY -m iron.cli.main inspect $K --backend $B --resources --group 256 --dtype bf16 -D BLOCK=256 \
+        -D VEC=8 -D PER=1 >> "$OUT/vulkan_stats.txt" 2>&1
+    done
+  done
+  head -n 60 "$OUT/vulkan_stats.txt"
   # issue 14: the coopmat2 GEMM pipelines' registers and shared memory (how deep the driver's staging goes)
   timeout 90 $PY bench/experiments/vk_gemm_stats.py "$OUT/vk_gemm_stats.json" 2>&1 | tee "$OUT/vk_gemm_stats.txt" \
     | tail -n 8

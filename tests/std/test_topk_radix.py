@@ -14,7 +14,7 @@ from iron.std import topk as K
 
 from ..frontend.test_kernels import as_dtype
 
-PATHS = ["radix", "rounds", "radix1", "filter"]
+PATHS = ["radix", "rounds", "radix1", "filter", "filterv"]
 
 
 def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None = None) -> object:
@@ -23,8 +23,8 @@ def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None
     indices = np.full((x.shape[0], k), -1, np.int32)
     if ept is None:
         plan = K.launch_topk(x, values, indices, k, backend, path=path)
-    elif path == "filter":
-        plan = K.launch_filter(x, values, indices, k, backend, ept)
+    elif path in ("filter", "filterv"):
+        plan = K.launch_filter(x, values, indices, k, backend, ept, vals=path == "filterv")
     else:
         plan = K.launch_radix(x, values, indices, k, backend, ept)
     want_v, want_i = K.topk_oracle(x, k)
@@ -38,7 +38,8 @@ def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None
 
 
 @pytest.mark.parametrize("path,k", [("radix", 1), ("radix", 7), ("radix", 64), ("rounds", 7), ("radix1", 7),
-                                    ("radix1", 64), ("filter", 1), ("filter", 7), ("filter", 64)])
+                                    ("radix1", 64), ("filter", 1), ("filter", 7), ("filter", 64), ("filterv", 1),
+                                    ("filterv", 64)])
 def test_random_rows_two_chunks(backend, dtype, rng, path, k):
     """5000 columns: a full chunk of 4096 and a partial one, merged (16-byte loads). The rounds path (k rounds of a
     barrier each, slow on the CPU devices) at one k here; test_sampling and the registered entry run it too."""
@@ -140,8 +141,9 @@ def test_each_path_refuses_a_bad_k(launch, k):
         getattr(K, launch)(x, np.zeros((1, 64), np.float32), np.zeros((1, 64), np.int32), k, "cpu")
 
 
+@pytest.mark.parametrize("path", ["filter", "filterv"])
 @pytest.mark.parametrize("width", [4, 8, 32, 64])
-def test_filter_at_each_simd_width(width, monkeypatch, rng):
+def test_filter_at_each_simd_width(width, path, monkeypatch, rng):
     """The filter path's bound takes each SIMD group's ceil(k / groups)-th largest thread maximum: 1st of 4 lanes at
     width 4 (64 groups) to the 16th of 64; random rows (the filter and the rank), a row of four values (more
     candidates than CAP: select_best) and k = 1 and 64, in five chunks of 4096 f32 (an odd list in the merge)."""
@@ -149,11 +151,12 @@ def test_filter_at_each_simd_width(width, monkeypatch, rng):
     x = rng.standard_normal((3, 5 * 4096 - 100)).astype(np.float32)
     x[1] = rng.choice(np.array([-2.0, 0.25, 1.0, 3.0]), size=x.shape[1])
     for k in (1, 64):
-        plan = check(x, k, "cpu", "filter")
+        plan = check(x, k, "cpu", path)
         assert plan.chunk.chunks == 5
 
 
-def test_filter_lists_and_counters(backend, rng):
+@pytest.mark.parametrize("vals", [False, True])
+def test_filter_lists_and_counters(backend, rng, vals):
     """Chunks of 16 bf16 elements a thread (4096), 3, 9 and 16 lists a row (merge rounds with odd lists; 16 is
     MAX_LISTS), each launched twice on the same counters, with f32 indices; a row of 17 chunks at 64 a thread is
     refused by name."""
@@ -162,7 +165,7 @@ def test_filter_lists_and_counters(backend, rng):
         for _ in range(2):
             values = np.full((2, 64), np.nan, x.dtype)
             indices = np.full((2, 64), np.nan, np.float32)
-            plan = K.launch_filter(x, values, indices, 64, backend)
+            plan = K.launch_filter(x, values, indices, 64, backend, vals=vals)
             want_v, want_i = K.topk_oracle(x, 64)
             assert plan.chunk.chunks == chunks
             assert np.array_equal(indices, want_i.astype(np.float32))
@@ -172,12 +175,25 @@ def test_filter_lists_and_counters(backend, rng):
         K.launch_filter(x, np.zeros((1, 4), np.float32), np.zeros((1, 4), np.int32), 4, backend)
 
 
-def test_filter_f16_at_32_and_64_elements_a_thread(backend, rng):
+@pytest.mark.parametrize("path", ["filter", "filterv"])
+def test_filter_f16_at_32_and_64_elements_a_thread(backend, rng, path):
     """f16 at 32 a thread (8192 positions: the composite key's 13 free bits exactly) and a row of 17 chunks of 8192,
     which doubles to 64 a thread (16384 positions: no composite, the two-comparison rank), with ties."""
     x = as_dtype(np.round(rng.standard_normal((2, 3 * 8192 - 24)) * 16.0) / 8.0, "f16")
-    plan = check(x, 64, backend, "filter", ept=32)
+    plan = check(x, 64, backend, path, ept=32)
     assert plan.chunk.per * plan.chunk.vec == 32
     x = as_dtype(np.round(rng.standard_normal((1, 17 * 8192)) * 16.0) / 8.0, "f16")
-    plan = check(x, 33, backend, "filter")
+    plan = check(x, 33, backend, path)
     assert plan.chunk.per * plan.chunk.vec == 64 and plan.chunk.chunks == 9
+
+
+def test_filter_on_values_with_infinities_and_signed_zeros(backend, rng):
+    """The value-compared filter path where the bound is -inf (rows mostly -inf: every element a candidate, so
+    select_best on keys made from the values, padding past the row after the real -inf) and with -0.0 beside +0.0
+    (equal as floats and as keys: ranked by column)."""
+    x = np.full((3, 2 * 4096 + 300), -np.inf, np.float32)
+    x[0, rng.choice(x.shape[1], 20, replace=False)] = rng.standard_normal(20)
+    x[1, :] = rng.choice(np.array([-0.0, 0.0, -1.0], np.float32), size=x.shape[1])
+    x[2, rng.choice(x.shape[1], 100, replace=False)] = 5.0
+    for k in (1, 64):
+        check(x, k, backend, "filterv", ept=16)

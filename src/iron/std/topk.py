@@ -352,9 +352,10 @@ def filter_ept(ncols: int, itemsize: int, ept: int = ELEMS_PER_THREAD) -> int:
 
 
 def launch_filter(x: Any, values: Any, indices: Any, k: int, backend: str | None = None,
-                  ept: int = ELEMS_PER_THREAD) -> RadixPlan:
+                  ept: int = ELEMS_PER_THREAD, vals: bool = False) -> RadixPlan:
     """The filter path in one launch (``topk_filter_one``, topk_filter.py) at ``filter_ept(ept)`` elements a
-    thread; rows of more than MAX_LISTS chunks at 64 are refused."""
+    thread; rows of more than MAX_LISTS chunks at 64 are refused. ``vals``: the chunk held as f32 values rather
+    than order keys (path "filterv")."""
     rows, ncols = x.shape
     check_k(k, ncols)
     p = plan_radix(ncols, k, dtype_label(x), x.dtype.itemsize, filter_ept(ncols, x.dtype.itemsize, ept))
@@ -367,23 +368,27 @@ def launch_filter(x: Any, values: Any, indices: Any, k: int, backend: str | None
     kern = topk_filter_one_f32 if _is_f32(indices) else topk_filter_one
     with counters_guard():
         kern[rows * c.chunks * c.block, c.block](x, cand_k, cand_i, values, indices, counters(x, rows, backend), ncols,
-                                                 c.chunks, k, c.block, c.vec, c.per, p.passes, backend=backend)
+                                                 c.chunks, k, c.block, c.vec, c.per, p.passes, int(vals),
+                                                 backend=backend)
     return p
 
 
 #: the paths, the default first
 PATHS = {"radix": launch_radix, "rounds": launch_rounds,
          "radix1": lambda x, values, indices, k, backend=None: launch_radix(x, values, indices, k, backend, one=True),
-         "filter": launch_filter}
+         "filter": launch_filter,
+         "filterv": lambda x, values, indices, k, backend=None: launch_filter(x, values, indices, k, backend,
+                                                                               vals=True)}
 #: what a GPU times on the first launch per shape, keeping the fastest: (path, elements a thread). The radix path
 #: also at 32 a thread: half the groups (512 for 32 x 128256 bf16) and half the merge's candidates, for twice the
 #: keys in registers (77 registers a thread on sm_90 against 64 at 16: 3 groups of 256 per SM instead of 4). The
 #: filter path also at 64: 32 x 128256 bf16 at 32 a thread is 512 groups of 256 (87 registers, 2 an SM: 1.94 waves
 #: on an H100, measured 23.3 us with the SMs active 69 % of it); at 64, 256 groups (128 registers, no spills), one
-#: wave, 8 lists a row to merge: 17.9 us on an H100 (2026-12-06, s24), the fastest (EPT 16 23.6, radix1 37.5)
+#: wave, 8 lists a row to merge: 17.9 us on an H100 (2026-12-06, s24), the fastest (EPT 16 23.6, radix1 37.5).
+#: "filterv" (s26): the filter path comparing f32 values, a key made only per thread maximum and per candidate
 PATH_TUNING = {be: (("radix", ELEMS_PER_THREAD), ("radix", 32), ("rounds", ELEMS_PER_THREAD),
                     ("radix1", ELEMS_PER_THREAD), ("radix1", 32), ("filter", ELEMS_PER_THREAD), ("filter", 32),
-                    ("filter", 64))
+                    ("filter", 64), ("filterv", 32), ("filterv", 64))
                for be in ("cuda", "hip")}
 
 
@@ -391,8 +396,8 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
                 path: str | None = None) -> TopkPlan | RadixPlan:
     """values[r, :], indices[r, :] = the k best of x[r, :] (module docstring's order) for a C-contiguous (rows,
     ncols) x; values (rows, k) in x's dtype, indices (rows, k) i32 (or f32). ``path`` ("radix", "radix1": the radix
-    path in one launch, "filter" or "rounds") forces a path; by default a GPU that autotunes times PATH_TUNING's
-    (``autotune.tune``) and a CPU device runs the radix path.
+    path in one launch, "filter", "filterv" (the filter path on f32 values) or "rounds") forces a path; by default
+    a GPU that autotunes times PATH_TUNING's (``autotune.tune``) and a CPU device runs the radix path.
     Returns the plan that ran."""
     rows, ncols = x.shape
     check_k(k, ncols)
@@ -404,14 +409,14 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
     def run(cfg: dict) -> TopkPlan | RadixPlan:
         if cfg["path"] in ("radix", "radix1"):
             return launch_radix(x, values, indices, k, backend, cfg["EPT"], one=cfg["path"] == "radix1")
-        if cfg["path"] == "filter":
-            return launch_filter(x, values, indices, k, backend, cfg["EPT"])
+        if cfg["path"] in ("filter", "filterv"):
+            return launch_filter(x, values, indices, k, backend, cfg["EPT"], vals=cfg["path"] == "filterv")
         return launch_rounds(x, values, indices, k, backend)
 
     be = backend or get_backend(None).name
     configs: list[dict] = []
     for p, e in table_for(PATH_TUNING, be) or (("radix", ELEMS_PER_THREAD),):
-        if p == "filter":  # as launch_filter will run it, once, where the row fits
+        if p in ("filter", "filterv"):  # as launch_filter will run it, once, where the row fits
             e = filter_ept(ncols, x.dtype.itemsize, e)
             if plan_topk(ncols, k, x.dtype.itemsize, e).chunks > MAX_LISTS:
                 continue

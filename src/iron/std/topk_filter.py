@@ -23,6 +23,12 @@ Chunk (``select_filter``; one group a chunk, PER * VEC keys a thread in register
    More than CAP candidates (many equal keys, or a chunk with few real elements: a bound of key 0) take topk_radix's
    exact ``select_best`` instead (a branch uniform over the group).
 
+``VALS`` (path ``"filterv"``, s26): the chunk stays in registers as f32 bit patterns, compared as floats (-0.0 equal
+to +0.0, as their shared key), so the per-element key arithmetic (``order_key``: 6 operations a logit) is spent
+only on each thread's maximum (the bound, found among keys, mapped back to a value) and on each candidate; past
+CAP candidates the registers become keys in place for select_best. The kernels are bounded to 2 groups of 256 an
+SM (128 registers): without the bound that in-place conversion took ptxas to 159 (one group an SM).
+
 Row (the last group of the row to finish, ``reductions.last_of_row``): the chunks' ranked lists (at most
 ``MAX_LISTS``) are read into shared memory and merged pairwise, K kept each time, ceil(log2 chunks) rounds of one
 barrier: output element i of a pair finds how many of its first i come from each list by a binary search on the
@@ -58,7 +64,8 @@ from ..lang import (
     where,
 )
 from .reductions import last_of_row
-from .topk_radix import BLOCK, MAX_K, MIN_SIMD, PASSES, PER, VEC, chunk_keys, select_best
+from .softmax import chunk_span
+from .topk_radix import BLOCK, MAX_K, MIN_SIMD, PASSES, PER, VEC, chunk_keys, order_key, select_best
 
 __all__ = ["BLOCK", "CAP", "MAX_LISTS", "PASSES", "PER", "VEC", "merge_lists",
            "select_filter", "topk_filter_one", "topk_filter_one_f32"]
@@ -70,9 +77,10 @@ MAX_LISTS = 16
 
 
 @func
-def group_bound(m, K, BLOCK, red):
-    """A key with at least K of the group's values m (one a thread) >= it: the least over SIMD groups of each one's
-    r-th largest value, r = ceil(K / SIMD groups) (<= simd_size() because K <= BLOCK). One barrier."""
+def group_bound(m, K, BLOCK, red, low):
+    """A value with at least K of the group's values m (one a thread, keys or floats) >= it: the least over SIMD
+    groups of each one's r-th largest value, r = ceil(K / SIMD groups) (<= simd_size() because K <= BLOCK); ``low``
+    ranks at or below every value. One barrier."""
     nsg = BLOCK // simd_size()
     r = (K + nsg - 1) // nsg
     lane = simd_lane()
@@ -81,7 +89,7 @@ def group_bound(m, K, BLOCK, red):
         v = simd_broadcast(m, i)
         if v > m or (v == m and i < lane):
             before += 1
-    own = simd_max(where(before == r - 1, m, u32(0)))
+    own = simd_max(where(before == r - 1, m, low))
     if lane == 0:
         red[simd_group()] = own
     barrier()
@@ -105,14 +113,17 @@ def key_of(c, FREE):
 
 
 @func
-def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp):
+def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp, VALS):
     """The number n of the group's keys >= b; when n <= CAP, they are at ck/cp[0 : n] (key, or with FREE > 0 its
     composite, and position) and ck[n : n + 4] holds 0 (below every key >= b > 0 and every composite). One
-    barrier."""
+    barrier. ``VALS``: ``keys`` and b are f32 values, each candidate's key made here (``order_key``)."""
     tid = local_id(0)
     c = 0
     for i in static_range(PER * VEC):
-        c += where(keys[i] >= b, 1, 0)
+        if VALS:
+            c += where(bitcast(keys[i], f32) >= b, 1, 0)
+        else:
+            c += where(keys[i] >= b, 1, 0)
     ex = simd_prefix_exclusive_sum(c)
     if simd_lane() == simd_size() - 1:
         tot[simd_group()] = ex + c
@@ -127,12 +138,20 @@ def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp):
     if n <= CAP:
         for q in static_range(PER):
             for j in static_range(VEC):
-                if keys[q * VEC + j] >= b:
+                if VALS:
+                    hit = bitcast(keys[q * VEC + j], f32) >= b
+                else:
+                    hit = keys[q * VEC + j] >= b
+                if hit:
                     pos = (q * BLOCK + tid) * VEC + j
-                    if FREE > 0:
-                        ck[off] = composite(keys[q * VEC + j], pos, FREE)
+                    if VALS:
+                        key = order_key(bitcast(keys[q * VEC + j], f32))
                     else:
-                        ck[off] = keys[q * VEC + j]
+                        key = keys[q * VEC + j]
+                    if FREE > 0:
+                        ck[off] = composite(key, pos, FREE)
+                    else:
+                        ck[off] = key
                     cp[off] = pos
                     off += 1
         if tid < 4:
@@ -165,9 +184,44 @@ def rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos):
 
 
 @func
-def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP):
+def key_value(key):
+    """The f32 whose ``order_key`` is ``key`` (+0.0 for the zeros' shared key)."""
+    return bitcast(where(key >= u32(0x80000000), key & u32(0x7FFFFFFF), ~key), f32)
+
+
+@func
+def value_keys(bits, nvec, BLOCK, VEC, PER):
+    """bits (f32 bit patterns) <- their order keys in place, key 0 past the chunk's nvec vectors: chunk_keys' keys."""
+    for q in static_range(PER):
+        valid = q * BLOCK + local_id(0) < nvec
+        for j in static_range(VEC):
+            bits[q * VEC + j] = where(valid, order_key(bitcast(bits[q * VEC + j], f32)), u32(0))
+
+
+@func
+def chunk_bits(x, bits, ncols, nchunks, BLOCK, VEC, PER):
+    """chunk_keys' loads, each element kept as its f32 bit pattern (-inf's past the row); returns (row, first
+    column, the chunk's vectors)."""
+    start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
+    row = start // ncols
+    for q in static_range(PER):
+        v = q * BLOCK + local_id(0)
+        if v < nvec:
+            chunk = vload(x, start + v * VEC, VEC)
+            for j in static_range(VEC):
+                bits[q * VEC + j] = bitcast(cast(chunk[j], f32), u32)
+        else:
+            for j in static_range(VEC):
+                bits[q * VEC + j] = u32(0xFF800000)
+    return row, start - row * ncols, nvec
+
+
+@func
+def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec):
     """select_best's contract (thread t < K returns (rank, key, position) of one of the K best; the others rank
-    -1), by the module docstring's bound, filter and rank; select_best itself past CAP candidates."""
+    -1), by the module docstring's bound, filter and rank; select_best itself past CAP candidates. ``VALS``: keys
+    holds f32 bit patterns (-inf past the chunk's nvec vectors), compared as floats, a key made only for the
+    thread's maximum and for each candidate (and in place for select_best)."""
     ck = shared(u32, CAP + 4)
     cp = shared(i32, CAP + 4)
     slot_key = shared(u32, MAX_K)
@@ -175,14 +229,20 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP):
     red = shared(u32, BLOCK // MIN_SIMD)
     tot = shared(i32, BLOCK // MIN_SIMD)
     tid = local_id(0)
-    m = keys[0]
-    for r in static_range(1, PER * VEC):
-        m = max(m, keys[r])
-    b = group_bound(m, K, BLOCK, red)
+    if VALS:
+        mv = bitcast(keys[0], f32)
+        for r in static_range(1, PER * VEC):
+            mv = max(mv, bitcast(keys[r], f32))
+        b = key_value(group_bound(order_key(mv), K, BLOCK, red, u32(0)))
+    else:
+        m = keys[0]
+        for r in static_range(1, PER * VEC):
+            m = max(m, keys[r])
+        b = group_bound(m, K, BLOCK, red, u32(0))
     # composites where the dtype leaves the keys' low bits constant (bf16 16, f16 13) and positions fit in them
     # (one expression of constexprs, so every target folds it)
     FREE = (16 if NPASS == 2 else 13) if NPASS < 4 and BLOCK * PER * VEC <= (1 << (16 if NPASS == 2 else 13)) else 0
-    n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp)
+    n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp, VALS)
     rank = -1
     key = u32(0)
     pos = 0
@@ -195,6 +255,8 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP):
             key = slot_key[tid]
             pos = slot_pos[tid]
     else:
+        if VALS:
+            value_keys(keys, nvec, BLOCK, VEC, PER)
         rank, key, pos = select_best(keys, PER, VEC, K, BLOCK, NPASS)
     return rank, key, pos
 
@@ -268,12 +330,16 @@ def merge_lists(cand_k, cand_i, row, nchunks, K, BLOCK, x, values, indices, ncol
 
 
 @func
-def filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES):
-    """Each group's chunk -> its k best, ranked (``select_filter``); the last group of the row merges the row's
-    lists (``merge_lists``) and resets count[row]."""
+def filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES, VALS):
+    """Each group's chunk -> its k best, ranked (``select_filter``; ``VALS``: on f32 values in registers); the
+    last group of the row merges the row's lists (``merge_lists``) and resets count[row]."""
     keys = local_array(u32, PER * VEC)
-    row, col0 = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER)
-    rank, key, pos = select_filter(keys, PER, VEC, k, BLOCK, PASSES, CAP)
+    if VALS:
+        row, col0, nvec = chunk_bits(x, keys, ncols, nchunks, BLOCK, VEC, PER)
+    else:
+        row, col0 = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER)
+        nvec = 0
+    rank, key, pos = select_filter(keys, PER, VEC, k, BLOCK, PASSES, CAP, VALS, nvec)
     if rank >= 0:
         cand_k[group_id(0) * k + rank] = bitcast(key, i32)
         cand_i[group_id(0) * k + rank] = col0 + pos
@@ -284,18 +350,19 @@ def filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLO
             count[row] = 0
 
 
-@kernel
+@kernel(launch_bounds=(256, 2))
 def topk_filter_one(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], values: Tensor[T], indices: Tensor[i32],
                     count: Tensor[i32], ncols: int, nchunks: int, k: int, BLOCK: constexpr, VEC: constexpr,
-                    PER: constexpr, PASSES: constexpr):
+                    PER: constexpr, PASSES: constexpr, VALS: constexpr):
     """The filter path (module docstring): launch rows * nchunks * BLOCK threads, nchunks <= MAX_LISTS; count
-    (rows,) zero before the first launch (each launch leaves it zero)."""
-    filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES)
+    (rows,) zero before the first launch (each launch leaves it zero). VALS 1: the chunk in registers as f32 values
+    (compared as floats: fewer instructions a logit than as keys), 0: as order keys."""
+    filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES, VALS)
 
 
-@kernel
+@kernel(launch_bounds=(256, 2))
 def topk_filter_one_f32(x: Tensor[T], cand_k: Tensor[i32], cand_i: Tensor[i32], values: Tensor[T],
                         indices: Tensor[f32], count: Tensor[i32], ncols: int, nchunks: int, k: int,
-                        BLOCK: constexpr, VEC: constexpr, PER: constexpr, PASSES: constexpr):
+                        BLOCK: constexpr, VEC: constexpr, PER: constexpr, PASSES: constexpr, VALS: constexpr):
     """``topk_filter_one`` with the indices written as f32 (exact below 2^24)."""
-    filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES)
+    filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLOCK, VEC, PER, PASSES, VALS)

@@ -28,8 +28,8 @@ flush = get_backend("cuda").l2_flush()  # the function that queues the eviction
 def run(path, ept):
     if path == "rounds":
         K.launch_rounds(x, values, indices, k, "cuda")
-    elif path == "filter":
-        K.launch_filter(x, values, indices, k, "cuda", ept)
+    elif path in ("filter", "filterv"):
+        K.launch_filter(x, values, indices, k, "cuda", ept, vals=path == "filterv")
     else:
         K.launch_radix(x, values, indices, k, "cuda", ept, one=path == "radix1")
 

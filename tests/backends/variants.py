@@ -60,6 +60,9 @@ CONSTEXPRS: dict[str, list[dict[str, object]]] = {
     # every target's limit)
     "attn_decode_split_mma": [{"D": 64, "G": 4, "CHUNK": 64, "BLOCK": 32, "VEC": 8, "PAGED": True, "SW": 32, "BN": 16,
                                "STAGES": 2}],
+    # the filter path on order keys and on f32 values (topk_radix's defaults otherwise)
+    "topk_filter_one": [{"BLOCK": 256, "VEC": 4, "PER": 4, "PASSES": 4, "VALS": v} for v in (0, 1)],
+    "topk_filter_one_f32": [{"BLOCK": 256, "VEC": 4, "PER": 4, "PASSES": 4, "VALS": v} for v in (0, 1)],
 }
 
 #: the value given to a constexpr found neither in CONSTEXPRS nor in the kernel's module

@@ -64,7 +64,6 @@ from ..lang import (
     where,
 )
 from .reductions import last_of_row
-from .softmax import chunk_span
 from .topk_radix import BLOCK, MAX_K, MIN_SIMD, PASSES, PER, VEC, chunk_keys, order_key, select_best
 
 __all__ = ["BLOCK", "CAP", "MAX_LISTS", "PASSES", "PER", "VEC", "merge_lists",
@@ -199,24 +198,6 @@ def value_keys(bits, nvec, BLOCK, VEC, PER):
 
 
 @func
-def chunk_bits(x, bits, ncols, nchunks, BLOCK, VEC, PER):
-    """chunk_keys' loads, each element kept as its f32 bit pattern (-inf's past the row); returns (row, first
-    column, the chunk's vectors)."""
-    start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
-    row = start // ncols
-    for q in static_range(PER):
-        v = q * BLOCK + local_id(0)
-        if v < nvec:
-            chunk = vload(x, start + v * VEC, VEC)
-            for j in static_range(VEC):
-                bits[q * VEC + j] = bitcast(cast(chunk[j], f32), u32)
-        else:
-            for j in static_range(VEC):
-                bits[q * VEC + j] = u32(0xFF800000)
-    return row, start - row * ncols, nvec
-
-
-@func
 def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec):
     """select_best's contract (thread t < K returns (rank, key, position) of one of the K best; the others rank
     -1), by the module docstring's bound, filter and rank; select_best itself past CAP candidates. ``VALS``: keys
@@ -334,11 +315,7 @@ def filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLO
     """Each group's chunk -> its k best, ranked (``select_filter``; ``VALS``: on f32 values in registers); the
     last group of the row merges the row's lists (``merge_lists``) and resets count[row]."""
     keys = local_array(u32, PER * VEC)
-    if VALS:
-        row, col0, nvec = chunk_bits(x, keys, ncols, nchunks, BLOCK, VEC, PER)
-    else:
-        row, col0 = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER)
-        nvec = 0
+    row, col0, nvec = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER, VALS)
     rank, key, pos = select_filter(keys, PER, VEC, k, BLOCK, PASSES, CAP, VALS, nvec)
     if rank >= 0:
         cand_k[group_id(0) * k + rank] = bitcast(key, i32)

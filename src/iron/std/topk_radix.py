@@ -264,9 +264,10 @@ def select_best(keys, PER, VEC, K, BLOCK, NPASS):
 
 
 @func
-def chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER):
+def chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER, BITS):
     """keys <- this group's chunk (chunk g % nchunks of row g // nchunks, as topk_partial) as order keys, key
-    q * VEC + j at chunk position (q * BLOCK + tid) * VEC + j (key 0 past the row); returns (row, first column)."""
+    q * VEC + j at chunk position (q * BLOCK + tid) * VEC + j (key 0 past the row); returns (row, first column,
+    the chunk's vectors). ``BITS``: each element's f32 bit pattern instead (-inf's past the row)."""
     start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
     row = start // ncols
     for q in static_range(PER):
@@ -274,11 +275,15 @@ def chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER):
         if v < nvec:
             chunk = vload(x, start + v * VEC, VEC)
             for j in static_range(VEC):
-                keys[q * VEC + j] = order_key(cast(chunk[j], f32))
+                if BITS:
+                    keys[q * VEC + j] = bitcast(cast(chunk[j], f32), u32)
+                else:
+                    keys[q * VEC + j] = order_key(cast(chunk[j], f32))
         else:
             for j in static_range(VEC):
-                keys[q * VEC + j] = u32(0)  # past the row: after every real element (its column is larger too)
-    return row, start - row * ncols
+                # past the row: after every real element (its column is larger too)
+                keys[q * VEC + j] = u32(0xFF800000) if BITS else u32(0)
+    return row, start - row * ncols, nvec
 
 
 @func
@@ -286,7 +291,7 @@ def chunk_best(x, cand_k, cand_i, ncols, nchunks, k, BLOCK, VEC, PER, PASSES):
     """Group g's chunk (chunk g % nchunks of row g // nchunks, as topk_partial) -> its k best, ranked, at
     cand_k/cand_i[g * k ...] (keys as i32 bits, columns; past the row: key 0); returns the row."""
     keys = local_array(u32, PER * VEC)
-    row, col0 = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER)
+    row, col0, nvec = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER, False)
     rank, key, pos = select_best(keys, PER, VEC, k, BLOCK, PASSES)
     if rank >= 0:  # position p of the chunk is column col0 + p
         cand_k[group_id(0) * k + rank] = bitcast(key, i32)

@@ -66,11 +66,13 @@ from ..lang import (
 from .reductions import last_of_row
 from .topk_radix import BLOCK, MAX_K, MIN_SIMD, PASSES, PER, VEC, chunk_keys, order_key, select_best
 
-__all__ = ["BLOCK", "CAP", "MAX_LISTS", "PASSES", "PER", "VEC", "merge_lists",
+__all__ = ["BLOCK", "CAP", "MAX_LISTS", "PASSES", "PER", "VALS", "VEC", "merge_lists",
            "select_filter", "topk_filter_one", "topk_filter_one_f32"]
 
 #: candidates a chunk ranks among themselves (at most): more take select_best (one per thread of a 256-group)
 CAP = 256
+#: the form ``iron build`` compiles (the kernels' VALS constexpr): 0 order keys (measured), 1 f32 values
+VALS = 0
 #: the most chunks a row may have on this path (the merge keeps the row's lists in 8 KiB of shared memory)
 MAX_LISTS = 16
 

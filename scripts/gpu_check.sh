@@ -73,6 +73,7 @@
 #                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
 #   scripts/gpu_check.sh topkncu issue 18: each top-k path timed alone beside torch.topk, then two under ncu
+#   scripts/gpu_check.sh topksrc issue 18: TOPK_NCU's top-k paths under ncu's source counters (per-SASS-line CSV)
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
 #                                 no block barrier) and timed beside SDPA (bench/experiments/attn_variants.py)
 #   scripts/gpu_check.sh modelbench issue 19: iron bench --filter model/ on MB_BACKENDS (default cuda) -> model_bench_*.json
@@ -404,6 +405,19 @@ if [ "$PART" = topkncu ]; then
   timeout ${TOPK_TIMEOUT:-120} $PY bench/experiments/topk_paths.py 2>&1 | tee "$OUT/topk_paths.txt" | tail -n 8
   for I in ${TOPK_NCU:-0 3}; do
     TOPK_ONLY=$I profile_ncu "topk_ncu_$I.txt" topk 2 2 bench/experiments/topk_paths.py
+  done
+  pack
+fi
+if [ "$PART" = topksrc ]; then
+  # issue 18: the top-k paths in TOPK_NCU (default 9: filterv at 64 a thread) under Nsight Compute's source counters:
+  # each SASS instruction's executions and warp-stall samples (--page source, CSV), to place the instruction count
+  for I in ${TOPK_NCU:-9}; do
+    TOPK_ONLY=$I timeout ${NCU_TIMEOUT:-120} ncu --kernel-name regex:topk --launch-skip 2 --launch-count 1 \
+      --section SourceCounters --section WarpStateStats --section InstructionStats -f -o "$OUT/topk_src_$I" \
+      $PY bench/experiments/topk_paths.py > "$OUT/topk_src_$I.log" 2>&1
+    ncu -i "$OUT/topk_src_$I.ncu-rep" --page source --csv --print-source sass > "$OUT/topk_src_$I.csv" 2>&1
+    ncu -i "$OUT/topk_src_$I.ncu-rep" --page details > "$OUT/topk_src_$I.txt" 2>&1
+    tail -n 3 "$OUT/topk_src_$I.log"; wc -l "$OUT/topk_src_$I.csv"; head -c 600 "$OUT/topk_src_$I.csv"
   done
   pack
 fi

@@ -197,3 +197,14 @@ def test_filter_on_values_with_infinities_and_signed_zeros(backend, rng):
     x[2, rng.choice(x.shape[1], 100, replace=False)] = 5.0
     for k in (1, 64):
         check(x, k, backend, "filterv", ept=16)
+
+
+@pytest.mark.parametrize("path", ["filter", "filterv"])
+def test_filter_bound_at_zero_with_cap_candidates(backend, rng, path):
+    """Negative rows with a signed zero every 16th column (f32, 16 a thread): every SIMD group's bound is a zero, so
+    each chunk of 4096 has exactly CAP (256) candidates, all zeros of either sign: the rank path (not select_best)
+    orders them by column, the chunks' lists merge by column."""
+    x = -np.abs(rng.standard_normal((2, 2 * 4096))).astype(np.float32) - 0.5
+    x[:, 0::16] = rng.choice(np.array([-0.0, 0.0], np.float32), size=(2, 2 * 4096 // 16))
+    for k in (1, 64):
+        check(x, k, backend, path, ept=16)

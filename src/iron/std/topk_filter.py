@@ -7,27 +7,33 @@ an H100 (2026-12-05): 23.3 us (radix1 38.2, torch.topk 88.2), 6.43 M warp instru
 
 The contract is topk.py's: the k <= 64 best of each row, by value descending and equal values by the lower index,
 the logits' own values and i32 (or f32) column indices. Keys are topk_radix's (``order_key``): unsigned key order is
-value order, padding past a row's end takes key 0, after every real element.
+value order, padding past a row's end takes key 0 (with ``VALS``: -inf, key order_key(-inf), ranked after a real
+-inf by its larger position), after every real element.
 
 Chunk (``select_filter``; one group a chunk, PER * VEC keys a thread in registers, topk_partial's geometry):
 
-1. bound: each SIMD group's r-th largest thread maximum, r = ceil(K / SIMD groups) (each lane counts the lanes whose
-   maximum ranks before its own: simd_size() broadcasts), and the least of those over the group's SIMD groups. At
-   least K keys of the chunk are >= it (r maxima in each SIMD group). 1 barrier.
-2. candidates: the keys >= the bound (on logits a few in a hundred) are packed with their positions into shared
-   memory by a prefix sum over the group. 1 barrier.
+1. bound: each SIMD group's r-th largest thread maximum, r = ceil(K / SIMD groups) (a bitonic sort of the SIMD
+   group's maxima, s27: 15 exchanges at 32 lanes where a count against every lane took 32 broadcasts), and the least
+   of those over the group's SIMD groups. At least K keys of the chunk are >= it (r maxima in each SIMD group).
+   1 barrier.
+2. candidates: each thread's elements >= the bound (on logits about one in a hundred) set bits of its hit masks;
+   a prefix sum of their counts over the group places them, and each thread writes the positions of its set bits
+   (a loop over the bits, not the elements), 1 barrier; then one thread a candidate reads its element again from
+   memory and makes its key (the registers cannot be indexed by a run-time bit), 1 barrier. s27: the per-element
+   form (a branch an element, the key made in it) was if-converted by ptxas into every element's key arithmetic.
 3. rank: each candidate counts those ranking before it (a larger key, or an equal key at a lower position); the K
    first are written in rank order to the row's candidate lists, as topk_radix_partial writes them. 1 barrier.
    For bf16 and f16 the keys' low 16 / 13 bits are constant, so the position's complement takes their place
    (where the chunk's positions fit) and one u32 comparison ranks, 4 candidates a 16-byte read.
-   More than CAP candidates (many equal keys, or a chunk with few real elements: a bound of key 0) take topk_radix's
-   exact ``select_best`` instead (a branch uniform over the group).
+   More than CAP candidates (many equal keys, or a chunk with few real elements: a bound of key 0, or of -inf with
+   ``VALS``) take topk_radix's exact ``select_best`` instead (a branch uniform over the group), on the chunk loaded
+   again as keys (``load_chunk``), so no register outlives the hit masks on the common path.
 
 ``VALS`` (path ``"filterv"``, s26): the chunk stays in registers as f32 bit patterns, compared as floats (-0.0 equal
 to +0.0, as their shared key), so the per-element key arithmetic (``order_key``: 6 operations a logit) is spent
-only on each thread's maximum (the bound, found among keys, mapped back to a value) and on each candidate; past
-CAP candidates the registers become keys in place for select_best. The kernels are bounded to 2 groups of 256 an
-SM (128 registers): without the bound that in-place conversion took ptxas to 159 (one group an SM).
+only on each thread's maximum (the bound, found among keys, mapped back to a value) and on each candidate. The
+kernels are bounded to 2 groups of 256 an SM (128 registers; ptxas keeps the common path in registers and spills
+a few scalars in the select_best fallback: ``iron inspect --backend cuda --resources``).
 
 Row (the last group of the row to finish, ``reductions.last_of_row``): the chunks' ranked lists (at most
 ``MAX_LISTS``) are read into shared memory and merged pairwise, K kept each time, ceil(log2 chunks) rounds of one
@@ -46,17 +52,19 @@ from ..lang import (
     bitcast,
     cast,
     constexpr,
+    ctz,
     f32,
     group_id,
     i32,
     local_array,
     local_id,
+    popcount,
     shared,
     simd_broadcast,
     simd_group,
     simd_lane,
-    simd_max,
     simd_prefix_exclusive_sum,
+    simd_shuffle_xor,
     simd_size,
     static_range,
     u32,
@@ -64,7 +72,7 @@ from ..lang import (
     where,
 )
 from .reductions import last_of_row
-from .topk_radix import BLOCK, MAX_K, MIN_SIMD, PASSES, PER, VEC, chunk_keys, order_key, select_best
+from .topk_radix import BLOCK, MAX_K, MIN_SIMD, PASSES, PER, VEC, chunk_keys, load_chunk, order_key, select_best
 
 __all__ = ["BLOCK", "CAP", "MAX_LISTS", "PASSES", "PER", "VALS", "VEC", "merge_lists",
            "select_filter", "topk_filter_one", "topk_filter_one_f32"]
@@ -78,19 +86,23 @@ MAX_LISTS = 16
 
 
 @func
-def group_bound(m, K, BLOCK, red, low):
+def group_bound(m, K, BLOCK, red):
     """A value with at least K of the group's values m (one a thread, keys or floats) >= it: the least over SIMD
-    groups of each one's r-th largest value, r = ceil(K / SIMD groups) (<= simd_size() because K <= BLOCK); ``low``
-    ranks at or below every value. One barrier."""
+    groups of each one's r-th largest value, r = ceil(K / SIMD groups) (<= simd_size() because K <= BLOCK), read
+    after a bitonic sort of the SIMD group's values (descending across lanes: log2(width)^2 / 2 exchanges instead of
+    a comparison with every lane). One barrier."""
     nsg = BLOCK // simd_size()
     r = (K + nsg - 1) // nsg
     lane = simd_lane()
-    before = 0
-    for i in range(simd_size()):
-        v = simd_broadcast(m, i)
-        if v > m or (v == m and i < lane):
-            before += 1
-    own = simd_max(where(before == r - 1, m, low))
+    v = m
+    for e in static_range(1, 7):  # blocks of 2 .. 64 lanes (every SIMD width Iron targets)
+        for d in static_range(6):
+            if d < e and (1 << e) <= simd_size():
+                j = 1 << (e - 1 - d)
+                p = simd_shuffle_xor(v, j)
+                # the lower lane of a pair keeps the larger in blocks sorted descending ((lane & 2^e) == 0)
+                v = where(((lane & j) == 0) == ((lane & (1 << e)) == 0), max(v, p), min(v, p))
+    own = simd_broadcast(v, r - 1)
     if lane == 0:
         red[simd_group()] = own
     barrier()
@@ -114,17 +126,31 @@ def key_of(c, FREE):
 
 
 @func
-def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp, VALS):
-    """The number n of the group's keys >= b; when n <= CAP, they are at ck/cp[0 : n] (key, or with FREE > 0 its
-    composite, and position) and ck[n : n + 4] holds 0 (below every key >= b > 0 and every composite). One
-    barrier. ``VALS``: ``keys`` and b are f32 values, each candidate's key made here (``order_key``)."""
-    tid = local_id(0)
-    c = 0
+def hit_masks(keys, b, PER, VEC, VALS, masks):
+    """masks[w] bit i <- whether element w * 32 + i of the thread's chunk is >= b (as floats with VALS, else as
+    keys); returns how many are."""
+    for w in static_range((PER * VEC + 31) // 32):
+        masks[w] = u32(0)
     for i in static_range(PER * VEC):
         if VALS:
-            c += where(bitcast(keys[i], f32) >= b, 1, 0)
+            hit = bitcast(keys[i], f32) >= b
         else:
-            c += where(keys[i] >= b, 1, 0)
+            hit = keys[i] >= b
+        masks[i // 32] = masks[i // 32] | where(hit, u32(1 << (i % 32)), u32(0))
+    c = 0
+    for w in static_range((PER * VEC + 31) // 32):
+        c += cast(popcount(masks[w]), i32)
+    return c
+
+
+@func
+def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, cp, VALS):
+    """The number n of the group's elements >= b; when n <= CAP, their chunk positions are at cp[0 : n]. Each
+    thread walks the set bits of its hit masks (a few a thread: logits' candidates are a few in a hundred), not
+    its elements. One barrier. ``VALS``: ``keys`` and b are f32 values."""
+    tid = local_id(0)
+    masks = local_array(u32, (PER * VEC + 31) // 32)
+    c = hit_masks(keys, b, PER, VEC, VALS, masks)
     ex = simd_prefix_exclusive_sum(c)
     if simd_lane() == simd_size() - 1:
         tot[simd_group()] = ex + c
@@ -137,27 +163,34 @@ def pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp, VALS):
         if s < simd_group():
             off += t
     if n <= CAP:
-        for q in static_range(PER):
-            for j in static_range(VEC):
-                if VALS:
-                    hit = bitcast(keys[q * VEC + j], f32) >= b
-                else:
-                    hit = keys[q * VEC + j] >= b
-                if hit:
-                    pos = (q * BLOCK + tid) * VEC + j
-                    if VALS:
-                        key = order_key(bitcast(keys[q * VEC + j], f32))
-                    else:
-                        key = keys[q * VEC + j]
-                    if FREE > 0:
-                        ck[off] = composite(key, pos, FREE)
-                    else:
-                        ck[off] = key
-                    cp[off] = pos
-                    off += 1
-        if tid < 4:
-            ck[n + tid] = u32(0)
+        for w in static_range((PER * VEC + 31) // 32):
+            m = masks[w]
+            while m != u32(0):
+                i = w * 32 + cast(ctz(m), i32)
+                m = m & (m - u32(1))
+                cp[off] = ((i // VEC) * BLOCK + tid) * VEC + i % VEC
+                off += 1
     return n
+
+
+@func
+def candidate_keys(x, start, nvalid, ck, cp, n, BLOCK, FREE, VALS):
+    """ck[i] <- the rank key of the candidate at chunk position cp[i] (read again from x at start + position: the
+    registers cannot be indexed by a run-time bit), one thread a candidate: its order key, or with FREE > 0 its
+    composite; past the row (position >= nvalid) the padding's key (-inf's with VALS, else 0). ck[n : n + 4]
+    <- 0 (below every candidate's key, never 0 when n <= CAP, and every composite)."""
+    tid = local_id(0)
+    for i in range(tid, n, BLOCK):
+        pos = cp[i]
+        key = u32(0x007FFFFF) if VALS else u32(0)  # order_key(-inf), or the keys' padding
+        if pos < nvalid:
+            key = order_key(cast(x[start + pos], f32))
+        if FREE > 0:
+            ck[i] = composite(key, pos, FREE)
+        else:
+            ck[i] = key
+    if tid < 4:
+        ck[n + tid] = u32(0)
 
 
 @func
@@ -191,16 +224,7 @@ def key_value(key):
 
 
 @func
-def value_keys(bits, nvec, BLOCK, VEC, PER):
-    """bits (f32 bit patterns) <- their order keys in place, key 0 past the chunk's nvec vectors: chunk_keys' keys."""
-    for q in static_range(PER):
-        valid = q * BLOCK + local_id(0) < nvec
-        for j in static_range(VEC):
-            bits[q * VEC + j] = where(valid, order_key(bitcast(bits[q * VEC + j], f32)), u32(0))
-
-
-@func
-def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec):
+def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec, x, start):
     """select_best's contract (thread t < K returns (rank, key, position) of one of the K best; the others rank
     -1), by the module docstring's bound, filter and rank; select_best itself past CAP candidates. ``VALS``: keys
     holds f32 bit patterns (-inf past the chunk's nvec vectors), compared as floats, a key made only for the
@@ -216,20 +240,22 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec):
         mv = bitcast(keys[0], f32)
         for r in static_range(1, PER * VEC):
             mv = max(mv, bitcast(keys[r], f32))
-        b = key_value(group_bound(order_key(mv), K, BLOCK, red, u32(0)))
+        b = key_value(group_bound(order_key(mv), K, BLOCK, red))
     else:
         m = keys[0]
         for r in static_range(1, PER * VEC):
             m = max(m, keys[r])
-        b = group_bound(m, K, BLOCK, red, u32(0))
+        b = group_bound(m, K, BLOCK, red)
     # composites where the dtype leaves the keys' low bits constant (bf16 16, f16 13) and positions fit in them
     # (one expression of constexprs, so every target folds it)
     FREE = (16 if NPASS == 2 else 13) if NPASS < 4 and BLOCK * PER * VEC <= (1 << (16 if NPASS == 2 else 13)) else 0
-    n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, FREE, tot, ck, cp, VALS)
+    n = pack_candidates(keys, b, PER, VEC, BLOCK, CAP, tot, cp, VALS)
     rank = -1
     key = u32(0)
     pos = 0
     if n <= CAP:  # uniform: every thread summed the same totals
+        barrier()
+        candidate_keys(x, start, nvec * VEC, ck, cp, n, BLOCK, FREE, VALS)
         barrier()
         rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos)
         barrier()
@@ -238,8 +264,8 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec):
             key = slot_key[tid]
             pos = slot_pos[tid]
     else:
-        if VALS:
-            value_keys(keys, nvec, BLOCK, VEC, PER)
+        # the chunk again, as keys: the registers are dead past the hit masks on the common path
+        load_chunk(x, keys, start, nvec, BLOCK, VEC, PER, False)
         rank, key, pos = select_best(keys, PER, VEC, K, BLOCK, NPASS)
     return rank, key, pos
 
@@ -318,7 +344,7 @@ def filter_one(x, cand_k, cand_i, values, indices, count, ncols, nchunks, k, BLO
     last group of the row merges the row's lists (``merge_lists``) and resets count[row]."""
     keys = local_array(u32, PER * VEC)
     row, col0, nvec = chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER, VALS)
-    rank, key, pos = select_filter(keys, PER, VEC, k, BLOCK, PASSES, CAP, VALS, nvec)
+    rank, key, pos = select_filter(keys, PER, VEC, k, BLOCK, PASSES, CAP, VALS, nvec, x, row * ncols + col0)
     if rank >= 0:
         cand_k[group_id(0) * k + rank] = bitcast(key, i32)
         cand_i[group_id(0) * k + rank] = col0 + pos

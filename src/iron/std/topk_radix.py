@@ -75,9 +75,9 @@ from ..lang import (
 from .reductions import last_of_row
 from .softmax import chunk_span
 
-__all__ = ["BLOCK", "KEY_PASSES", "MAX_K", "MPER", "MVEC", "PASSES", "PER", "VEC", "chunk_keys", "order_key",
-           "select_best", "topk_radix_merge", "topk_radix_merge_f32", "topk_radix_one", "topk_radix_one_f32",
-           "topk_radix_partial"]
+__all__ = ["BLOCK", "KEY_PASSES", "MAX_K", "MPER", "MVEC", "PASSES", "PER", "VEC", "chunk_keys", "load_chunk",
+           "order_key", "select_best", "topk_radix_merge", "topk_radix_merge_f32", "topk_radix_one",
+           "topk_radix_one_f32", "topk_radix_partial"]
 
 #: the largest k (the collect phase's slots)
 MAX_K = 64
@@ -264,25 +264,42 @@ def select_best(keys, PER, VEC, K, BLOCK, NPASS):
 
 
 @func
+def load_chunk(x, keys, start, nvec, BLOCK, VEC, PER, BITS):
+    """keys <- the nvec vectors of VEC elements at x[start ...] (chunk_keys' layout and padding): one unchecked
+    load a vector when the chunk is full (every chunk of a row but, maybe, its last: a branch uniform over the
+    group), else a check a vector."""
+    if nvec >= PER * BLOCK:
+        for q in static_range(PER):
+            full = vload(x, start + (q * BLOCK + local_id(0)) * VEC, VEC)
+            for j in static_range(VEC):
+                if BITS:
+                    keys[q * VEC + j] = bitcast(cast(full[j], f32), u32)
+                else:
+                    keys[q * VEC + j] = order_key(cast(full[j], f32))
+    else:
+        for q in static_range(PER):
+            v = q * BLOCK + local_id(0)
+            if v < nvec:
+                chunk = vload(x, start + v * VEC, VEC)
+                for j in static_range(VEC):
+                    if BITS:
+                        keys[q * VEC + j] = bitcast(cast(chunk[j], f32), u32)
+                    else:
+                        keys[q * VEC + j] = order_key(cast(chunk[j], f32))
+            else:
+                for j in static_range(VEC):
+                    # past the row: after every real element (its column is larger too)
+                    keys[q * VEC + j] = u32(0xFF800000) if BITS else u32(0)
+
+
+@func
 def chunk_keys(x, keys, ncols, nchunks, BLOCK, VEC, PER, BITS):
     """keys <- this group's chunk (chunk g % nchunks of row g // nchunks, as topk_partial) as order keys, key
     q * VEC + j at chunk position (q * BLOCK + tid) * VEC + j (key 0 past the row); returns (row, first column,
     the chunk's vectors). ``BITS``: each element's f32 bit pattern instead (-inf's past the row)."""
     start, nvec = chunk_span(ncols, nchunks, BLOCK, VEC, PER)
     row = start // ncols
-    for q in static_range(PER):
-        v = q * BLOCK + local_id(0)
-        if v < nvec:
-            chunk = vload(x, start + v * VEC, VEC)
-            for j in static_range(VEC):
-                if BITS:
-                    keys[q * VEC + j] = bitcast(cast(chunk[j], f32), u32)
-                else:
-                    keys[q * VEC + j] = order_key(cast(chunk[j], f32))
-        else:
-            for j in static_range(VEC):
-                # past the row: after every real element (its column is larger too)
-                keys[q * VEC + j] = u32(0xFF800000) if BITS else u32(0)
+    load_chunk(x, keys, start, nvec, BLOCK, VEC, PER, BITS)
     return row, start - row * ncols, nvec
 
 

@@ -68,7 +68,8 @@
 #   scripts/gpu_check.sh lncfg   issue 18: layer_norm's configurations timed alone (bench/experiments/layer_norm_configs.py),
 #                                 beside torch and Triton, then tests/std/test_layer_norm.py on CUDA and NVIDIA's Vulkan
 #   scripts/gpu_check.sh vstats  issue 16 (carry .gl/.whl): tests/runtime_vulkan/test_pipeline_stats.py on NVIDIA's Vulkan,
-#                                 then iron inspect --backend vulkan --resources of RoPE's kernels (registers there)
+#                                 then iron inspect --resources of RoPE's kernels (Vulkan) and of the split rows' chunk
+#                                 kernels (Vulkan and CUDA) -> vulkan_stats.txt, then vk_gemm_stats.py (coopmat2 GEMM)
 #   scripts/gpu_check.sh sized   issue 18: torch's copy of a row's own bytes, L2 flushed (bench/experiments/sized_copy.py):
 #                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone

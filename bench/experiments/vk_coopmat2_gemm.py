@@ -29,7 +29,7 @@ from iron.runtime import get_backend  # noqa: E402
 SPV = Path(__file__).parent / "coopmat2_spv"
 #: s26 (2026-12-06): the std module's best (128 x 256 x 64, 256 invocations, two K steps, groups of 8) beside 512
 #: invocations (16 warps: half the accumulators a warp, twice the warps to hide the driver's staging) and 256 x 128,
-#: 128 x 512 and 256 x 256 tiles (built in s16, never timed). Earlier lists are in their commits (README of the
+#: 128 x 512 and 256 x 256 tiles (new in s26; the s16 sweep had timed other shapes). Earlier lists are in their commits (README of the
 #: results): 286d647 run-time sizes; 9719d04 Aligned, prefetch, constant sizes; 2ae7ac1 N/8 and K/8, specialization
 #: constants, unroll 2; 6a18d33 unroll 4 and grouped order.
 CONFIGS = [(128, 256, 64, 256), (128, 256, 64, 512), (256, 128, 64, 256), (256, 128, 64, 512), (128, 512, 64, 256),

@@ -1,6 +1,6 @@
-"""What NVIDIA's Vulkan driver made of the coopmat2 GEMM pipelines (issue 14: why 44-46 % of cuBLAS): registers a
-thread, shared memory (how many stages the driver's staging keeps) and instruction counts for each shipped
-configuration at 4096^3, through VK_KHR_pipeline_executable_properties (runtime/vulkan_stats.py).
+"""What NVIDIA's Vulkan driver made of the coopmat2 GEMM pipelines (issue 14: why 45 % of Iron's CUDA GEMM, s26):
+registers a thread, shared memory (how many stages the driver's staging keeps) and instruction counts for each bf16
+configuration of vk_coopmat2_gemm.py at 4096^3, through VK_KHR_pipeline_executable_properties (runtime/vulkan_stats.py).
 
     IRON_VULKAN_STATS=1 IRON_VULKAN_COOPMAT2=1 python bench/experiments/vk_gemm_stats.py [out.json]
 """

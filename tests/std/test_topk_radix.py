@@ -1,8 +1,8 @@
 """std/sample/topk's paths (``launch_topk(..., path=...)``: the radix select, in two launches and one, the selection
-rounds, and the filter path) on every
-backend and dtype: exact values and indices against the float64 oracle (ties by lower index), on random rows, rows
-drawn from a few values (ties across chunks and at the threshold), constant rows, -inf and signed zeros, k = 1, 7
-and 64 and k equal to a short row's length, rows of one chunk, several, and not a multiple of the chunk."""
+rounds, and the filter path on keys and on f32 values, "filterv") on every backend and dtype: exact values and
+indices against the float64 oracle (ties by lower index), on random rows, rows drawn from a few values (ties across
+chunks and at the threshold), constant rows, -inf and signed zeros, k = 1, 7 and 64 and k equal to a short row's
+length, rows of one chunk, several, and not a multiple of the chunk."""
 
 from __future__ import annotations
 

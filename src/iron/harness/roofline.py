@@ -121,7 +121,9 @@ def sized_copy_gbps(backend: str, nbytes: int) -> float | None:
             turn[0] += 1
             dst.copy_(src)
 
-        seconds = event_seconds(step, repeats=10, warmup=2)
+        # 30 repeats: at ~8 MB (a ~6 us copy) 10 left a spread of about a third within one run (s26: 903 vs 1227
+        # GB/s for two rows of the same bytes)
+        seconds = event_seconds(step, repeats=30, warmup=3)
         _SIZED[key] = 8 * n / seconds / 1e9
     return _SIZED[key]
 

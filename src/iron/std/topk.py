@@ -8,7 +8,8 @@ and at most the row length.
 
 Two paths, each two launches (the split of long rows that softmax.py uses), and the radix path in one launch
 (``"radix1"``: the last group of each row to finish merges its row, argmax's pattern, ``reductions.last_of_row``),
-and the filter path in one launch (``"filter"``, topk_filter.py, ``launch_filter``: rows of at most 16 chunks).
+and the filter path in one launch (``"filter"``, topk_filter.py, ``launch_filter``: rows of at most 16 chunks; as
+``"filterv"`` comparing the logits as f32 values rather than order keys).
 ``launch_topk`` runs the radix path on CPU devices (the interpreter, lavapipe, msl-cpu: no tuning table, so tests
 are deterministic); a GPU that autotunes (``autotune.table_for(PATH_TUNING, backend)``) times them all on the first
 launch per shape and keeps the fastest; ``path=`` forces one (the tests run each everywhere).

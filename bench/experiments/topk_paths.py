@@ -26,12 +26,7 @@ flush = get_backend("cuda").l2_flush()  # the function that queues the eviction
 
 
 def run(path, ept):
-    if path == "rounds":
-        K.launch_rounds(x, values, indices, k, "cuda")
-    elif path in ("filter", "filterv"):
-        K.launch_filter(x, values, indices, k, "cuda", ept, vals=path == "filterv")
-    else:
-        K.launch_radix(x, values, indices, k, "cuda", ept, one=path == "radix1")
+    K.launch_path(x, values, indices, k, path, "cuda", ept)
 
 
 only = os.environ.get("TOPK_ONLY")

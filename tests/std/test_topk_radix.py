@@ -23,10 +23,8 @@ def check(x: np.ndarray, k: int, backend: str, path: str | None, ept: int | None
     indices = np.full((x.shape[0], k), -1, np.int32)
     if ept is None:
         plan = K.launch_topk(x, values, indices, k, backend, path=path)
-    elif path in ("filter", "filterv"):
-        plan = K.launch_filter(x, values, indices, k, backend, ept, vals=path == "filterv")
     else:
-        plan = K.launch_radix(x, values, indices, k, backend, ept)
+        plan = K.launch_path(x, values, indices, k, path, backend, ept)
     want_v, want_i = K.topk_oracle(x, k)
     bad = np.nonzero((indices != want_i).any(1))[0]
     assert not len(bad), f"{path}: indices differ in rows {bad}: got {indices[bad[0]]}, want {want_i[bad[0]]}"

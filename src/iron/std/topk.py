@@ -375,11 +375,19 @@ def launch_filter(x: Any, values: Any, indices: Any, k: int, backend: str | None
 
 
 #: the paths, the default first
-PATHS = {"radix": launch_radix, "rounds": launch_rounds,
-         "radix1": lambda x, values, indices, k, backend=None: launch_radix(x, values, indices, k, backend, one=True),
-         "filter": launch_filter,
-         "filterv": lambda x, values, indices, k, backend=None: launch_filter(x, values, indices, k, backend,
-                                                                               vals=True)}
+PATHS = ("radix", "rounds", "radix1", "filter", "filterv")
+
+
+def launch_path(x: Any, values: Any, indices: Any, k: int, path: str, backend: str | None = None,
+                ept: int = ELEMS_PER_THREAD) -> TopkPlan | RadixPlan:
+    """One path of PATHS by name, at ``ept`` elements a thread (the rounds path has one geometry)."""
+    if path not in PATHS:
+        raise ValueError(f"top-k: path = {path!r} must be one of {', '.join(PATHS)}")
+    if path in ("radix", "radix1"):
+        return launch_radix(x, values, indices, k, backend, ept, one=path == "radix1")
+    if path in ("filter", "filterv"):
+        return launch_filter(x, values, indices, k, backend, ept, vals=path == "filterv")
+    return launch_rounds(x, values, indices, k, backend)
 #: what a GPU times on the first launch per shape, keeping the fastest: (path, elements a thread). The radix path
 #: also at 32 a thread: half the groups (512 for 32 x 128256 bf16) and half the merge's candidates, for twice the
 #: keys in registers (77 registers a thread on sm_90 against 64 at 16: 3 groups of 256 per SM instead of 4). The
@@ -402,17 +410,11 @@ def launch_topk(x: Any, values: Any, indices: Any, k: int, backend: str | None =
     Returns the plan that ran."""
     rows, ncols = x.shape
     check_k(k, ncols)
-    if path is not None and path not in PATHS:
-        raise ValueError(f"top-k: path = {path!r} must be one of {', '.join(PATHS)}")
     if path is not None:
-        return PATHS[path](x, values, indices, k, backend)
+        return launch_path(x, values, indices, k, path, backend)
 
     def run(cfg: dict) -> TopkPlan | RadixPlan:
-        if cfg["path"] in ("radix", "radix1"):
-            return launch_radix(x, values, indices, k, backend, cfg["EPT"], one=cfg["path"] == "radix1")
-        if cfg["path"] in ("filter", "filterv"):
-            return launch_filter(x, values, indices, k, backend, cfg["EPT"], vals=cfg["path"] == "filterv")
-        return launch_rounds(x, values, indices, k, backend)
+        return launch_path(x, values, indices, k, cfg["path"], backend, cfg["EPT"])
 
     be = backend or get_backend(None).name
     configs: list[dict] = []

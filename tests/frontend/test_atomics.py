@@ -238,11 +238,14 @@ def test_fence_lets_the_last_group_combine(backend, rng, chunks):
 
 
 def test_fence_spellings():
-    """fence() is CUDA/HIP's __threadfence, MSL 3.2's device-scope atomic_thread_fence and SPIR-V's device-scope
+    """fence() is CUDA's fence.acq_rel.gpu (not __threadfence's sequentially consistent fence.sc), HIP's
+    __threadfence, MSL 3.2's device-scope atomic_thread_fence and SPIR-V's device-scope
     OpMemoryBarrier; the C-family vectorizer never merges accesses across it."""
-    from iron.codegen import emit_cuda, emit_msl
+    from iron.codegen import emit_cuda, emit_hip, emit_msl
 
     kernel = last_group_sums.variant(None, (32,)).kernel
-    assert emit_cuda(kernel).source.count("__threadfence();") == 2
+    cuda = emit_cuda(kernel).source
+    assert cuda.count('asm volatile("fence.acq_rel.gpu;" ::: "memory");') == 2 and "__threadfence" not in cuda
+    assert emit_hip(kernel).source.count("__threadfence();") == 2
     assert emit_msl(kernel).source.count(
         "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);") == 2

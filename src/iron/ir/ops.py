@@ -167,7 +167,7 @@ _TABLE: list[OpInfo] = [
            doc="wait until at most attrs.pending of this warpgroup's wg_mma calls are in flight"),
     OpInfo("barrier", "sync", 0, pure=False, has_result=False, doc="group barrier + shared-memory fence"),
     OpInfo("fence", "sync", 0, pure=False, has_result=False,
-           doc="device-scope memory fence (acquire and release) over buffers: CUDA __threadfence"),
+           doc="device-scope memory fence (acquire and release) over buffers: CUDA fence.acq_rel.gpu"),
     *_ops("simd", "simd_sum simd_max simd_min", 1, "reduction over the active lanes of the SIMD group", pure=False),
     *_ops("simd", "simd_shuffle simd_shuffle_xor simd_broadcast", 2, "(value, lane)", pure=False),
     # -- issue 15 points 2 and 5: relative shuffles, votes, scans (SIMD group), the exact grid --
@@ -448,7 +448,7 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "for, as on CUDA sm_70+); the interpreter reports a divergent barrier.", (0, 0),
        pure=False),
     _b("fence", "fence()",
-       "A device-scope memory fence over buffers (acquire and release, like CUDA's __threadfence()): this thread's "
+       "A device-scope memory fence over buffers (acquire and release: CUDA's fence.acq_rel.gpu): this thread's "
        "buffer writes before it are visible to any thread, of any group, that observes a buffer write or atomic of "
        "this thread after it; and the fence makes visible to this thread what other threads' fences published "
        "before the writes or atomics it observed. With an atomic counter it lets the last group of a launch to "

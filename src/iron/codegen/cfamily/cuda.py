@@ -333,7 +333,11 @@ class CudaDialect(CDialect):
         "inf": "__int_as_float(0x7f800000)", "-inf": "__int_as_float(0xff800000)", "nan": "__int_as_float(0x7fffffff)",
     }
     barrier: ClassVar[str] = "__syncthreads();"
-    fence: ClassVar[str] = "__threadfence();"
+    #: fence(): acquire and release at device scope (PTX fence.acq_rel.gpu, sm_70+), what the DSL promises and SPIR-V
+    #: emits; __threadfence() is fence.sc.gpu (MEMBAR.SC.GPU), sequentially consistent and slower, more than the
+    #: message passing of a last-group combine needs
+    fence: ClassVar[str] = 'asm volatile("fence.acq_rel.gpu;" ::: "memory");'
+
     device_function: ClassVar[str] = "__device__ __forceinline__ void"
     #: CUDA refuses more than 48 KiB of static __shared__ arrays; more needs dynamic shared memory and an opt-in
     max_static_shared: ClassVar[int] = 48 * 1024

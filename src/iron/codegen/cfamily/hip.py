@@ -186,6 +186,9 @@ class HipDialect(CudaDialect):
     #: matrix fragments: set per instance (MFMA on wave64, mma.sync on NVIDIA); None: the scalar fallback
     matrix: ClassVar[object | None] = None
 
+    #: HIP has no PTX: its own __threadfence (device-scope acquire-release on AMD)
+    fence: ClassVar[str] = "__threadfence();"
+
     # AMD has no cp.async: async_copy is an ordinary copy and commit/wait print nothing (CDialect's)
     async_copy = CDialect.async_copy
     async_sync = CDialect.async_sync

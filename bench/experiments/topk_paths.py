@@ -2,7 +2,8 @@
 ``topk.PATH_TUNING``, checked against torch.topk (the same indices: the order is total) and timed by CUDA events
 behind a sleep kernel with the L2 flushed ahead of each repeat (GPU time, cold logits); printed as GB/s of logits
 read, beside torch.topk. TOPK_SHAPE "rows,cols" (default 32,128256), TOPK_K (64). TOPK_ONLY=i runs path i alone,
-4 times (for ncu)."""
+4 times (for ncu). TOPK_INPUT=bench: the registered entry's logits (``topk._setup``: a quarter on a coarse grid, k + 1
+distinct values above the rest) and f32 indices, as ``iron bench`` runs it, instead of normal logits and i32."""
 
 from __future__ import annotations
 
@@ -18,9 +19,20 @@ from iron.std import topk as K  # noqa: E402
 
 rows, cols = (int(v) for v in os.environ.get("TOPK_SHAPE", "32,128256").split(","))
 k = int(os.environ.get("TOPK_K", "64"))
-x = torch.randn(rows, cols, device="cuda").to(torch.bfloat16)
+if os.environ.get("TOPK_INPUT") == "bench":
+    import ml_dtypes
+    import numpy as np
+
+    from iron.harness.registry import InputGen
+
+    k = K.K_REGISTERED
+    host = K._setup(InputGen((rows, cols), np.dtype(ml_dtypes.bfloat16), np.random.default_rng(0)))["x"]
+    x = torch.from_numpy(host.view(np.int16)).view(torch.bfloat16).cuda()
+    indices = torch.empty(rows, k, dtype=torch.float32, device="cuda")
+else:
+    x = torch.randn(rows, cols, device="cuda").to(torch.bfloat16)
+    indices = torch.empty(rows, k, dtype=torch.int32, device="cuda")
 values = torch.empty(rows, k, dtype=torch.bfloat16, device="cuda")
-indices = torch.empty(rows, k, dtype=torch.int32, device="cuda")
 paths = K.PATH_TUNING["cuda"]
 flush = get_backend("cuda").l2_flush()  # the function that queues the eviction
 

@@ -194,42 +194,27 @@ def candidate_keys(x, start, nvalid, ck, cp, n, BLOCK, FREE, VALS):
 
 
 @func
-def rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos, part):
+def rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos):
     """slot_key/slot_pos[r] = the candidate of rank r < K among ck/cp[0 : n] (keys descending, equal keys by
-    position). With composites (FREE > 0) one comparison a candidate, 4 read at a time, each candidate's count
-    split between two threads (each half of the list; ``part``: 2 * CAP partial counts, one barrier), so that
-    ~100 candidates keep every SIMD group of 256 busy rather than half of them (s27: warps waiting at the barrier
-    after the rank were 11 % of the stall samples)."""
-    tid = local_id(0)
-    if FREE > 0:
-        half = ((n + 7) // 8) * 4  # a multiple of 4: the halves' 16-byte reads do not overlap
-        for p in range(tid, 2 * n, BLOCK):
-            key = ck[p // 2]
-            j0 = (p % 2) * half
-            rank = 0
-            for j4 in range(j0, min(j0 + half, n), 4):  # past n: ck[n : n + 4] holds 0, below every composite
+    position): with composites (FREE > 0) one comparison a candidate, 4 read at a time."""
+    for i in range(local_id(0), n, BLOCK):
+        key = ck[i]
+        pos = cp[i]
+        rank = 0
+        if FREE > 0:
+            for j4 in range(0, n, 4):
                 c4 = vload(ck, j4, 4)
                 for e in static_range(4):
                     rank += where(c4[e] > key, 1, 0)
-            part[p] = rank
-        barrier()
-        for i in range(tid, n, BLOCK):
-            rank = part[2 * i] + part[2 * i + 1]
-            if rank < K:
-                slot_key[rank] = key_of(ck[i], FREE)
-                slot_pos[rank] = cp[i]
-    else:
-        for i in range(tid, n, BLOCK):
-            key = ck[i]
-            pos = cp[i]
-            rank = 0
+            key = key_of(key, FREE)
+        else:
             for j in range(n):
                 kj = ck[j]
                 if kj > key or (kj == key and cp[j] < pos):
                     rank += 1
-            if rank < K:
-                slot_key[rank] = key
-                slot_pos[rank] = pos
+        if rank < K:
+            slot_key[rank] = key
+            slot_pos[rank] = pos
 
 
 @func
@@ -246,7 +231,6 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec, x, start):
     thread's maximum and for each candidate (and in place for select_best)."""
     ck = shared(u32, CAP + 4)
     cp = shared(i32, CAP + 4)
-    part = shared(i32, 2 * CAP)
     slot_key = shared(u32, MAX_K)
     slot_pos = shared(i32, MAX_K)
     red = shared(u32, BLOCK // MIN_SIMD)
@@ -273,7 +257,7 @@ def select_filter(keys, PER, VEC, K, BLOCK, NPASS, CAP, VALS, nvec, x, start):
         barrier()
         candidate_keys(x, start, nvec * VEC, ck, cp, n, BLOCK, FREE, VALS)
         barrier()
-        rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos, part)
+        rank_candidates(ck, cp, n, K, BLOCK, FREE, slot_key, slot_pos)
         barrier()
         if tid < K:
             rank = tid

@@ -3,7 +3,9 @@ than the radix path. On the H200 (2026-12-05, 32 x 128256 bf16, k 64) ``topk_rad
 instructions (3.7 a logit) at 0.64 issued a scheduler and cycle: bound by its instruction count (its digit scans,
 shared-memory histograms and k x k slot ranking), 37.5 us in one launch against a 3.0 us launch floor. This path on
 an H100 (2026-12-05): 23.3 us (radix1 38.2, torch.topk 88.2), 6.43 M warp instructions; 80 registers instead of 87
-(3 groups an SM) did not change it: the tail is each row's merge after its last chunk.
+(3 groups an SM) did not change it: the tail is each row's merge after its last chunk. s27 (H100, 32 x 128256 bf16,
+64 a thread, "filterv"): the hit masks and the bitonic bound below took 3.61 M warp instructions to 2.33 M and
+16.8 us to 15.7-16.0; the loads' latency, the barriers and the merge now dominate (ncu source counters).
 
 The contract is topk.py's: the k <= 64 best of each row, by value descending and equal values by the lower index,
 the logits' own values and i32 (or f32) column indices. Keys are topk_radix's (``order_key``): unsigned key order is

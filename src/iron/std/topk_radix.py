@@ -264,28 +264,28 @@ def select_best(keys, PER, VEC, K, BLOCK, NPASS):
 
 
 @func
+def put_vector(keys, q, vec, VEC, BITS):
+    """keys[q * VEC ...] <- the VEC elements of vec as order keys (``BITS``: as f32 bit patterns)."""
+    for j in static_range(VEC):
+        if BITS:
+            keys[q * VEC + j] = bitcast(cast(vec[j], f32), u32)
+        else:
+            keys[q * VEC + j] = order_key(cast(vec[j], f32))
+
+
+@func
 def load_chunk(x, keys, start, nvec, BLOCK, VEC, PER, BITS):
     """keys <- the nvec vectors of VEC elements at x[start ...] (chunk_keys' layout and padding): one unchecked
     load a vector when the chunk is full (every chunk of a row but, maybe, its last: a branch uniform over the
     group), else a check a vector."""
     if nvec >= PER * BLOCK:
         for q in static_range(PER):
-            full = vload(x, start + (q * BLOCK + local_id(0)) * VEC, VEC)
-            for j in static_range(VEC):
-                if BITS:
-                    keys[q * VEC + j] = bitcast(cast(full[j], f32), u32)
-                else:
-                    keys[q * VEC + j] = order_key(cast(full[j], f32))
+            put_vector(keys, q, vload(x, start + (q * BLOCK + local_id(0)) * VEC, VEC), VEC, BITS)
     else:
         for q in static_range(PER):
             v = q * BLOCK + local_id(0)
             if v < nvec:
-                chunk = vload(x, start + v * VEC, VEC)
-                for j in static_range(VEC):
-                    if BITS:
-                        keys[q * VEC + j] = bitcast(cast(chunk[j], f32), u32)
-                    else:
-                        keys[q * VEC + j] = order_key(cast(chunk[j], f32))
+                put_vector(keys, q, vload(x, start + v * VEC, VEC), VEC, BITS)
             else:
                 for j in static_range(VEC):
                     # past the row: after every real element (its column is larger too)

@@ -40,3 +40,22 @@ def running(install, monkeypatch):
 
     monkeypatch.setattr(backend, "compile", compile_and_remember)
     return fake, backend
+
+
+@pytest.fixture
+def launching(install, monkeypatch):
+    """``running`` with a stand-in code object for each variant (``fake_hip.stand_in_code_object``) instead of
+    hipRTC's: the launch path (copies, argument array, grid) of many kernels, where compiling each would take minutes
+    (that every kernel compiles for gfx1030 is tests/backends/test_compile_targets.py's part)."""
+    from .fake_hip import stand_in_code_object
+
+    fake, backend = install(arch="gfx1030", warp_size=32)
+
+    def stand_in(variant, target=None):
+        src = backend.emitted(variant, target)
+        code = stand_in_code_object(src.source, src.entry)
+        fake.programs[code] = variant
+        return code
+
+    monkeypatch.setattr(backend, "compile", stand_in)
+    return fake, backend

@@ -22,7 +22,11 @@ barrier. On the H200 (bf16, 16384 x 16384): 76.0 us, 1765 GB/s of packed weights
 so a step reads R KV contiguous 512-byte runs, and converts and sums the step's x once for its R rows. The magic number
 of position p is 2^(23 - BITS p), whose mantissa bit BITS p is worth 1, so q comes out unscaled and every element is one
 logic op, one subtraction and one FMA (two FMA chains per row); the magic numbers come from a value NVRTC cannot fold,
-else ptxas re-makes a constant before each logic op (a quarter more instructions). With ``NS`` >= 2 each lane streams
+else ptxas re-makes a constant before each logic op (a quarter more instructions). At 4 bits with f16/bf16 x
+(``dot_rows_hi``, s29) each pair of elements is shifted high into the mantissas of 256.0 and 16.0 and the bases are
+subtracted once a vector instead of once an element: four shifts, eight logic ops and eight FMAs a word where the
+form above takes one shift, eight logic ops, eight subtractions and eight FMAs (NVRTC, sm_90, bf16, R 4 NS 1: 2568
+SASS instructions against 2896, 128 registers, no spills). With ``NS`` >= 2 each lane streams
 its vectors, its scale and bias pieces and its x into its own shared-memory slots by async copies (cp.async on NVIDIA,
 the 16-byte ones bypassing L1), step t + NS - 1 in flight while step t is computed: a step's bytes are in flight
 whatever order ptxas gives the arithmetic, and no barrier is needed, as a lane reads only what it copied. ``NS = 0``
@@ -97,6 +101,8 @@ SP = 2
 LANES = 64  # at least simd_size(): the shared slots' lane stride (a launch passes the backend's width)
 MAGIC = 0x4B000000  # the bits of f32 2^23: an integer below 2^23 OR-ed into its mantissa is added to 2^23
 TWO23 = 8388608.0
+MAGIC_EVEN = 0x43800000  # the bits of f32 256.0 (dot_rows_hi: even elements at mantissa bit 15)
+MAGIC_ODD = 0x41800000  # of 16.0 (odd elements at bit 19)
 
 
 @kernel
@@ -271,7 +277,38 @@ def read_step(sw, ssb, sx, wv, sv, bv, xs, st, c0, nvec, R, KV, BITS, GROUP, XV,
 
 
 @func
-def dot_rows(wv, xs, sv, bv, acc, magic, c0, nvec, R, KV, BITS, EXACT):
+def dot_rows_hi(wv, xs, sv, bv, acc, magic, k, R):
+    """dot_rows for 4 bits and 16-bit x (``HI``): each pair of elements shifted together high into f32 mantissas,
+    the even one to bit 15 of 256.0 (magic[0]), the odd one to bit 19 of 16.0 (magic[1]): four shifts a word, and
+    the bases are not subtracted per element but once a vector, as each chain's first value (-256 and -16 times the
+    x sums of its elements, shared by the rows): one logic op and one FMA an element. A chain carries 256 |x| at
+    most beside q x, so its rounding is ~2^-17 of the row's sum, below f16's and bf16's (f32 x keeps the exact form;
+    at K 16384 f16 outputs were correctly rounded but for one of 64, bf16 all)."""
+    e0 = k * 32
+    xe = 0.0
+    xo = 0.0
+    for j in static_range(16):
+        xe += xs[e0 + 2 * j]
+        xo += xs[e0 + 2 * j + 1]
+    xsum = xe + xo
+    ce = -256.0 * xe
+    co = -16.0 * xo
+    for r in static_range(R):
+        de = ce
+        do = co
+        for i in static_range(4):
+            word = wv[(k * R + r) * 4 + i]
+            e = e0 + i * 8
+            for p in static_range(4):  # elements 2p, 2p + 1 at bits 15 and 19
+                sh = (word << (15 - 8 * p)) if p < 2 else (word >> (8 * p - 15))
+                de = fma(bitcast((sh & 0x78000) | magic[0], f32), xs[e + 2 * p], de)
+                do = fma(bitcast((sh & 0x780000) | magic[1], f32), xs[e + 2 * p + 1], do)
+        acc[r] = fma(sv[k * R + r], de + do, acc[r])
+        acc[r] = fma(bv[k * R + r], xsum, acc[r])
+
+
+@func
+def dot_rows(wv, xs, sv, bv, acc, magic, c0, nvec, R, KV, BITS, EXACT, HI):
     """acc[r] += s (sum_j q_j x_j) + b (sum_j x_j) over the lane's vectors (EXACT = 0: those below nvec), each q_j
     made exactly by one logic op and one subtraction (magic[p]: the f32 2^(23 - BITS p), whose mantissa bit BITS p
     is worth 1), two FMA chains per row."""
@@ -281,7 +318,10 @@ def dot_rows(wv, xs, sv, bv, acc, magic, c0, nvec, R, KV, BITS, EXACT):
     POS = 16 // BITS
     MASK = (1 << BITS) - 1
     for k in static_range(KV):
-        if EXACT or c0 + simd_lane() + k * S < nvec:
+        if HI:
+            if EXACT or c0 + simd_lane() + k * S < nvec:
+                dot_rows_hi(wv, xs, sv, bv, acc, magic, k, R)
+        elif EXACT or c0 + simd_lane() + k * S < nvec:
             xlo = 0.0
             xhi = 0.0
             for j in static_range(EPV // 2):
@@ -328,10 +368,15 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
     st0 = simd_group() * NS  # this SIMD group's first stage
     # from a value NVRTC cannot fold (nrows >= 0): ptxas then keeps the magic numbers in registers instead of
     # re-making a constant before each logic op (a quarter more instructions in the loop)
+    HI = BITS == 4 and SP == 2  # 4 bits, 16-bit x (SP: scales per 4 bytes): dot_rows_hi
     magic = local_array(u32, 16 // BITS)
-    magic[0] = cast(MAGIC, u32) | cast(nrows >> 31, u32)
-    for p in static_range(1, 16 // BITS):
-        magic[p] = magic[0] - cast((BITS * p) << 23, u32)
+    if HI:
+        magic[0] = cast(MAGIC_EVEN, u32) - cast(nrows >> 31, u32)  # a subtraction: not merged into the logic ops
+        magic[1] = cast(MAGIC_ODD, u32) - cast(nrows >> 31, u32)
+    else:
+        magic[0] = cast(MAGIC, u32) | cast(nrows >> 31, u32)
+        for p in static_range(1, 16 // BITS):
+            magic[p] = magic[0] - cast((BITS * p) << 23, u32)
     wv = local_array(u32, KV * R * 4)
     sv = local_array(f32, KV * R)
     bv = local_array(f32, KV * R)
@@ -360,29 +405,29 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
                 load_rows(w, scales, biases, wb, sb, bb, wo, go, (t + 1) * CH, nvec, R, KV, BITS, GROUP)
                 load_xs(x, xb, (t + 1) * CH, nvec, KV, BITS, XV)
                 take_step(wa, sa, ba, xa, wv, sv, bv, xs, R, KV, BITS)
-                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
+                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1, HI)
                 load_rows(w, scales, biases, wa, sa, ba, wo, go, (t + 2) * CH, nvec, R, KV, BITS, GROUP)
                 load_xs(x, xa, (t + 2) * CH, nvec, KV, BITS, XV)
                 take_step(wb, sb, bb, xb, wv, sv, bv, xs, R, KV, BITS)
-                dot_rows(wv, xs, sv, bv, acc, magic, (t + 1) * CH, nvec, R, KV, BITS, 1)
+                dot_rows(wv, xs, sv, bv, acc, magic, (t + 1) * CH, nvec, R, KV, BITS, 1, HI)
             if nfull % 2 == 1:  # buffer a holds step nfull - 1 (full)
                 take_step(wa, sa, ba, xa, wv, sv, bv, xs, R, KV, BITS)
-                dot_rows(wv, xs, sv, bv, acc, magic, (nfull - 1) * CH, nvec, R, KV, BITS, 1)
+                dot_rows(wv, xs, sv, bv, acc, magic, (nfull - 1) * CH, nvec, R, KV, BITS, 1, HI)
                 if nfull < nsteps:
                     load_rows(w, scales, biases, wa, sa, ba, wo, go, nfull * CH, nvec, R, KV, BITS, GROUP)
                     load_xs(x, xa, nfull * CH, nvec, KV, BITS, XV)
             if nfull < nsteps:  # buffer a holds the partial last step
                 take_step(wa, sa, ba, xa, wv, sv, bv, xs, R, KV, BITS)
-                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0)
+                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0, HI)
         elif NS == 0:
             for t in range(nfull):
                 load_rows(w, scales, biases, wv, sv, bv, wo, go, t * CH, nvec, R, KV, BITS, GROUP)
                 load_xs(x, xs, t * CH, nvec, KV, BITS, XV)
-                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
+                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1, HI)
             if nfull < nsteps:
                 load_rows(w, scales, biases, wv, sv, bv, wo, go, nfull * CH, nvec, R, KV, BITS, GROUP)
                 load_xs(x, xs, nfull * CH, nvec, KV, BITS, XV)
-                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0)
+                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0, HI)
         else:
             for t in static_range(NS - 1):
                 if t < nsteps:
@@ -397,12 +442,12 @@ def gemv_q_warp(w: Tensor[u32], scales: Tensor[T], biases: Tensor[T], x: Tensor[
                 async_wait(NS - 1)  # step t has landed; each lane reads only what it copied (no barrier)
                 read_step(sw, ssb, sx, wv, sv, bv, xs, st0 + t % NS, t * CH, nvec, R, KV, BITS, GROUP, XV, SP,
                           LANES)
-                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1)
+                dot_rows(wv, xs, sv, bv, acc, magic, t * CH, nvec, R, KV, BITS, 1, HI)
             if nfull < nsteps:
                 async_wait(0)
                 read_step(sw, ssb, sx, wv, sv, bv, xs, st0 + nfull % NS, nfull * CH, nvec, R, KV, BITS, GROUP, XV,
                           SP, LANES)
-                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0)
+                dot_rows(wv, xs, sv, bv, acc, magic, nfull * CH, nvec, R, KV, BITS, 0, HI)
         for r in static_range(R):
             s = simd_sum(acc[r])
             if simd_lane() == r % S and row0 + r < nrows:

@@ -84,6 +84,21 @@ def test_gemv(backend, bits, group, rng):
         assert np.all(err <= tol * (1 + np.abs(want))), f"{dtype}: max err {err.max()}"
 
 
+def test_gemv_q4_half_x_is_accurate_to_the_output_rounding(backend, rng):
+    """4 bits with f16 x: gemv_q_warp subtracts the nibbles' magic bases once a vector (``dot_rows_hi``), so its f32
+    chains carry up to 256 |x| beside q x. The outputs must still be the float64 result to within one f16 step (the
+    rounding itself takes half); a base of 2^23, as in the exact form's magic numbers, would miss by ~100 steps."""
+    n, k = 16, 8192
+    p, s, b = _weights(rng, n, k, 4, 64, "f16")
+    x = as_dtype(rng.standard_normal(k), "f16")
+    y = as_dtype(np.full(n, np.nan), "f16")
+    QV.launch_gemv_q(p, s, b, x, y, 4, 64, backend)
+    want = _deq(p, s, b, 4, 64) @ x.astype(np.float64)
+    step = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
+    err = np.abs(y.astype(np.float64) - want)
+    assert np.all(err <= step + 1e-6), f"max err {err.max()} at a step of {step[err.argmax()]}"
+
+
 def test_gemv_odd_rows_and_many_steps(backend, rng):
     """Rows not a multiple of ROWS, K past one group's reach (threads loop), a single row."""
     for n, k in ((1, 128), (131, 2048)):

@@ -73,6 +73,8 @@
 #   scripts/gpu_check.sh sized   issue 18: torch's copy of a row's own bytes, L2 flushed (bench/experiments/sized_copy.py):
 #                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
+#   scripts/gpu_check.sh q4ab    issue 18: gemv_q_warp's configurations from this tree and a carried base tree (Q4_BASE),
+#                                 in turn, twice (a kernel change timed against its base in one call)
 #   scripts/gpu_check.sh topkncu issue 18: each top-k path timed alone beside torch.topk, then two under ncu
 #   scripts/gpu_check.sh topksrc issue 18: TOPK_NCU's top-k paths under ncu's source counters (per-SASS-line CSV)
 #   scripts/gpu_check.sh attnvar issue 18: attn_prefill_wg's source edited (every block masked, warpgroup ping-pong,
@@ -479,6 +481,21 @@ if [ "$PART" = q4cfg ]; then
     Q4_ONLY=$I profile_ncu "q4_ncu_$I.txt" gemv_q 2 1 bench/experiments/gemv_q4_configs.py
   done
   pack
+fi
+if [ "$PART" = q4ab ]; then
+  # issue 18: gemv_q_warp's configurations (Q4_PATH=warp) from this tree and from a base tree carried at Q4_BASE
+  # (default .snap/old: `git archive BASE src bench scripts | tar -x -C .snap/old`, carry .snap), in turn, twice,
+  # Q4_SHAPES (default 16384^2 and 4096^2) -> q4ab_{base,new}_{1,2}.txt; each tree compiles into its own cache
+  for ROUND in 1 2; do
+    for TREE in base new; do
+      D=${Q4_BASE:-.snap/old}; [ $TREE = new ] && D=.
+      (cd "$D" && PYTHONPATH=$PWD/src IRON_CACHE_DIR=/tmp/iron-cache-q4$TREE Q4_PATH=warp \
+        Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096}" timeout ${Q4_TIMEOUT:-100} $PY bench/experiments/gemv_q4_configs.py) \
+        > "$OUT/q4ab_${TREE}_$ROUND.txt" 2>&1
+      grep -E "GB/s|torch|rror" "$OUT/q4ab_${TREE}_$ROUND.txt" | sed "s/^/$ROUND $TREE /" | head -n 30
+      pack
+    done
+  done
 fi
 if [ "$PART" = attnvar ]; then
   timeout ${ATTNVAR_TIMEOUT:-300} $PY bench/experiments/attn_variants.py "$OUT/attn_variants.json" 2>&1 \

@@ -21,7 +21,8 @@ def dot_rows_hi(wv, xs, sv, bv, acc, magic, k, R):
     most beside q x, so its rounding is ~2^-17 of the row's sum, below f16's and bf16's (f32 x keeps the exact form;
     at K 16384 f16 outputs were correctly rounded but for one of 64, bf16 all). 8 bits keep the exact form: their
     only pair placement inside a mantissa (bits 7 and 15, bases 65536 and 256: two shifts a word) took 10 % of the
-    SASS instructions off but left 8 of 64 f16 outputs a step off at K 16384 (s29)."""
+    SASS instructions off but left 8 of 64 f16 outputs a step off at K 16384 (s29). Timed on an H200 (s30,
+    16384^2 bf16, each configuration alone): 3-4 % faster than the exact form (57.3 against 59.5 us at R 4)."""
     e0 = k * 32
     xe = 0.0
     xo = 0.0

@@ -27,7 +27,7 @@ IDS = [f"q{b}g{g}" for b, g in CASES]
 TOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}
 #: forced gemv_q_warp configurations (R, KV, WARPS, NS): each within 32 KiB of shared memory (every backend's limit)
 WARP_CASES = [(4, 1, 1, 2), (8, 1, 2, 0), (16, 1, 1, 2), (3, 2, 1, 2), (8, 1, 1, 3), (1, 1, 2, 2), (8, 1, 1, 1),
-              (3, 2, 2, 1)]
+              (3, 2, 2, 1), (4, 2, 2, 0)]
 
 
 def _oracle(p, s, b, x, bits, group):

@@ -407,9 +407,12 @@ TUNING = {"cuda": [(128, 8, 1), (64, 8, 2), (256, 4, 1), (128, 4, 1), (64, 4, 2)
 #: wins among those (H200 s21 61.5 us, H100 s22 72.6 us at 16384^2; the NS >= 2 entries 94-202 us), latency-bound (13
 #: warps an SM, nothing in flight across steps). NS = 1 (the next step in a second raw register buffer), H100 s24
 #: (bench/results/2026-12-06-h100-s24-attn-q4-rows): at R 8 85.4 us (168 registers: worse than NS 0's 69.9, dropped),
-#: at R 4 68.2 (4 warps) and 67.8 (8 warps), at 4096^2 10.5 against R 8 NS 0's 13.8
+#: at R 4 68.2 (4 warps) and 67.8 (8 warps), at 4096^2 10.5 against R 8 NS 0's 13.8. H200 s30 (dot_rows_hi): R 4 NS 1
+#: won every shape (16384^2 57.4 us), NS >= 2 never (95-205 us). Added in s30, not yet timed: R 4 NS 0 with 8 warps
+#: (96 registers at bf16 q4, so ~20 warps an SM instead of 16) and R 4 KV 2 NS 0 (twice the bytes in flight a lane,
+#: 127 registers); neither spills at any bits/dtype (`iron inspect --resources`)
 WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3), (16, 1, 2, 0), (8, 1, 4, 0),
-                        (4, 1, 8, 1), (4, 1, 4, 1)]}
+                        (4, 1, 8, 1), (4, 1, 4, 1), (4, 1, 8, 0), (4, 2, 4, 0)]}
 #: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
 #: shared-memory limit (14 KiB at f32 and 32 lanes, against Metal's 32 KiB)
 WARP_DEFAULT = (4, 1, 1, 2)

@@ -17,6 +17,7 @@ from iron.codegen.nvrtc import resource_report, unavailable_reason
 from iron.std import quant as Q
 from iron.std import quant_gemv as QV
 from iron.std import quant_gemv_mma as QV_MMA
+from iron.std import quant_gemv_mv as QV_MV
 from iron.std.quant_gemv_mma import mma_ok
 
 from ..frontend.test_kernels import as_dtype
@@ -62,8 +63,8 @@ def test_both_paths(backend, dtype, bits, group, rng):
     group and a partial one; K / 128 = 11 is odd (f16/bf16: gemv_q_warp falls back to direct loads)."""
     p, s, b, x = _case(rng, 37, 1408, bits, group, dtype)
     for path in QV.PATHS:
-        if path == "mma" and not mma_ok(37, 1408, bits, dtype):
-            with pytest.raises(ValueError, match="the mma path needs"):
+        if path in ("mma", "mv") and not mma_ok(37, 1408, bits, dtype):
+            with pytest.raises(ValueError, match=f"the {path} path needs"):
                 _run(backend, p, s, b, x, bits, group, dtype, path=path)
             continue
         cfg = _run(backend, p, s, b, x, bits, group, dtype, path=path)
@@ -112,6 +113,24 @@ def test_mma_configurations(backend, group, dtype, rng):
                 continue
             cfg = {"PATH": "mma", "NT": nt, "WARPS": warps, "U": u, "NS": ns}
             assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
+
+
+@pytest.mark.parametrize("group,dtype", [(32, "bf16"), (64, "f16"), (128, "bf16")])
+def test_mv_configurations(backend, group, dtype, rng):
+    """Every gemv_q4_mv configuration of its table, forced: K = 1408 (11 slabs split over 4 or 8 SIMD groups, steps
+    of U and a tail), 37 rows (the last block shifted back), 16 (one block) and 70, on every backend (mv_q4's scalar
+    fallback off NVIDIA)."""
+    for n in (37, 16, 70):
+        p, s, b, x = _case(rng, n, 1408, 4, group, dtype)
+        for mt, warps, u in QV_MV.TUNING["cuda"]:
+            if 16 * mt > n:
+                continue
+            cfg = {"PATH": "mv", "MT": mt, "WARPS": warps, "U": u}
+            assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
+    p, s, b, x = _case(rng, 40, 1408, 8, group, dtype)
+    with pytest.raises(ValueError, match="needs 4 bits"):
+        QV.launch_gemv_q(p, s, b, x, np.zeros(40, x.dtype), 8, group, "cpu", config={"PATH": "mv", "MT": 1,
+                                                                                      "WARPS": 4, "U": 2})
 
 
 def test_mma_configuration_outside_its_shapes_is_refused(rng):

@@ -159,6 +159,8 @@ class _Lowering:
             self._to_a(b, op)
         elif code == "mma_q4":
             self._mma_q4(b, op)
+        elif code == "mv_q4":
+            self._mv_q4(b, op)
         else:
             self._store(b, op)
 
@@ -325,3 +327,27 @@ class _Lowering:
                 lane = b.binary("add", base, b.const(col // cb, t.i32))
                 v = b.op("simd_shuffle", [v, lane], t.f32).result
                 b.store(out, b.const(i * self.kk + k, t.i32), b.cast(v, op.result.type.elem))
+
+    def _mv_q4(self, b: Builder, op: Op) -> None:
+        """mv_q4 as a loop over the 128 k: for each of this lane's rows, code times scale (exact in f32) fma'd with
+        x[k] into each of its columns, in k order."""
+        w, wi, ldw, s, si, lds, x, xi, acc = op.operands
+        group = op.attrs["group"]
+        out = self._result(op)
+        self._copy(b, self.arrays[acc], out)
+        rb, cb = self._rb(acc.type.rows), self._cb(acc.type.cols)
+        r0 = self._origin(b, self.lane_row, rb)
+        _, body = b.for_(b.const(0, t.i32), b.const(128, t.i32), b.const(1, t.i32), "k")
+        k = body.args[0]
+        with b.at(body):
+            xk = b.cast(b.load(x, b.binary("add", xi, b.cast(k, xi.type))), t.f32)
+            shift = b.cast(b.binary("mul", b.binary("rem", k, b.const(8, t.i32)), b.const(4, t.i32)), t.u32)
+            for i in range(rb):
+                r = b.binary("add", r0, b.const(i, t.i32))
+                word = b.load(w, self._address(b, wi, ldw, r, b.binary("div", k, b.const(8, t.i32)), False))
+                code = b.binary("and", b.binary("shr", word, shift), b.const(15, t.u32))
+                scale = b.load(s, self._address(b, si, lds, r, b.binary("div", k, b.const(group, t.i32)), False))
+                d = b.binary("mul", b.cast(code, t.f32), b.cast(scale, t.f32))
+                for j in range(cb):
+                    idx = b.const(i * cb + j, t.i32)
+                    b.store(out, idx, b.op("fma", [d, xk, b.load(out, idx)], t.f32).result)

@@ -13,7 +13,7 @@ from .typing_rules import Const
 
 MATRIX_BUILTINS = frozenset({"mma_shape", "frag_a", "frag_b", "frag_acc", "mma", "frag_store", "warpgroup_mma",
                              "warpgroup_wait", "frag_rows", "frag_row_max", "frag_row_sum", "frag_mask",
-                             "frag_to_a", "mma_q4"})
+                             "frag_to_a", "mma_q4", "mv_q4"})
 _INPUT_DTYPES = ", ".join(t.MMA_SHAPE)
 
 
@@ -39,6 +39,8 @@ def lower_matrix(cg, name: str, arg_nodes: list[ast.AST], node: ast.AST) -> Any:
         return _to_a(cg, arg_nodes, node)
     if name == "mma_q4":
         return _mma_q4(cg, arg_nodes, node)
+    if name == "mv_q4":
+        return _mv_q4(cg, arg_nodes, node)
     if name == "warpgroup_wait":
         pending = cg.expr(arg_nodes[0])
         if not (isinstance(pending, Const) and type(pending.value) is int and pending.value >= 0):
@@ -152,6 +154,29 @@ def _mma_q4(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
     idx = [cg.index(arg_nodes[i]) for i in (1, 2, 4, 5, 7, 8)]
     cg.b.loc = cg.frame.src.loc(node)
     return cg.b.op("mma_q4", [a, *idx[:2], w, *idx[2:4], s, *idx[4:], acc], acc.type, {"group": group.value}).result
+
+
+def _mv_q4(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
+    """mv_q4(w, wi, ldw, s, si, lds, x, xi, acc, group): acc + W (16 mt x 128, 4-bit) @ x in every column."""
+    w, s, x = (_buffer(cg, arg_nodes[i], "mv_q4") for i in (0, 3, 6))
+    if w.type.elem != t.u32:
+        raise cg.error(f"mv_q4's packed weights must be u32 words (8 codes each), not {w.type.elem}", arg_nodes[0])
+    if x.type.elem.name not in t.MMA_SHAPE:
+        raise cg.error(f"mv_q4's x elements must be {_INPUT_DTYPES}, not {x.type.elem}", arg_nodes[6])
+    if s.type.elem != x.type.elem:
+        raise cg.error(f"mv_q4's scales must have x's dtype ({x.type.elem}), not {s.type.elem}", arg_nodes[3],
+                       "the matrix units take the codes and x in that dtype")
+    acc = cg.expr(arg_nodes[8])
+    if not (is_fragment(acc) and acc.type.role == "acc" and acc.type.cols == 16):
+        raise cg.error(f"mv_q4 accumulates into a 16-column accumulator fragment (frag_acc(mt, 1)), got "
+                       f"{cg.describe(acc)}", arg_nodes[8])
+    group = cg.expr(arg_nodes[9])
+    if not (isinstance(group, Const) and type(group.value) is int and group.value > 0 and group.value % 32 == 0):
+        raise cg.error(f"mv_q4's group must be a compile-time positive multiple of 32, got {cg.describe(group)}",
+                       arg_nodes[9], "a quantization group of 32, 64 or 128 codes, as the scales were made")
+    idx = [cg.index(arg_nodes[i]) for i in (1, 2, 4, 5, 7)]
+    cg.b.loc = cg.frame.src.loc(node)
+    return cg.b.op("mv_q4", [w, *idx[:2], s, *idx[2:4], x, idx[4], acc], acc.type, {"group": group.value}).result
 
 
 def _int(cg, node: ast.AST) -> Any:

@@ -105,6 +105,29 @@ def mma_q4(targets: tuple[Target, Target, Target], geom: Geometry, idx: list, ac
     return from_f64(exact + acc.astype(np.float64), t.f32)
 
 
+def mv_q4(targets: tuple[Target, Target, Target], geom: Geometry, idx: list, acc: np.ndarray, group: int,
+          mask: Mask) -> np.ndarray:
+    """acc + W @ x for mv_q4 (``iron.ir.ops``): W's (16 mt) x 128 codes from w times their groups' scales, x's 128
+    elements in every column; the exact sum rounded once to f32. Its alignment rule (NVIDIA's spelling loads x 16
+    bytes and the words up to 16 bytes at a time): x's index a multiple of 8, the words' index and leading
+    dimension multiples of 4."""
+    (w, s, x), (wi, ldw, si, lds, xi) = targets, idx
+    rows, scales = acc.shape[-2], 127 // group + 1
+    for name, value, n in (("x index", xi, 8), ("word index", wi, 4), ("word leading dimension", ldw, 4)):
+        bad = first_fault(np.asarray(value) % n != 0, mask, geom.n)
+        if bad is not None:
+            shown = int(value if np.ndim(value) == 0 else np.asarray(value)[bad[0]])
+            raise Fault(f"mv_q4's {name} is {shown}: it must be a multiple of {n} (16-byte loads)", *bad)
+    words = w.data.take(_addresses(w, geom, "mv_q4's words from", wi, ldw, rows, 16, False, mask), mode="clip")
+    sc = s.data.take(_addresses(s, geom, "mv_q4's scales from", si, lds, rows, scales, False, mask), mode="clip")
+    xv = x.data.take(_addresses(x, geom, "mv_q4's x from", xi, np.int64(0), 1, 128, False, mask), mode="clip")
+    k = np.arange(128)
+    codes = (words.astype(np.uint32)[..., k // 8] >> (4 * (k % 8)).astype(np.uint32)) & 15  # (threads, rows, k)
+    scaled = codes.astype(np.float64) * sc.astype(np.float32).astype(np.float64)[..., k // group]
+    exact = np.matmul(scaled, xv.astype(np.float32).astype(np.float64)[:, 0, :, None])  # (threads, rows, 1)
+    return from_f64(exact + acc.astype(np.float64), t.f32)
+
+
 def frag_store(target: Target, geom: Geometry, index, ld, acc: np.ndarray, elem: t.ScalarType, valid, mask: Mask
                ) -> None:
     """Write the elements (r, c) with r < valid[0] and c < valid[1] (uniform across the SIMD group)."""

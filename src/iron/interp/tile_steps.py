@@ -132,6 +132,17 @@ def matrix_step(ex: Any, op: Op) -> Step:
             return mask
 
         return mma_q4
+    if code == "mv_q4":
+        out, group, elem = ex._slot(op.result), op.attrs["group"], op.operands[6].type.elem
+        targets = tuple(ex.targets[op.operands[i].uid] for i in (0, 3, 6))
+
+        def mv_q4(mask: Mask) -> Mask:
+            ex.wg.check_ready(slots[8:], "mv_q4", mask, geom.n)
+            idx = [env[slots[i]] for i in (1, 2, 4, 5, 7)]
+            env[out] = matrix.mv_q4(targets, geom, idx, env[slots[8]], group, mask)
+            return mask
+
+        return mv_q4
     target = ex.targets[op.operands[0].uid]
     if code == "frag_load":
         out, ty, trans = ex._slot(op.result), op.result.type, op.attrs.get("trans", False)

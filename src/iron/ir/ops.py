@@ -152,6 +152,10 @@ _TABLE: list[OpInfo] = [
            doc="mma_q4(a, ai, lda, w, wi, ldw, s, si, lds, acc) -> acc + A @ B, A 16x128 at a[ai + r*lda + k], B "
                "128xN the 4-bit codes of w (u32 words, row n at w[wi + n*ldw], code k in bits 4(k%8) of word k/8) "
                "times s[si + n*lds + k / attrs.group], each product rounded to a's dtype; a SIMD-group collective"),
+    OpInfo("mv_q4", "matrix", 9, pure=False, reads=(0, 3, 6),
+           doc="mv_q4(w, wi, ldw, s, si, lds, x, xi, acc) -> acc + W @ X, W 16mt x 128: row r's code k from w[wi + "
+               "r*ldw + k/8] (bits 4(k%8)) times s[si + r*lds + k / attrs.group]; X 128 x 16, every column "
+               "x[xi .. xi + 127]; each group's sum scaled once; a SIMD-group collective"),
     OpInfo("frag_to_a", "matrix", 2, pure=False,
            doc="frag_to_a(acc, col0) -> A fragment: columns col0 .. col0 + 15 of a 16-row accumulator as an A "
                "fragment of the result's dtype (rounded); col0 (i32) a constant once static_range is unrolled"),
@@ -234,7 +238,7 @@ FRAG_ELEMENTWISE = frozenset({"frag_unary", "frag_binary", "frag_reduce", "frag_
 FRAG_LAYOUT = FRAG_ELEMENTWISE | {"frag_to_a"}
 #: the fragment ops whose operands a target's matrix units see in its own element order (NVIDIA's mma.sync), the
 #: scalar fallback elsewhere
-FRAG_PERMUTED = frozenset({"mma_q4"})
+FRAG_PERMUTED = frozenset({"mma_q4", "mv_q4"})
 MATRIX = {"frag_load", "frag_zero", "mma", "frag_store", "wg_mma", "wg_wait"} | FRAG_LAYOUT | FRAG_PERMUTED
 #: binary functions of frag_binary; unary ones are the one-operand float math ops and neg
 FRAG_BINARY_FNS = ("add", "sub", "mul", "div", "min", "max")
@@ -424,6 +428,15 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
        "multiple of 32. f32 accumulation; a quantization's bias is the caller's (bias * sum of x over the group). "
        "Alignment rule (NVIDIA's 16-byte loads): ai and lda multiples of 8, wi and ldw of 4; the interpreter "
        "raises ExecutionError otherwise. mma.sync on NVIDIA, the scalar fallback elsewhere.", (11, 11), pure=False),
+    _b("mv_q4", "mv_q4(w, wi, ldw, s, si, lds, x, xi, acc, group) -> fragment",
+       "acc + W @ x on the matrix units, W 4-bit quantized (a GEMV's inner step, the weight rows as the matrix "
+       "units' rows): acc a frag_acc(mt, 1), W is 16*mt x 128, its element (r, k) = q * s[si + r*lds + k // group], "
+       "q = (w[wi + r*ldw + k // 8] >> 4*(k % 8)) & 15 (MLX's order), and every column of the result adds "
+       "sum_k W[r, k] x[xi + k]. x and s f16/bf16 of one dtype; group a compile-time multiple of 32. Each group's "
+       "sum of codes times x is scaled once, in f32 (no rounding of the dequantized weights; a quantization's bias "
+       "is the caller's: bias * sum of x over the group). Alignment rule: xi a multiple of 8, wi and ldw of 4; the "
+       "interpreter raises ExecutionError otherwise. mma.sync on NVIDIA, the scalar fallback elsewhere.",
+       (10, 10), pure=False),
     _b("frag_to_a", "frag_to_a(acc, col0, dtype) -> A fragment",
        "Columns col0 .. col0 + K - 1 of a 16-row accumulator (frag_acc(1, nt)) as an M x K A-fragment of dtype (f16 "
        "or bf16; each element rounded to it): P of attention's P V straight from the registers. col0 a multiple of K "

@@ -14,7 +14,7 @@ from . import ops as O
 from .core import Kernel, Op
 
 #: ops every thread of a group must reach together: a launch of a kernel using one needs whole groups
-COLLECTIVE_OPS = {"barrier"} | O.SIMD_OPS | {"frag_load", "mma", "mma_q4", "frag_store", "wg_mma", "wg_wait",
+COLLECTIVE_OPS = {"barrier"} | O.SIMD_OPS | {"frag_load", "mma", "mma_q4", "mv_q4", "frag_store", "wg_mma", "wg_wait",
                                               "tile_load", "tile_commit", "tile_wait"}
 
 

@@ -240,6 +240,14 @@ def _check_memory(code: str, xs: list, r, attrs: dict, need) -> None:  # noqa: C
              and r == acc and all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 2, 4, 5, 7, 8))
              and isinstance(attrs.get("group"), int) and attrs["group"] > 0 and attrs["group"] % 32 == 0,
              "mma_q4(a, ai, lda, w u32, wi, ldw, s, si, lds, acc 16xN) -> acc (attrs group)")
+    elif code == "mv_q4":
+        w, s, x, acc = xs[0], xs[3], xs[6], xs[8]
+        need(all(isinstance(v, t.BufferType) for v in (w, s, x)) and x.elem.name in t.MMA_SHAPE and w.elem == t.u32
+             and s.elem == x.elem and isinstance(acc, t.FragType) and acc.role == "acc" and acc.cols == 16
+             and acc.rows % 16 == 0 and r == acc
+             and all(isinstance(xs[k], t.ScalarType) and xs[k].is_int for k in (1, 2, 4, 5, 7))
+             and isinstance(attrs.get("group"), int) and attrs["group"] > 0 and attrs["group"] % 32 == 0,
+             "mv_q4(w u32, wi, ldw, s, si, lds, x, xi, acc 16mt x 16) -> acc (attrs group)")
     elif code == "frag_to_a":
         need(isinstance(xs[0], t.FragType) and xs[0].role == "acc" and xs[0].rows == 16 and isinstance(r, t.FragType)
              and r.role == "a" and (r.rows, r.cols) == (16, 16) and r.elem.name in t.MMA_SHAPE

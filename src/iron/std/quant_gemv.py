@@ -84,6 +84,7 @@ from ..runtime import get_backend
 from . import quant as Q
 from .quant_dot import TWO23, dot_rows
 from .quant_gemv_mma import config_fits, launch_q4_mma, mma_configs
+from .quant_gemv_mv import launch_q4_mv, mv_configs, mv_fits
 from .softmax import dtype_label
 
 #: iron build's defaults (valid for every dtype)
@@ -416,7 +417,7 @@ WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3),
 #: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
 #: shared-memory limit (14 KiB at f32 and 32 lanes, against Metal's 32 KiB)
 WARP_DEFAULT = (4, 1, 1, 2)
-PATHS = ("group", "warp", "mma")
+PATHS = ("group", "warp", "mma", "mv")
 
 
 def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, itemsize: int,
@@ -447,12 +448,14 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
         return warp_cfgs
     if path == "mma":
         return mma_cfgs
+    if path == "mv":  # not among the tuned candidates until a GPU has checked and timed it (quant_gemv_mv.py)
+        return mv_configs(backend, nrows, ncols, bits, dtype, forced=True)
     return group_cfgs + warp_cfgs + mma_cfgs if table else warp_cfgs
 
 
 def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, group: int,
                   backend: str | None = None, path: str | None = None, config: dict | None = None) -> dict:
-    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran. ``path`` ("group", "warp" or "mma")
+    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran. ``path`` ("group", "warp", "mma", "mv")
     keeps one kernel's configurations; ``config`` (one of ``gemv_q_configs``'s) runs exactly that one."""
     nrows = w.shape[0]
     ncols = w.shape[1] * 32 // bits
@@ -466,6 +469,9 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
     def run(cfg: dict) -> None:
         if cfg["PATH"] == "mma":
             launch_q4_mma(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), backend)
+            return
+        if cfg["PATH"] == "mv":
+            launch_q4_mv(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), backend)
             return
         if cfg["PATH"] == "group":
             groups = -(-nrows // cfg["ROWS"])
@@ -485,6 +491,9 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128, >= {16 * cfg['NT']} rows "
                              f"and (staged) a group of 32 or 64; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}, "
                              f"group {group}")
+        if cfg.get("PATH") == "mv" and not mv_fits(cfg, nrows, ncols, bits, dtype_label(x)):
+            raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128 and >= {16 * cfg['MT']} "
+                             f"rows; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}")
         if cfg.get("PATH") == "warp" and cfg["NS"] >= 2 and (ncols // group) % max(4 // itemsize, 1):
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
                              f"{x.dtype} scales do not align; use NS = 0 or 1")

@@ -153,31 +153,39 @@ def gemv_q4_mma(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[
                     st = ring + i % NS
                     acc = mma_q4(sx, st * 128, 0, sw, st * ROWS * 16, 16, ss, st * ROWS * SPS, SPS, acc, GROUP)
         frag_store(part, simd_group() * ROWS, ROWS, acc, 1, ROWS)
-        # bias partials: lane l takes row l % ROWS, groups g0 + l // ROWS, ... (S // ROWS lanes a row, at least 1)
-        if S >= ROWS:
-            n = simd_lane() % ROWS
+        finish_block(biases, y, xsum, part, bpart, sb, ng, g0, g1, row0, b * ROWS, ROWS, WARPS)
+
+
+@func
+def finish_block(biases, y, xsum, part, bpart, sb, ng, g0, g1, row0, first, ROWS, WARPS):
+    """After each SIMD group stored its product rows in part: its bias partials over groups [g0, g1) into bpart
+    (lane l takes row l % ROWS, groups g0 + l // ROWS, ...: S // ROWS lanes a row, at least 1), a barrier, the
+    WARPS parts summed into y's rows row0 + n >= first (a shifted last block leaves the rows before it alone)."""
+    S = simd_size()
+    if S >= ROWS:
+        n = simd_lane() % ROWS
+        t = 0.0
+        for g in range(g0 + simd_lane() // ROWS, g1, S // ROWS):
+            t += cast(biases[sb + n * ng + g], f32) * xsum[g]
+        for e in static_range(6):  # lanes l and l ^ (ROWS << e) hold the same row
+            if (ROWS << e) < S:
+                t += simd_shuffle_xor(t, ROWS << e)
+        if simd_lane() < ROWS:
+            bpart[simd_group() * ROWS + n] = t
+    else:
+        for n in range(simd_lane(), ROWS, S):
             t = 0.0
-            for g in range(g0 + simd_lane() // ROWS, g1, S // ROWS):
+            for g in range(g0, g1):
                 t += cast(biases[sb + n * ng + g], f32) * xsum[g]
-            for e in static_range(6):  # lanes l and l ^ (ROWS << e) hold the same row
-                if (ROWS << e) < S:
-                    t += simd_shuffle_xor(t, ROWS << e)
-            if simd_lane() < ROWS:
-                bpart[simd_group() * ROWS + n] = t
-        else:
-            for n in range(simd_lane(), ROWS, S):
-                t = 0.0
-                for g in range(g0, g1):
-                    t += cast(biases[sb + n * ng + g], f32) * xsum[g]
-                bpart[simd_group() * ROWS + n] = t
-        barrier()
-        for n in range(local_id(0), ROWS, WARPS * S):
-            t = 0.0
-            for k in static_range(WARPS):
-                t += part[k * ROWS + n] + bpart[k * ROWS + n]
-            if row0 + n >= b * ROWS:  # a shifted last block leaves the rows before it alone
-                y[row0 + n] = t
-        barrier()
+            bpart[simd_group() * ROWS + n] = t
+    barrier()
+    for n in range(local_id(0), ROWS, WARPS * S):
+        t = 0.0
+        for k in static_range(WARPS):
+            t += part[k * ROWS + n] + bpart[k * ROWS + n]
+        if row0 + n >= first:
+            y[row0 + n] = t
+    barrier()
 
 
 def mma_ok(nrows: int, ncols: int, bits: int, dtype: str) -> bool:

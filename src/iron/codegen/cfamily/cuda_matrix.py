@@ -244,6 +244,103 @@ template <int NT>
 }}""", needs=("frag_types", elem))
 
 
+def _mv_q4(elem: str) -> Snippet:
+    """mv_q4 (``iron.ir.ops``) on mma.sync with the weight rows as A (16 rows a tile) and x as B (the same vector in
+    all 8 columns). Each k-step of 16 takes its codes from one quantization group, so a group's products sum in a
+    fresh accumulator that its scale multiplies once: lane (g, q) takes words q WPL .. q WPL + WPL - 1 of each group
+    of rows g and g + 8 (WPL = 1, 2, 4 words for groups of 32, 64, >= 128: one 4-, 8- or 16-byte load), and
+    ((word >> 4m) & 0x000F000F) | magic puts codes m and m + 4 in one register's halves as magic + code (bf16 128,
+    f16 1024: exact), one logic op per two codes and no arithmetic; step 2v + h of a group takes pairs 2h and 2h + 1
+    of word v as the PTX layout's k = 2q, 2q + 1 and 2q + 8, 2q + 9, and x's elements come paired the same way
+    (byte permutes of its 16-byte loads). The magic offsets are taken off by starting each group's accumulator at
+    -magic times x's sum over the group (mma.sync with a constant A), shared by every row tile. Every load is
+    unconditional (the op's alignment rule), so ptxas can put several calls' loads in flight together."""
+    magic, neg = ("0x64006400u", "0xE400E400u") if elem == "f16" else ("0x43004300u", "0xC300C300u")
+
+    def mma(d: str, a: str, b: str) -> str:
+        return (f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{elem}.{elem}.f32 {{%0,%1,%2,%3}}, '
+                f'{{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" : "+f"({d}[0]), "+f"({d}[1]), "+f"({d}[2]), '
+                f'"+f"({d}[3]) : "r"({a}[0]), "r"({a}[1]), "r"({a}[2]), "r"({a}[3]), "r"({b}[0]), "r"({b}[1]));')
+
+    return Snippet(f"""\
+{_Q} void iron_mv_q4_words(unsigned (&d)[1], const unsigned* p) {{ d[0] = *p; }}
+{_Q} void iron_mv_q4_words(unsigned (&d)[2], const unsigned* p) {{
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    d[0] = u.x; d[1] = u.y;
+}}
+{_Q} void iron_mv_q4_words(unsigned (&d)[4], const unsigned* p) {{
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
+}}
+template <int MT, int G>
+{_Q} iron_frag_acc<MT, 1> iron_mv_q4_{elem}(const unsigned* w, long long wi, long long ldw, const iron_{elem}* s,
+                                             long long si, long long lds, const iron_{elem}* x, long long xi,
+                                             iron_frag_acc<MT, 1> c) {{
+#if __CUDA_ARCH__ < 800
+#error "Iron's mv_q4 on NVIDIA needs sm_80 or newer (mma.sync.m16n8k16)"
+#endif
+    constexpr int NG = G >= 128 ? 1 : 128 / G, WPL = 4 / NG, STEPS = 2 * WPL;  // groups a slab, words a lane
+    const int lane = iron_local_linear() & 31, g = lane >> 2, q = lane & 3;
+    // the mask from a value the compiler cannot fold (ldw >= 0): ptxas keeps it in a register, so that
+    // (word & MASK) | magic is one logic op with the magic number its immediate
+    const unsigned MASK = 0x000F000Fu | (unsigned)(ldw >> 62), M = {magic};
+    const unsigned NEG[4] = {{{neg}, {neg}, {neg}, {neg}}};
+    unsigned xw[NG][WPL][4], wd[MT][2][NG][WPL];
+    float sc[MT][2][NG];
+#pragma unroll
+    for (int j = 0; j < NG; ++j) {{
+#pragma unroll
+        for (int v = 0; v < WPL; ++v) {{
+            const uint4 u = *reinterpret_cast<const uint4*>(x + xi + 8 * (4 * WPL * j + WPL * q + v));
+            xw[j][v][0] = __byte_perm(u.x, u.z, 0x5410);  // elements (0, 4), (1, 5), (2, 6), (3, 7)
+            xw[j][v][1] = __byte_perm(u.x, u.z, 0x7632);
+            xw[j][v][2] = __byte_perm(u.y, u.w, 0x5410);
+            xw[j][v][3] = __byte_perm(u.y, u.w, 0x7632);
+        }}
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {{
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {{
+                const long long row = 16 * t + 8 * r + g;
+                iron_mv_q4_words(wd[t][r][j], w + wi + row * ldw + 4 * WPL * j + WPL * q);
+                sc[t][r][j] = iron_{elem}_to_f32(s[si + row * lds + (G >= 128 ? 0 : j)]);
+            }}
+        }}
+    }}
+#pragma unroll
+    for (int j = 0; j < NG; ++j) {{
+        float corr[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};  // -magic times x's sum over the group, in every row
+#pragma unroll
+        for (int st = 0; st < STEPS; ++st) {{
+            const unsigned* b = &xw[j][st >> 1][2 * (st & 1)];
+            {mma("corr", "NEG", "b")}
+        }}
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {{
+            float d[4] = {{corr[0], corr[1], corr[2], corr[3]}};
+#pragma unroll
+            for (int st = 0; st < STEPS; ++st) {{
+                const int v = st >> 1, m = 2 * (st & 1);
+                const unsigned w0 = wd[t][0][j][v], w1 = wd[t][1][j][v];
+                const unsigned a[4] = {{((w0 >> (4 * m)) & MASK) | M, ((w1 >> (4 * m)) & MASK) | M,
+                                       ((w0 >> (4 * m + 4)) & MASK) | M, ((w1 >> (4 * m + 4)) & MASK) | M}};
+                const unsigned* b = &xw[j][v][m];
+                {mma("d", "a", "b")}
+            }}
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {{
+                float* o = &c.x[8 * t + 4 * h];
+                o[0] += sc[t][0][j] * d[0];
+                o[1] += sc[t][0][j] * d[1];
+                o[2] += sc[t][1][j] * d[2];
+                o[3] += sc[t][1][j] * d[3];
+            }}
+        }}
+    }}
+    return c;
+}}""", needs=("frag_types", elem))
+
+
 _ASYNC = Snippet(f"""\
 // async_copy: cp.async (sm_80+) into shared memory, 16 bytes bypassing L1 (.cg), 4 or 8 through it (.ca); an
 // ordinary copy before sm_80, which the waits then find done.
@@ -284,6 +381,7 @@ def matrix_snippets() -> dict[str, Snippet]:
         out[f"mma_{elem}"] = _mma(elem)
         out[f"frag_store_{elem}"] = _store(elem)
         out[f"mma_q4_{elem}"] = _mma_q4(elem)
+        out[f"mv_q4_{elem}"] = _mv_q4(elem)
     return out
 
 
@@ -323,6 +421,10 @@ class CudaMatrix:
     def mma_q4(self, elem: t.ScalarType, args: list[Expr], cols: int, group: int) -> tuple[Expr, tuple[str, ...]]:
         return Expr(f"iron_mma_q4_{elem.name}<{cols // 16}>({', '.join(map(str, args))}, {group})"), \
             (f"mma_q4_{elem.name}",)
+
+    def mv_q4(self, elem: t.ScalarType, args: list[Expr], rows: int, group: int) -> tuple[Expr, tuple[str, ...]]:
+        return Expr(f"iron_mv_q4_{elem.name}<{rows // 16}, {group}>({', '.join(map(str, args))})"), \
+            (f"mv_q4_{elem.name}",)
 
     def store(self, elem: t.ScalarType, buf: str, index: Expr, ld: Expr, acc: Expr, rows: Expr, cols: Expr
               ) -> tuple[str, tuple[str, ...]]:

@@ -115,6 +115,9 @@ class TilePrinting:
         elif code == "mma_q4":
             args = [self.buffers[x.uid] if isinstance(x.type, t.BufferType) else self.expr(x) for x in xs]
             e, needs = m.mma_q4(xs[0].type.elem, args, op.result.type.cols, op.attrs["group"])
+        elif code == "mv_q4":
+            args = [self.buffers[x.uid] if isinstance(x.type, t.BufferType) else self.expr(x) for x in xs]
+            e, needs = m.mv_q4(xs[6].type.elem, args, op.result.type.rows, op.attrs["group"])
         elif code == "frag_load":
             e, needs = m.load(op.result.type, self.buffers[xs[0].uid], xs[0].type.space, self.expr(xs[1]),
                               self.expr(xs[2]), op.attrs.get("trans", False))

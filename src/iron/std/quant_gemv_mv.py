@@ -1,0 +1,130 @@
+"""The 4-bit dequantizing GEMV with the weight rows as the matrix units' rows (``mv_q4``): ``launch_gemv_q``'s path
+"mv".
+
+Why: ``gemv_q4_mma`` puts x in A's 16 rows and the weight rows in B, so each lane turns 4 codes a mma.sync into
+scaled halves (a logic op and a packed fma per two) and copies x into both row halves of A: NVRTC's SASS of its
+loop at (NT 1, WARPS 8, U 2) is ~3.6 instructions a weight and a lane, against the SIMD-group kernel's ~2.5, and it
+measured slower (H200 s21: 88 against 61 us at 16384^2). ``mv_q4`` makes the weight rows A (8 codes a lane and
+mma.sync) and x B, takes each k-step's codes from one quantization group so the group's sum is scaled once after
+the matrix units (no packed fma: one logic op per two codes, ``codegen/cfamily/cuda_matrix.py``): ~1.3
+instructions a weight and a lane in its loop.
+
+Layout and blocks as ``gemv_q4_mma`` (``quant_gemv_mma.py``): a group of ``WARPS`` SIMD groups owns 16 MT rows and
+splits K's 128-code slabs into WARPS ranges; each SIMD group issues ``U`` slabs' ``mv_q4`` a step; the bias term
+(sum over groups of bias times x's group sum, x's sums made once per group in shared memory) and the WARPS parts
+are added by ``finish_block``. y[n] = sum_g s[n, g] (sum_k q x_k over g) + sum_g b[n, g] (sum of x over g): no
+rounding of the dequantized weights (``gemv_q4_mma`` rounds each code times its scale to T, as torch's
+dequantize-then-mv). Other targets run ``mv_q4``'s scalar fallback (correct, slow): the launcher offers this path
+on CUDA only.
+"""
+
+from __future__ import annotations
+
+from ..frontend import kernel
+from ..lang import (
+    Tensor,
+    barrier,
+    cast,
+    constexpr,
+    f32,
+    frag_acc,
+    frag_store,
+    group_id,
+    local_id,
+    mv_q4,
+    num_groups,
+    shared,
+    simd_group,
+    simd_size,
+    static_range,
+    u32,
+    vload,
+)
+from .gemm_tiles import H
+from .quant_gemv_mma import finish_block, mma_ok
+
+#: iron build's defaults
+GROUP = 64
+MT = 1
+WARPS = 4
+U = 4
+NG = 256
+XV = 8
+#: (MT, WARPS, U) that ``mv_configs`` offers (path "mv"; not yet in the tuned candidates: untimed on a GPU). NVRTC
+#: sm_90, bf16, group 64: MT 4 U 1 136 registers, ~1.9 SASS instructions a weight and a lane in its loop (the codes'
+#: logic ops and shifts 0.9 of them; the SIMD-group kernel's ~2.5); MT 2 U 2 136; MT 2 U 1 96; MT 1 U 2 78
+TUNING = {"cuda": [(4, 4, 1), (2, 4, 2), (2, 8, 1), (1, 8, 2), (1, 4, 4), (4, 2, 1)]}
+
+
+@kernel
+def gemv_q4_mv(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H], y: Tensor[H], nrows: int,
+               ncols: int, GROUP: constexpr, MT: constexpr, WARPS: constexpr, U: constexpr, NG: constexpr,
+               XV: constexpr):
+    """y = W x for a 4-bit W (module docstring). Launch ceil(nrows / (16 MT)) groups of WARPS SIMD groups (any
+    number of groups: they stride over the blocks); NG >= ncols / GROUP; XV: x elements per 16-byte load."""
+    S = simd_size()
+    ROWS = 16 * MT
+    ldw = ncols // 8
+    ng = ncols // GROUP
+    nslabs = ncols // 128
+    xsum = shared(f32, NG)  # sum of x over each quantization group
+    part = shared(f32, WARPS * ROWS)  # column 0 of each SIMD group's accumulator
+    bpart = shared(f32, WARPS * ROWS)  # each SIMD group's bias partials
+    for g in range(local_id(0), ng, WARPS * S):
+        t = 0.0
+        for c in range(GROUP // XV):
+            xv = vload(x, g * GROUP + c * XV, XV)
+            for j in range(XV):
+                t += cast(xv[j], f32)
+        xsum[g] = t
+    barrier()
+    per = (nslabs + WARPS - 1) // WARPS  # this SIMD group's slabs [s0, s1) and groups [g0, g1)
+    s0 = min(simd_group() * per, nslabs)
+    s1 = min(s0 + per, nslabs)
+    nblocks = (nrows + ROWS - 1) // ROWS
+    for b in range(group_id(0), nblocks, num_groups(0)):
+        row0 = min(b * ROWS, nrows - ROWS)
+        wb = row0 * ldw
+        sb = row0 * ng
+        acc = frag_acc(MT, 1)
+        steps = (s1 - s0) // U
+        for i in range(steps):
+            for u in static_range(U):
+                j = s0 + i * U + u
+                acc = mv_q4(w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, x, 128 * j, acc, GROUP)
+        for j in range(s0 + steps * U, s1):
+            acc = mv_q4(w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, x, 128 * j, acc, GROUP)
+        frag_store(part, simd_group() * ROWS, 1, acc, ROWS, 1)
+        finish_block(biases, y, xsum, part, bpart, sb, ng, s0 * 128 // GROUP, s1 * 128 // GROUP, row0, b * ROWS,
+                     ROWS, WARPS)
+
+
+def mv_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, forced: bool = False) -> list[dict]:
+    """The configurations the launcher may time: CUDA's table where the shape fits; ``forced`` (path "mv"): the first
+    that fits, on any backend (elsewhere mv_q4 is the scalar fallback)."""
+    if not mma_ok(nrows, ncols, bits, dtype):
+        if forced:
+            raise ValueError(f"gemv_q: the mv path needs 4 bits, f16/bf16, K a multiple of 128 and >= 16 rows; got "
+                             f"{bits} bits, {dtype}, {nrows} x {ncols}")
+        return []
+    if backend != "cuda" and not forced:
+        return []
+    rows = [c for c in TUNING["cuda"] if 16 * c[0] <= nrows]
+    if forced and backend != "cuda":
+        rows = rows[:1]
+    return [{"PATH": "mv", "MT": mt, "WARPS": warps, "U": u} for mt, warps, u in rows]
+
+
+def mv_fits(cfg: dict, nrows: int, ncols: int, bits: int, dtype: str) -> bool:
+    """Whether a forced configuration can run this matrix."""
+    return mma_ok(nrows, ncols, bits, dtype) and nrows >= 16 * cfg["MT"]
+
+
+def launch_q4_mv(w, scales, biases, x, y, group: int, cfg: dict, width: int, backend: str | None) -> None:
+    """``gemv_q4_mv`` with configuration ``cfg`` (``mv_configs``) on SIMD groups of ``width`` lanes."""
+    nrows, ncols = w.shape[0], w.shape[1] * 8
+    slots = 1 << max(0, (ncols // group - 1).bit_length())
+    groups = -(-nrows // (16 * cfg["MT"]))
+    threads = cfg["WARPS"] * width
+    gemv_q4_mv[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, cfg["MT"], cfg["WARPS"],
+                                          cfg["U"], slots, 16 // x.dtype.itemsize, backend=backend)

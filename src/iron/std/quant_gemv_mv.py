@@ -6,8 +6,8 @@ scaled halves (a logic op and a packed fma per two) and copies x into both row h
 loop at (NT 1, WARPS 8, U 2) is ~3.6 instructions a weight and a lane, against the SIMD-group kernel's ~2.5, and it
 measured slower (H200 s21: 88 against 61 us at 16384^2). ``mv_q4`` makes the weight rows A (8 codes a lane and
 mma.sync) and x B, takes each k-step's codes from one quantization group so the group's sum is scaled once after
-the matrix units (no packed fma: one logic op per two codes, ``codegen/cfamily/cuda_matrix.py``): ~1.3
-instructions a weight and a lane in its loop.
+the matrix units (no packed fma: one logic op per two codes, ``codegen/cfamily/cuda_matrix.py``): ~1.6
+instructions a weight and a lane in its loop at MT 4 (the logic ops and shifts making the halves 0.9 of them).
 
 Layout and blocks as ``gemv_q4_mma`` (``quant_gemv_mma.py``): a group of ``WARPS`` SIMD groups owns 16 MT rows and
 splits K's 128-code slabs into WARPS ranges; each SIMD group issues ``U`` slabs' ``mv_q4`` a step; the bias term
@@ -51,7 +51,7 @@ U = 4
 NG = 256
 XV = 8
 #: (MT, WARPS, U) that ``mv_configs`` offers (path "mv"; not yet in the tuned candidates: untimed on a GPU). NVRTC
-#: sm_90, bf16, group 64: MT 4 U 1 136 registers, ~1.9 SASS instructions a weight and a lane in its loop (the codes'
+#: sm_90, bf16, group 64: MT 4 U 1 128 registers, ~1.6 SASS instructions a weight and a lane in its loop (the codes'
 #: logic ops and shifts 0.9 of them; the SIMD-group kernel's ~2.5); MT 2 U 2 136; MT 2 U 1 96; MT 1 U 2 78
 TUNING = {"cuda": [(4, 4, 1), (2, 4, 2), (2, 8, 1), (1, 8, 2), (1, 4, 4), (4, 2, 1)]}
 

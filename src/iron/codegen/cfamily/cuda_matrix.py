@@ -287,6 +287,9 @@ template <int MT, int G>
     const unsigned NEG[4] = {{{neg}, {neg}, {neg}, {neg}}};
     unsigned xw[NG][WPL][4], wd[MT][2][NG][WPL];
     float sc[MT][2][NG];
+    const unsigned* wl = w + wi + g * ldw + WPL * q;  // this lane's words and scales of row g; rows 8 apart below
+    const iron_{elem}* sl = s + si + g * lds;
+    const long long w8 = 8 * ldw, s8 = 8 * lds;
 #pragma unroll
     for (int j = 0; j < NG; ++j) {{
 #pragma unroll
@@ -301,9 +304,8 @@ template <int MT, int G>
         for (int t = 0; t < MT; ++t) {{
 #pragma unroll
             for (int r = 0; r < 2; ++r) {{
-                const long long row = 16 * t + 8 * r + g;
-                iron_mv_q4_words(wd[t][r][j], w + wi + row * ldw + 4 * WPL * j + WPL * q);
-                sc[t][r][j] = iron_{elem}_to_f32(s[si + row * lds + (G >= 128 ? 0 : j)]);
+                iron_mv_q4_words(wd[t][r][j], wl + (2 * t + r) * w8 + 4 * WPL * j);
+                sc[t][r][j] = iron_{elem}_to_f32(sl[(2 * t + r) * s8 + (G >= 128 ? 0 : j)]);
             }}
         }}
     }}

@@ -52,8 +52,9 @@ NG = 256
 XV = 8
 #: (MT, WARPS, U) that ``mv_configs`` offers (path "mv"; not yet in the tuned candidates: untimed on a GPU). NVRTC
 #: sm_90, bf16, group 64: MT 4 U 1 128 registers, ~1.6 SASS instructions a weight and a lane in its loop (the codes'
-#: logic ops and shifts 0.9 of them; the SIMD-group kernel's ~2.5); MT 2 U 2 136; MT 2 U 1 96; MT 1 U 2 78
-TUNING = {"cuda": [(4, 4, 1), (2, 4, 2), (2, 8, 1), (1, 8, 2), (1, 4, 4), (4, 2, 1)]}
+#: logic ops and shifts 0.9 of them; the SIMD-group kernel's ~2.5); MT 4 U 2 156; MT 2 U 2 108; MT 2 U 1 96; MT 1 U 2
+#: 78. At 16384 rows MT 4 makes 256 groups: WARPS 8 gives the H200's SMs ~16 SIMD groups each (2 groups an SM fit)
+TUNING = {"cuda": [(4, 8, 1), (4, 4, 1), (2, 8, 1), (2, 4, 2), (1, 8, 2), (4, 4, 2)]}
 
 
 @kernel

@@ -409,9 +409,10 @@ TUNING = {"cuda": [(128, 8, 1), (64, 8, 2), (256, 4, 1), (128, 4, 1), (64, 4, 2)
 #: warps an SM, nothing in flight across steps). NS = 1 (the next step in a second raw register buffer), H100 s24
 #: (bench/results/2026-12-06-h100-s24-attn-q4-rows): at R 8 85.4 us (168 registers: worse than NS 0's 69.9, dropped),
 #: at R 4 68.2 (4 warps) and 67.8 (8 warps), at 4096^2 10.5 against R 8 NS 0's 13.8. H200 s30 (dot_rows_hi): R 4 NS 1
-#: won every shape (16384^2 57.4 us), NS >= 2 never (95-205 us). Added in s30, not yet timed: R 4 NS 0 with 8 warps
-#: (96 registers at bf16 q4, so ~20 warps an SM instead of 16) and R 4 KV 2 NS 0 (twice the bytes in flight a lane,
-#: 127 registers); neither spills at any bits/dtype (`iron inspect --resources`)
+#: won every shape (16384^2 57.4 us), NS >= 2 never (95-205 us). Added in s30: R 4 NS 0 with 8 warps (96 registers
+#: at bf16 q4, so ~20 warps an SM instead of 16) and R 4 KV 2 NS 0 (twice the bytes in flight a lane, 127
+#: registers); neither spills at any bits/dtype (`iron inspect --resources`). H100 s31: 70.3-70.6 and 69.8-70.0 us
+#: against R 4 NS 1's 69.5-69.7 at 16384^2: more warps or bytes in flight a lane buy nothing
 WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3), (16, 1, 2, 0), (8, 1, 4, 0),
                         (4, 1, 8, 1), (4, 1, 4, 1), (4, 1, 8, 0), (4, 2, 4, 0)]}
 #: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
@@ -448,7 +449,7 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
         return warp_cfgs
     if path == "mma":
         return mma_cfgs
-    if path == "mv":  # not among the tuned candidates until a GPU has checked and timed it (quant_gemv_mv.py)
+    if path == "mv":  # not among the tuned candidates: slower than gemv_q_warp on an H100 (quant_gemv_mv.py)
         return mv_configs(backend, nrows, ncols, bits, dtype, forced=True)
     return group_cfgs + warp_cfgs + mma_cfgs if table else warp_cfgs
 

@@ -9,6 +9,14 @@ mma.sync) and x B, takes each k-step's codes from one quantization group so the 
 the matrix units (no packed fma: one logic op per two codes, ``codegen/cfamily/cuda_matrix.py``): ~1.6
 instructions a weight and a lane in its loop at MT 4 (the logic ops and shifts making the halves 0.9 of them).
 
+Measured (s31, an H100, bench/results/2026-12-07-h100-s31-mv-q4): correct on CUDA, but slower than
+``gemv_q_warp``: 101.4 us at best (MT 1, WARPS 8, U 2) against 69.5 at 16384^2. Nsight Compute (MT 4 WARPS 4):
+L1/TEX 74 %, DRAM 47 %, 12 % occupancy (134 registers), two thirds of the stalls waiting on L1 data: loads in the
+fragments' layout touch 8 rows an instruction (words 8 bytes a lane, scales 2), about four times the L1 wavefronts
+per byte of the SIMD-group kernel's 16-byte row loads, with too few in flight. Next: stage each slab's words (and
+the block's scales) in shared memory by coalesced async copies and read the fragments from there (Marlin's way),
+or give each lane 16 bytes of a row (two mma.sync a step, one per group, B zeroed in the other group's lanes).
+
 Layout and blocks as ``gemv_q4_mma`` (``quant_gemv_mma.py``): a group of ``WARPS`` SIMD groups owns 16 MT rows and
 splits K's 128-code slabs into WARPS ranges; each SIMD group issues ``U`` slabs' ``mv_q4`` a step; the bias term
 (sum over groups of bias times x's group sum, x's sums made once per group in shared memory) and the WARPS parts
@@ -50,7 +58,7 @@ WARPS = 4
 U = 4
 NG = 256
 XV = 8
-#: (MT, WARPS, U) that ``mv_configs`` offers (path "mv"; not yet in the tuned candidates: untimed on a GPU). NVRTC
+#: (MT, WARPS, U) that ``mv_configs`` offers (path "mv"; not among the tuned candidates: slower, above). NVRTC
 #: sm_90, bf16, group 64: MT 4 U 1 128 registers, ~1.6 SASS instructions a weight and a lane in its loop (the codes'
 #: logic ops and shifts 0.9 of them; the SIMD-group kernel's ~2.5); MT 4 U 2 156; MT 2 U 2 108; MT 2 U 1 96; MT 1 U 2
 #: 78. At 16384 rows MT 4 makes 256 groups: WARPS 8 gives the H200's SMs ~16 SIMD groups each (2 groups an SM fit)

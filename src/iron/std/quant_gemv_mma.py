@@ -94,7 +94,6 @@ def gemv_q4_mma(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[
     """y = W x for a 4-bit W (module docstring). Launch ceil(nrows / (16 NT)) groups of WARPS SIMD groups (any
     number of groups: they stride over the blocks); NG >= ncols / GROUP; XV: x elements per 16-byte load (8: the
     staged copies move x 8 at a time); NS >= 2 (GROUP 32 or 64): the slabs staged by async copies in NS stages."""
-    S = simd_size()
     ROWS = 16 * NT
     ldw = ncols // 8
     ng = ncols // GROUP
@@ -106,14 +105,7 @@ def gemv_q4_mma(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[
     sw = shared(u32, max(WARPS * NS * ROWS * 16, 1))  # NS = 0: none used
     sx = shared(H, max(WARPS * NS * 128, 1))
     ss = shared(H, max(WARPS * NS * ROWS * SPS, 1))
-    for g in range(local_id(0), ng, WARPS * S):
-        t = 0.0
-        for c in range(GROUP // XV):
-            xv = vload(x, g * GROUP + c * XV, XV)
-            for j in static_range(XV):
-                t += cast(xv[j], f32)
-        xsum[g] = t
-    barrier()
+    group_sums(x, xsum, ng, GROUP, XV, WARPS)
     # this SIMD group's slabs [s0, s1) and groups [g0, g1)
     per = (nslabs + WARPS - 1) // WARPS
     s0 = min(simd_group() * per, nslabs)
@@ -154,6 +146,20 @@ def gemv_q4_mma(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[
                     acc = mma_q4(sx, st * 128, 0, sw, st * ROWS * 16, 16, ss, st * ROWS * SPS, SPS, acc, GROUP)
         frag_store(part, simd_group() * ROWS, ROWS, acc, 1, ROWS)
         finish_block(biases, y, xsum, part, bpart, sb, ng, g0, g1, row0, b * ROWS, ROWS, WARPS)
+
+
+@func
+def group_sums(x, xsum, ng, GROUP, XV, WARPS):
+    """xsum[g] = the sum of x over quantization group g (f32), the group's threads striding over the groups; then a
+    barrier."""
+    for g in range(local_id(0), ng, WARPS * simd_size()):
+        t = 0.0
+        for c in range(GROUP // XV):
+            xv = vload(x, g * GROUP + c * XV, XV)
+            for j in static_range(XV):
+                t += cast(xv[j], f32)
+        xsum[g] = t
+    barrier()
 
 
 @func

@@ -31,25 +31,20 @@ from __future__ import annotations
 from ..frontend import kernel
 from ..lang import (
     Tensor,
-    barrier,
-    cast,
     constexpr,
     f32,
     frag_acc,
     frag_store,
     group_id,
-    local_id,
     mv_q4,
     num_groups,
     shared,
     simd_group,
-    simd_size,
     static_range,
     u32,
-    vload,
 )
 from .gemm_tiles import H
-from .quant_gemv_mma import finish_block, mma_ok
+from .quant_gemv_mma import finish_block, group_sums, mma_ok
 
 #: iron build's defaults
 GROUP = 64
@@ -71,7 +66,6 @@ def gemv_q4_mv(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
                XV: constexpr):
     """y = W x for a 4-bit W (module docstring). Launch ceil(nrows / (16 MT)) groups of WARPS SIMD groups (any
     number of groups: they stride over the blocks); NG >= ncols / GROUP; XV: x elements per 16-byte load."""
-    S = simd_size()
     ROWS = 16 * MT
     ldw = ncols // 8
     ng = ncols // GROUP
@@ -79,14 +73,7 @@ def gemv_q4_mv(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
     xsum = shared(f32, NG)  # sum of x over each quantization group
     part = shared(f32, WARPS * ROWS)  # column 0 of each SIMD group's accumulator
     bpart = shared(f32, WARPS * ROWS)  # each SIMD group's bias partials
-    for g in range(local_id(0), ng, WARPS * S):
-        t = 0.0
-        for c in range(GROUP // XV):
-            xv = vload(x, g * GROUP + c * XV, XV)
-            for j in range(XV):
-                t += cast(xv[j], f32)
-        xsum[g] = t
-    barrier()
+    group_sums(x, xsum, ng, GROUP, XV, WARPS)
     per = (nslabs + WARPS - 1) // WARPS  # this SIMD group's slabs [s0, s1) and groups [g0, g1)
     s0 = min(simd_group() * per, nslabs)
     s1 = min(s0 + per, nslabs)

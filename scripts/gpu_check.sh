@@ -72,7 +72,8 @@
 #                                 kernels (Vulkan and CUDA) -> vulkan_stats.txt, then vk_gemm_stats.py (coopmat2 GEMM)
 #   scripts/gpu_check.sh sized   issue 18: torch's copy of a row's own bytes, L2 flushed (bench/experiments/sized_copy.py):
 #                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
-#   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's tests on CUDA, then every q4 GEMV configuration timed alone
+#   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's and mv_q4's tests on CUDA, then every q4 GEMV configuration timed
+#                                 alone (Q4_PATHS="mv warp": those paths' configurations, one path after the other)
 #   scripts/gpu_check.sh q4ab    issue 18: gemv_q_warp's configurations from this tree and a carried base tree (Q4_BASE),
 #                                 in turn, twice (a kernel change timed against its base in one call)
 #   scripts/gpu_check.sh topkncu issue 18: each top-k path timed alone beside torch.topk, then two under ncu
@@ -469,14 +470,22 @@ if [ "$PART" = lncfg ]; then
 fi
 
 if [ "$PART" = q4cfg ]; then
-  # issue 18: every q4 GEMV configuration alone (gemv_q, gemv_q_warp, the matrix-unit gemv_q4_mma), cold, GPU time,
-  # beside torch's dequantize + mv; then mma_q4's tests on CUDA
+  # issue 18: mma_q4's and mv_q4's tests on CUDA, then every q4 GEMV configuration alone (gemv_q, gemv_q_warp, the
+  # matrix-unit gemv_q4_mma), cold, GPU time, beside torch's dequantize + mv; Q4_PATHS="mv warp" times those paths'
+  # configurations instead, one path after the other (gemv_q4_mv, path "mv", is forced only: not a tuned candidate)
   IRON_TEST_BACKENDS=cuda timeout ${Q4_TEST_TIMEOUT:-120} $PY -m pytest -p no:cacheprovider -q -rfEs \
-    tests/frontend/test_mma_q4.py tests/std/test_quant_gemv_speed_paths.py --maxfail=30 2>&1 \
-    | tee "$OUT/pytest_q4cfg.txt" | tail -n 20
+    tests/frontend/test_mma_q4.py tests/frontend/test_mv_q4.py tests/std/test_quant_gemv_speed_paths.py \
+    --maxfail=30 2>&1 | tee "$OUT/pytest_q4cfg.txt" | tail -n 20
   pack
-  timeout ${Q4_TIMEOUT:-240} $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/gemv_q4_configs.txt" | tail -n 40
-  pack
+  if [ -z "${Q4_PATHS:-}" ]; then
+    timeout ${Q4_TIMEOUT:-240} $PY bench/experiments/gemv_q4_configs.py 2>&1 | tee "$OUT/gemv_q4_configs.txt" | tail -n 40
+    pack
+  fi
+  for P in ${Q4_PATHS:-}; do
+    Q4_PATH=$P timeout ${Q4_TIMEOUT:-100} $PY bench/experiments/gemv_q4_configs.py 2>&1 \
+      | tee "$OUT/gemv_q4_configs_$P.txt" | tail -n 40
+    pack
+  done
   for I in ${Q4_NCU:-}; do  # configuration indices of the first shape (gemv_q4_configs.txt) under Nsight Compute
     Q4_ONLY=$I profile_ncu "q4_ncu_$I.txt" gemv_q 2 1 bench/experiments/gemv_q4_configs.py
   done

@@ -133,50 +133,46 @@ def _to_a(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
     return cg.b.op("frag_to_a", [acc, col], t.FragType("a", 16, k, elem)).result
 
 
+def _q4_operands(cg, name: str, vec: str, nodes: tuple[ast.AST, ast.AST, ast.AST, ast.AST], hint: str):
+    """The checked (vector or A, words, scales, group) of mma_q4 / mv_q4; ``vec`` names the f16/bf16 operand."""
+    x, w, s = (_buffer(cg, n, name) for n in nodes[:3])
+    if x.type.elem.name not in t.MMA_SHAPE:
+        raise cg.error(f"{name}'s {vec} elements must be {_INPUT_DTYPES}, not {x.type.elem}", nodes[0])
+    if w.type.elem != t.u32:
+        raise cg.error(f"{name}'s packed weights must be u32 words (8 codes each), not {w.type.elem}", nodes[1])
+    if s.type.elem != x.type.elem:
+        raise cg.error(f"{name}'s scales must have {vec}'s dtype ({x.type.elem}), not {s.type.elem}", nodes[2], hint)
+    group = cg.expr(nodes[3])
+    if not (isinstance(group, Const) and type(group.value) is int and group.value > 0 and group.value % 32 == 0):
+        raise cg.error(f"{name}'s group must be a compile-time positive multiple of 32, got {cg.describe(group)}",
+                       nodes[3], "a quantization group of 32, 64 or 128 codes, as the scales were made")
+    return x, w, s, group.value
+
+
 def _mma_q4(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
     """mma_q4(a, ai, lda, w, wi, ldw, s, si, lds, acc, group): acc + A (16 x 128) @ the dequantized 4-bit B."""
-    a, w, s = (_buffer(cg, arg_nodes[i], "mma_q4") for i in (0, 3, 6))
-    if a.type.elem.name not in t.MMA_SHAPE:
-        raise cg.error(f"mma_q4's A elements must be {_INPUT_DTYPES}, not {a.type.elem}", arg_nodes[0])
-    if w.type.elem != t.u32:
-        raise cg.error(f"mma_q4's packed weights must be u32 words (8 codes each), not {w.type.elem}", arg_nodes[3])
-    if s.type.elem != a.type.elem:
-        raise cg.error(f"mma_q4's scales must have A's dtype ({a.type.elem}), not {s.type.elem}", arg_nodes[6],
-                       "the products are rounded to A's dtype before the matrix units see them")
+    a, w, s, group = _q4_operands(cg, "mma_q4", "A", tuple(arg_nodes[i] for i in (0, 3, 6, 10)),
+                                  "the products are rounded to A's dtype before the matrix units see them")
     acc = cg.expr(arg_nodes[9])
     if not (is_fragment(acc) and acc.type.role == "acc" and acc.type.rows == 16):
         raise cg.error(f"mma_q4 accumulates into a 16-row accumulator fragment (frag_acc(1, nt)), got "
                        f"{cg.describe(acc)}", arg_nodes[9])
-    group = cg.expr(arg_nodes[10])
-    if not (isinstance(group, Const) and type(group.value) is int and group.value > 0 and group.value % 32 == 0):
-        raise cg.error(f"mma_q4's group must be a compile-time positive multiple of 32, got {cg.describe(group)}",
-                       arg_nodes[10], "a quantization group of 32, 64 or 128 codes, as the scales were made")
     idx = [cg.index(arg_nodes[i]) for i in (1, 2, 4, 5, 7, 8)]
     cg.b.loc = cg.frame.src.loc(node)
-    return cg.b.op("mma_q4", [a, *idx[:2], w, *idx[2:4], s, *idx[4:], acc], acc.type, {"group": group.value}).result
+    return cg.b.op("mma_q4", [a, *idx[:2], w, *idx[2:4], s, *idx[4:], acc], acc.type, {"group": group}).result
 
 
 def _mv_q4(cg, arg_nodes: list[ast.AST], node: ast.AST) -> Value:
     """mv_q4(w, wi, ldw, s, si, lds, x, xi, acc, group): acc + W (16 mt x 128, 4-bit) @ x in every column."""
-    w, s, x = (_buffer(cg, arg_nodes[i], "mv_q4") for i in (0, 3, 6))
-    if w.type.elem != t.u32:
-        raise cg.error(f"mv_q4's packed weights must be u32 words (8 codes each), not {w.type.elem}", arg_nodes[0])
-    if x.type.elem.name not in t.MMA_SHAPE:
-        raise cg.error(f"mv_q4's x elements must be {_INPUT_DTYPES}, not {x.type.elem}", arg_nodes[6])
-    if s.type.elem != x.type.elem:
-        raise cg.error(f"mv_q4's scales must have x's dtype ({x.type.elem}), not {s.type.elem}", arg_nodes[3],
-                       "the matrix units take the codes and x in that dtype")
+    x, w, s, group = _q4_operands(cg, "mv_q4", "x", tuple(arg_nodes[i] for i in (6, 0, 3, 9)),
+                                  "the matrix units take the codes and x in that dtype")
     acc = cg.expr(arg_nodes[8])
     if not (is_fragment(acc) and acc.type.role == "acc" and acc.type.cols == 16):
         raise cg.error(f"mv_q4 accumulates into a 16-column accumulator fragment (frag_acc(mt, 1)), got "
                        f"{cg.describe(acc)}", arg_nodes[8])
-    group = cg.expr(arg_nodes[9])
-    if not (isinstance(group, Const) and type(group.value) is int and group.value > 0 and group.value % 32 == 0):
-        raise cg.error(f"mv_q4's group must be a compile-time positive multiple of 32, got {cg.describe(group)}",
-                       arg_nodes[9], "a quantization group of 32, 64 or 128 codes, as the scales were made")
     idx = [cg.index(arg_nodes[i]) for i in (1, 2, 4, 5, 7)]
     cg.b.loc = cg.frame.src.loc(node)
-    return cg.b.op("mv_q4", [w, *idx[:2], s, *idx[2:4], x, idx[4], acc], acc.type, {"group": group.value}).result
+    return cg.b.op("mv_q4", [w, *idx[:2], s, *idx[2:4], x, idx[4], acc], acc.type, {"group": group}).result
 
 
 def _int(cg, node: ast.AST) -> Any:

@@ -4,7 +4,20 @@
 from __future__ import annotations
 
 from iron import kernel
-from iron.lang import T, Tensor, constexpr, f32, frag_acc, frag_store, mv_q4, u32
+from iron.lang import (
+    T,
+    Tensor,
+    barrier,
+    constexpr,
+    f32,
+    frag_acc,
+    frag_store,
+    mv_q4,
+    shared,
+    simd_lane,
+    simd_size,
+    u32,
+)
 
 
 @kernel
@@ -15,4 +28,20 @@ def q4_rows(w: Tensor[u32], s: Tensor[T], x: Tensor[T], out: Tensor[f32], wi: in
     acc = frag_acc(MT, 1)
     for j in range(slabs):
         acc = mv_q4(w, wi + 16 * j, ldw, s, si + 128 * j // G, lds, x, xi + 128 * j, acc, G)
+    frag_store(out, 0, 16, acc)
+
+
+@kernel
+def q4_rows_shared(w: Tensor[u32], s: Tensor[T], x: Tensor[T], out: Tensor[f32], ldw: int, lds: int,
+                   MT: constexpr, G: constexpr):
+    """As q4_rows for one slab, W's 16 MT rows of 16 words and their scales first copied into shared arrays (row
+    strides 20 words and 4 scales: a padded staging layout), then read from there."""
+    sw = shared(u32, 16 * MT * 20)
+    ss = shared(T, 16 * MT * 4)
+    for i in range(simd_lane(), 16 * MT * 16, simd_size()):
+        sw[(i // 16) * 20 + i % 16] = w[(i // 16) * ldw + i % 16]
+    for i in range(simd_lane(), 16 * MT * (127 // G + 1), simd_size()):
+        ss[(i // (127 // G + 1)) * 4 + i % (127 // G + 1)] = s[(i // (127 // G + 1)) * lds + i % (127 // G + 1)]
+    barrier()
+    acc = mv_q4(sw, 0, 20, ss, 0, 4, x, 0, frag_acc(MT, 1), G)
     frag_store(out, 0, 16, acc)

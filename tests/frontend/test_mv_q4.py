@@ -65,6 +65,23 @@ def test_mv_q4_against_float64(backend, dtype, mt, group, offsets, rng):
     assert_close(got[:, 0], want, "f32", n_ops=k, scale=np.abs(f64(x)).max() * 15 * 0.2 * k / 4)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("mt, group", [(1, 32), (2, 64), (1, 128)])
+def test_mv_q4_from_shared_arrays(backend, dtype, mt, group, rng):
+    """W's words and scales staged in padded shared arrays (rows 20 words apart), x from its buffer."""
+    rows, ldw, lds = 16 * mt, 16, 128 // group + 3
+    x = as_dtype(rng.standard_normal(128), dtype)
+    w = rng.integers(0, 2 ** 32, rows * ldw, dtype=np.uint64).astype(np.uint32)
+    s = as_dtype(rng.uniform(0.01, 0.2, rows * lds), dtype)
+    out = np.full(rows * 16, np.nan, np.float32)
+    width = get_backend(backend).simd_width()
+    K.q4_rows_shared[width, width](w, s, x, out, ldw, lds, mt, group, backend=backend)
+    got = f64(out).reshape(rows, 16)
+    want = _oracle(w, s, x, 0, ldw, 0, lds, 0, 1, rows, group)
+    assert_close(got[:, 0], want, "f32", n_ops=128, scale=np.abs(f64(x)).max() * 15 * 0.2 * 128 / 4)
+    assert np.array_equal(got, np.repeat(got[:, :1], 16, 1))
+
+
 _BAD = {
     "words": ("iron.i32", "bf16", "32", "(1, 1)", "mv_q4's packed weights must be u32 words"),
     "scales": ("iron.u32", "f32", "32", "(1, 1)", "mv_q4's scales must have x's dtype"),
@@ -96,6 +113,18 @@ def test_nvidia_spells_it_on_mma_sync_and_nvrtc_compiles_it(dtype, group):
     src = emit_cuda(v.kernel)
     text = src.source
     assert f"iron_mv_q4_{dtype}<2, {group}>(" in text and "mma.sync.aligned.m16n8k16" in text
+    why = unavailable_reason()
+    if why:
+        pytest.skip(why)
+    binary, log = compile_cuda_log(src, "sm_90", default_options())
+    assert binary and "error" not in log.lower()
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_nvidia_compiles_it_from_shared_arrays(dtype):
+    """The words and scales read from shared arrays through the same spelling (generic pointers)."""
+    src = emit_cuda(K.q4_rows_shared.variant(getattr(iron, dtype), (2, 64)).kernel)
+    assert f"iron_mv_q4_{dtype}<2, 64>(" in src.source
     why = unavailable_reason()
     if why:
         pytest.skip(why)

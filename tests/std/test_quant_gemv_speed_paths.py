@@ -118,19 +118,19 @@ def test_mma_configurations(backend, group, dtype, rng):
 @pytest.mark.parametrize("group,dtype", [(32, "bf16"), (64, "f16"), (128, "bf16")])
 def test_mv_configurations(backend, group, dtype, rng):
     """Every gemv_q4_mv configuration of its table, forced: K = 1408 (11 slabs split over 4 or 8 SIMD groups, steps
-    of U and a tail), 37 rows (the last block shifted back), 16 (one block) and 70, on every backend (mv_q4's scalar
-    fallback off NVIDIA)."""
+    of U and a tail), 37 rows (the last block shifted back), 16 (one block) and 70, direct loads and 2- to 4-stage
+    async copies (groups 32 and 64), on every backend (mv_q4's scalar fallback off NVIDIA)."""
     for n in (37, 16, 70):
         p, s, b, x = _case(rng, n, 1408, 4, group, dtype)
-        for mt, warps, u in QV_MV.TUNING["cuda"]:
-            if 16 * mt > n:
+        for mt, warps, u, ns in QV_MV.TUNING["cuda"]:
+            if 16 * mt > n or (ns and group > 64):
                 continue
-            cfg = {"PATH": "mv", "MT": mt, "WARPS": warps, "U": u}
+            cfg = {"PATH": "mv", "MT": mt, "WARPS": warps, "U": u, "NS": ns}
             assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
     p, s, b, x = _case(rng, 40, 1408, 8, group, dtype)
     with pytest.raises(ValueError, match="needs 4 bits"):
         QV.launch_gemv_q(p, s, b, x, np.zeros(40, x.dtype), 8, group, "cpu", config={"PATH": "mv", "MT": 1,
-                                                                                      "WARPS": 4, "U": 2})
+                                                                                      "WARPS": 4, "U": 2, "NS": 0})
 
 
 def test_mma_configuration_outside_its_shapes_is_refused(rng):

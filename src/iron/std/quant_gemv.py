@@ -450,7 +450,7 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
     if path == "mma":
         return mma_cfgs
     if path == "mv":  # not among the tuned candidates: slower than gemv_q_warp on an H100 (quant_gemv_mv.py)
-        return mv_configs(backend, nrows, ncols, bits, dtype, forced=True)
+        return mv_configs(backend, nrows, ncols, bits, dtype, group, forced=True)
     return group_cfgs + warp_cfgs + mma_cfgs if table else warp_cfgs
 
 
@@ -492,9 +492,10 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128, >= {16 * cfg['NT']} rows "
                              f"and (staged) a group of 32 or 64; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}, "
                              f"group {group}")
-        if cfg.get("PATH") == "mv" and not mv_fits(cfg, nrows, ncols, bits, dtype_label(x)):
-            raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128 and >= {16 * cfg['MT']} "
-                             f"rows; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}")
+        if cfg.get("PATH") == "mv" and not mv_fits(cfg, nrows, ncols, bits, dtype_label(x), group):
+            raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128, >= {16 * cfg['MT']} rows "
+                             f"and (staged) a group of 32 or 64; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}, "
+                             f"group {group}")
         if cfg.get("PATH") == "warp" and cfg["NS"] >= 2 and (ncols // group) % max(4 // itemsize, 1):
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
                              f"{x.dtype} scales do not align; use NS = 0 or 1")

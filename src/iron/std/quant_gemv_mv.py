@@ -16,6 +16,7 @@ fragments' layout touch 8 rows an instruction (words 8 bytes a lane, scales 2), 
 per byte of the SIMD-group kernel's 16-byte row loads, with too few in flight. Next: stage each slab's words (and
 the block's scales) in shared memory by coalesced async copies and read the fragments from there (Marlin's way),
 or give each lane 16 bytes of a row (two mma.sync a step, one per group, B zeroed in the other group's lanes).
+NS >= 2 (s31, untimed) is the first: each slab staged by ``copy_slab``.
 
 Layout and blocks as ``gemv_q4_mma`` (``quant_gemv_mma.py``): a group of ``WARPS`` SIMD groups owns 16 MT rows and
 splits K's 128-code slabs into WARPS ranges; each SIMD group issues ``U`` slabs' ``mv_q4`` a step; the bias term
@@ -31,6 +32,9 @@ from __future__ import annotations
 from ..frontend import kernel
 from ..lang import (
     Tensor,
+    async_commit,
+    async_wait,
+    barrier,
     constexpr,
     f32,
     frag_acc,
@@ -44,7 +48,7 @@ from ..lang import (
     u32,
 )
 from .gemm_tiles import H
-from .quant_gemv_mma import finish_block, group_sums, mma_ok
+from .quant_gemv_mma import copy_slab, finish_block, group_sums, mma_ok
 
 #: iron build's defaults
 GROUP = 64
@@ -57,15 +61,22 @@ XV = 8
 #: sm_90, bf16, group 64: MT 4 U 1 128 registers, ~1.6 SASS instructions a weight and a lane in its loop (the codes'
 #: logic ops and shifts 0.9 of them; the SIMD-group kernel's ~2.5); MT 4 U 2 156; MT 2 U 2 108; MT 2 U 1 96; MT 1 U 2
 #: 78. At 16384 rows MT 4 makes 256 groups: WARPS 8 gives the H200's SMs ~16 SIMD groups each (2 groups an SM fit)
-TUNING = {"cuda": [(4, 8, 1), (4, 4, 1), (2, 8, 1), (2, 4, 2), (1, 8, 2), (4, 4, 2)]}
+#: (MT, WARPS, U, NS): NS >= 2 stages each slab's words, x and scales in shared memory by async copies NS - 1 slabs
+#: ahead, coalesced (``copy_slab``, as gemv_q4_mma's), and mv_q4 reads the staged copy (groups of 32 and 64; within
+#: lavapipe's 32 KiB, where 16-bit shared arrays take 32-bit words); s31, untimed: the loads of the fragments from
+#: shared memory instead of 8 rows of global memory an instruction (the measured bottleneck above); NVRTC sm_90 bf16:
+#: (2, 2, 1, 3) 76 registers, ~2.7 instructions a weight in its loop (copies, barrier and shared loads included)
+TUNING = {"cuda": [(4, 8, 1, 0), (4, 4, 1, 0), (2, 8, 1, 0), (2, 4, 2, 0), (1, 8, 2, 0), (4, 4, 2, 0), (2, 2, 1, 3),
+                   (2, 4, 1, 2), (1, 4, 1, 4), (1, 8, 1, 2)]}
 
 
 @kernel
 def gemv_q4_mv(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H], y: Tensor[H], nrows: int,
                ncols: int, GROUP: constexpr, MT: constexpr, WARPS: constexpr, U: constexpr, NG: constexpr,
-               XV: constexpr):
+               XV: constexpr, NS: constexpr):
     """y = W x for a 4-bit W (module docstring). Launch ceil(nrows / (16 MT)) groups of WARPS SIMD groups (any
-    number of groups: they stride over the blocks); NG >= ncols / GROUP; XV: x elements per 16-byte load."""
+    number of groups: they stride over the blocks); NG >= ncols / GROUP; XV: x elements per 16-byte load; NS >= 2
+    (GROUP 32 or 64): the slabs staged by async copies in NS stages."""
     ROWS = 16 * MT
     ldw = ncols // 8
     ng = ncols // GROUP
@@ -73,6 +84,10 @@ def gemv_q4_mv(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
     xsum = shared(f32, NG)  # sum of x over each quantization group
     part = shared(f32, WARPS * ROWS)  # column 0 of each SIMD group's accumulator
     bpart = shared(f32, WARPS * ROWS)  # each SIMD group's bias partials
+    SPS = max(1, 128 // GROUP)  # scales a row per slab
+    sw = shared(u32, max(WARPS * NS * ROWS * 16, 1))  # NS = 0: none used
+    sx = shared(H, max(WARPS * NS * 128, 1))
+    ss = shared(H, max(WARPS * NS * ROWS * SPS, 1))
     group_sums(x, xsum, ng, GROUP, XV, WARPS)
     per = (nslabs + WARPS - 1) // WARPS  # this SIMD group's slabs [s0, s1) and groups [g0, g1)
     s0 = min(simd_group() * per, nslabs)
@@ -83,21 +98,42 @@ def gemv_q4_mv(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
         wb = row0 * ldw
         sb = row0 * ng
         acc = frag_acc(MT, 1)
-        steps = (s1 - s0) // U
-        for i in range(steps):
-            for u in static_range(U):
-                j = s0 + i * U + u
+        if NS == 0:
+            steps = (s1 - s0) // U
+            for i in range(steps):
+                for u in static_range(U):
+                    j = s0 + i * U + u
+                    acc = mv_q4(w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, x, 128 * j, acc, GROUP)
+            for j in range(s0 + steps * U, s1):
                 acc = mv_q4(w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, x, 128 * j, acc, GROUP)
-        for j in range(s0 + steps * U, s1):
-            acc = mv_q4(w, wb + 16 * j, ldw, scales, sb + 128 * j // GROUP, ng, x, 128 * j, acc, GROUP)
+        else:
+            # every SIMD group takes `per` steps (one barrier each, after the wait: the lanes read what others
+            # copied, and the stage refilled below was read one step ago by all), computing only its own slabs
+            ring = simd_group() * NS
+            for i in static_range(NS - 1):
+                if s0 + i < s1:
+                    copy_slab(w, x, scales, sw, sx, ss, ring + i, s0 + i, wb, sb, ldw, ng, ROWS, SPS, GROUP)
+                async_commit()
+            for i in range(per):
+                async_wait(NS - 2)
+                barrier()
+                if s0 + i + NS - 1 < s1:
+                    copy_slab(w, x, scales, sw, sx, ss, ring + (i + NS - 1) % NS, s0 + i + NS - 1, wb, sb, ldw, ng,
+                              ROWS, SPS, GROUP)
+                async_commit()
+                if s0 + i < s1:
+                    st = ring + i % NS
+                    acc = mv_q4(sw, st * ROWS * 16, 16, ss, st * ROWS * SPS, SPS, sx, st * 128, acc, GROUP)
         frag_store(part, simd_group() * ROWS, 1, acc, ROWS, 1)
         finish_block(biases, y, xsum, part, bpart, sb, ng, s0 * 128 // GROUP, s1 * 128 // GROUP, row0, b * ROWS,
                      ROWS, WARPS)
 
 
-def mv_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, forced: bool = False) -> list[dict]:
-    """The configurations the launcher may time: CUDA's table where the shape fits; ``forced`` (path "mv"): the first
-    that fits, on any backend (elsewhere mv_q4 is the scalar fallback)."""
+def mv_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, group: int = 64,
+               forced: bool = False) -> list[dict]:
+    """The configurations the launcher may time: CUDA's table where the shape fits (the staged ones, NS >= 2, for
+    groups of 32 and 64); ``forced`` (path "mv"): the first that fits, on any backend (elsewhere mv_q4 is the scalar
+    fallback)."""
     if not mma_ok(nrows, ncols, bits, dtype):
         if forced:
             raise ValueError(f"gemv_q: the mv path needs 4 bits, f16/bf16, K a multiple of 128 and >= 16 rows; got "
@@ -105,15 +141,15 @@ def mv_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, forc
         return []
     if backend != "cuda" and not forced:
         return []
-    rows = [c for c in TUNING["cuda"] if 16 * c[0] <= nrows]
+    rows = [c for c in TUNING["cuda"] if 16 * c[0] <= nrows and (c[3] == 0 or group <= 64)]
     if forced and backend != "cuda":
         rows = rows[:1]
-    return [{"PATH": "mv", "MT": mt, "WARPS": warps, "U": u} for mt, warps, u in rows]
+    return [{"PATH": "mv", "MT": mt, "WARPS": warps, "U": u, "NS": ns} for mt, warps, u, ns in rows]
 
 
-def mv_fits(cfg: dict, nrows: int, ncols: int, bits: int, dtype: str) -> bool:
+def mv_fits(cfg: dict, nrows: int, ncols: int, bits: int, dtype: str, group: int) -> bool:
     """Whether a forced configuration can run this matrix."""
-    return mma_ok(nrows, ncols, bits, dtype) and nrows >= 16 * cfg["MT"]
+    return mma_ok(nrows, ncols, bits, dtype) and nrows >= 16 * cfg["MT"] and (cfg.get("NS", 0) == 0 or group <= 64)
 
 
 def launch_q4_mv(w, scales, biases, x, y, group: int, cfg: dict, width: int, backend: str | None) -> None:
@@ -123,4 +159,4 @@ def launch_q4_mv(w, scales, biases, x, y, group: int, cfg: dict, width: int, bac
     groups = -(-nrows // (16 * cfg["MT"]))
     threads = cfg["WARPS"] * width
     gemv_q4_mv[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, cfg["MT"], cfg["WARPS"],
-                                          cfg["U"], slots, 16 // x.dtype.itemsize, backend=backend)
+                                          cfg["U"], slots, 16 // x.dtype.itemsize, cfg.get("NS", 0), backend=backend)

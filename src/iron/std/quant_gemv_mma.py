@@ -199,27 +199,39 @@ def mma_ok(nrows: int, ncols: int, bits: int, dtype: str) -> bool:
     return bits == 4 and dtype in ("f16", "bf16") and ncols % 128 == 0 and nrows >= 16
 
 
-def mma_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, group: int = 64,
-                forced: bool = False) -> list[dict]:
-    """The configurations the launcher times: CUDA's table (NVIDIA's spelling of mma_q4) where the shape fits (the
-    staged ones, NS >= 2, for groups of 32 and 64); ``forced`` (path "mma"): the first that fits, on any backend
-    (elsewhere mma_q4 is the scalar fallback)."""
+def matrix_configs(path: str, table: list[tuple[int, ...]], tiles: str, backend: str, nrows: int, ncols: int,
+                   bits: int, dtype: str, group: int, forced: bool) -> list[dict]:
+    """The configurations a matrix-unit GEMV (``path`` "mma" or "mv") offers from its CUDA ``table`` of (tiles,
+    WARPS, U, NS), ``tiles`` naming its count of 16-row tiles: the rows that fit (the staged ones, NS >= 2, for
+    groups of 32 and 64); ``forced``: the first that fits, on any backend (elsewhere the scalar fallback)."""
     if not mma_ok(nrows, ncols, bits, dtype):
         if forced:
-            raise ValueError(f"gemv_q: the mma path needs 4 bits, f16/bf16, K a multiple of 128 and >= 16 rows; got "
-                             f"{bits} bits, {dtype}, {nrows} x {ncols}")
+            raise ValueError(f"gemv_q: the {path} path needs 4 bits, f16/bf16, K a multiple of 128 and >= 16 rows; "
+                             f"got {bits} bits, {dtype}, {nrows} x {ncols}")
         return []
     if backend != "cuda" and not forced:
         return []
-    rows = [c for c in TUNING["cuda"] if 16 * c[0] <= nrows and (c[3] == 0 or group <= 64)]
+    rows = [c for c in table if 16 * c[0] <= nrows and (c[3] == 0 or group <= 64)]
     if forced and backend != "cuda":
         rows = rows[:1]
-    return [{"PATH": "mma", "NT": nt, "WARPS": warps, "U": u, "NS": ns} for nt, warps, u, ns in rows]
+    return [{"PATH": path, tiles: n, "WARPS": warps, "U": u, "NS": ns} for n, warps, u, ns in rows]
+
+
+def matrix_fits(cfg: dict, tiles: str, nrows: int, ncols: int, bits: int, dtype: str, group: int) -> bool:
+    """Whether a forced matrix-unit configuration (``tiles``: its key for the count of 16-row tiles) can run this
+    matrix."""
+    return mma_ok(nrows, ncols, bits, dtype) and nrows >= 16 * cfg[tiles] and (cfg.get("NS", 0) == 0 or group <= 64)
+
+
+def mma_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, group: int = 64,
+                forced: bool = False) -> list[dict]:
+    """The configurations the launcher times: CUDA's table (NVIDIA's spelling of mma_q4), ``matrix_configs``."""
+    return matrix_configs("mma", TUNING["cuda"], "NT", backend, nrows, ncols, bits, dtype, group, forced)
 
 
 def config_fits(cfg: dict, nrows: int, ncols: int, bits: int, dtype: str, group: int) -> bool:
     """Whether a forced configuration can run this matrix."""
-    return mma_ok(nrows, ncols, bits, dtype) and nrows >= 16 * cfg["NT"] and (cfg.get("NS", 0) == 0 or group <= 64)
+    return matrix_fits(cfg, "NT", nrows, ncols, bits, dtype, group)
 
 
 def launch_q4_mma(w, scales, biases, x, y, group: int, cfg: dict, width: int, backend: str | None) -> None:

@@ -48,7 +48,7 @@ from ..lang import (
     u32,
 )
 from .gemm_tiles import H
-from .quant_gemv_mma import copy_slab, finish_block, group_sums, mma_ok
+from .quant_gemv_mma import copy_slab, finish_block, group_sums, matrix_configs, matrix_fits
 
 #: iron build's defaults
 GROUP = 64
@@ -131,25 +131,13 @@ def gemv_q4_mv(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
 
 def mv_configs(backend: str, nrows: int, ncols: int, bits: int, dtype: str, group: int = 64,
                forced: bool = False) -> list[dict]:
-    """The configurations the launcher may time: CUDA's table where the shape fits (the staged ones, NS >= 2, for
-    groups of 32 and 64); ``forced`` (path "mv"): the first that fits, on any backend (elsewhere mv_q4 is the scalar
-    fallback)."""
-    if not mma_ok(nrows, ncols, bits, dtype):
-        if forced:
-            raise ValueError(f"gemv_q: the mv path needs 4 bits, f16/bf16, K a multiple of 128 and >= 16 rows; got "
-                             f"{bits} bits, {dtype}, {nrows} x {ncols}")
-        return []
-    if backend != "cuda" and not forced:
-        return []
-    rows = [c for c in TUNING["cuda"] if 16 * c[0] <= nrows and (c[3] == 0 or group <= 64)]
-    if forced and backend != "cuda":
-        rows = rows[:1]
-    return [{"PATH": "mv", "MT": mt, "WARPS": warps, "U": u, "NS": ns} for mt, warps, u, ns in rows]
+    """The configurations of ``TUNING`` that fit (``matrix_configs``; the launcher offers them only when forced)."""
+    return matrix_configs("mv", TUNING["cuda"], "MT", backend, nrows, ncols, bits, dtype, group, forced)
 
 
 def mv_fits(cfg: dict, nrows: int, ncols: int, bits: int, dtype: str, group: int) -> bool:
     """Whether a forced configuration can run this matrix."""
-    return mma_ok(nrows, ncols, bits, dtype) and nrows >= 16 * cfg["MT"] and (cfg.get("NS", 0) == 0 or group <= 64)
+    return matrix_fits(cfg, "MT", nrows, ncols, bits, dtype, group)
 
 
 def launch_q4_mv(w, scales, biases, x, y, group: int, cfg: dict, width: int, backend: str | None) -> None:

@@ -8,7 +8,9 @@ from iron.lang import (
     T,
     Tensor,
     barrier,
+    bf16,
     constexpr,
+    f16,
     f32,
     frag_acc,
     frag_store,
@@ -44,4 +46,13 @@ def q4_rows_shared(w: Tensor[u32], s: Tensor[T], x: Tensor[T], out: Tensor[f32],
         ss[(i // (127 // G + 1)) * 4 + i % (127 // G + 1)] = s[(i // (127 // G + 1)) * lds + i % (127 // G + 1)]
     barrier()
     acc = mv_q4(sw, 0, 20, ss, 0, 4, x, 0, frag_acc(MT, 1), G)
+    frag_store(out, 0, 16, acc)
+
+
+@kernel
+def q4_rows_two_dtypes(w: Tensor[u32], s: Tensor[bf16], x: Tensor[bf16], s2: Tensor[f16], x2: Tensor[f16],
+                       out: Tensor[f32]):
+    """One slab with bf16 x and scales, then the same words with f16 ones, into one accumulator."""
+    acc = mv_q4(w, 0, 16, s, 0, 2, x, 0, frag_acc(1, 1), 64)
+    acc = mv_q4(w, 0, 16, s2, 0, 2, x2, 0, acc, 64)
     frag_store(out, 0, 16, acc)

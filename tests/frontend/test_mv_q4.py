@@ -130,3 +130,22 @@ def test_nvidia_compiles_it_from_shared_arrays(dtype):
         pytest.skip(why)
     binary, log = compile_cuda_log(src, "sm_90", default_options())
     assert binary and "error" not in log.lower()
+
+
+def test_bf16_and_f16_calls_in_one_kernel(rng):
+    """Both dtypes' spellings in one CUDA source share one definition of the word loads (NVRTC compiles it); on the
+    interpreter the sum of the two products against float64."""
+    src = emit_cuda(K.q4_rows_two_dtypes.variant(None).kernel)
+    assert src.source.count("void iron_mv_q4_words(unsigned (&d)[1]") == 1
+    w = rng.integers(0, 2 ** 32, 16 * 16, dtype=np.uint64).astype(np.uint32)
+    s, s2 = (as_dtype(rng.uniform(0.01, 0.2, 16 * 2), d) for d in ("bf16", "f16"))
+    x, x2 = (as_dtype(rng.standard_normal(128), d) for d in ("bf16", "f16"))
+    out = np.full(16 * 16, np.nan, np.float32)
+    K.q4_rows_two_dtypes[32, 32](w, s, x, s2, x2, out, backend="cpu")
+    want = _oracle(w, s, x, 0, 16, 0, 2, 0, 1, 16, 64) + _oracle(w, s2, x2, 0, 16, 0, 2, 0, 1, 16, 64)
+    assert_close(f64(out).reshape(16, 16)[:, 0], want, "f32", n_ops=256, scale=np.abs(f64(x)).max() * 15 * 0.2 * 64)
+    why = unavailable_reason()
+    if why:
+        pytest.skip(why)
+    binary, log = compile_cuda_log(src, "sm_90", default_options())
+    assert binary and "error" not in log.lower()

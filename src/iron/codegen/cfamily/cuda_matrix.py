@@ -263,15 +263,6 @@ def _mv_q4(elem: str) -> Snippet:
                 f'"+f"({d}[3]) : "r"({a}[0]), "r"({a}[1]), "r"({a}[2]), "r"({a}[3]), "r"({b}[0]), "r"({b}[1]));')
 
     return Snippet(f"""\
-{_Q} void iron_mv_q4_words(unsigned (&d)[1], const unsigned* p) {{ d[0] = *p; }}
-{_Q} void iron_mv_q4_words(unsigned (&d)[2], const unsigned* p) {{
-    const uint2 u = *reinterpret_cast<const uint2*>(p);
-    d[0] = u.x; d[1] = u.y;
-}}
-{_Q} void iron_mv_q4_words(unsigned (&d)[4], const unsigned* p) {{
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
-}}
 template <int MT, int G>
 {_Q} iron_frag_acc<MT, 1> iron_mv_q4_{elem}(const unsigned* w, long long wi, long long ldw, const iron_{elem}* s,
                                              long long si, long long lds, const iron_{elem}* x, long long xi,
@@ -340,7 +331,20 @@ template <int MT, int G>
         }}
     }}
     return c;
-}}""", needs=("frag_types", elem))
+}}""", needs=("frag_types", "mv_q4_words", elem))
+
+
+#: mv_q4's loads of 1, 2 or 4 words (one snippet whatever the dtypes of a kernel's mv_q4 calls)
+_MV_Q4_WORDS = Snippet(f"""\
+{_Q} void iron_mv_q4_words(unsigned (&d)[1], const unsigned* p) {{ d[0] = *p; }}
+{_Q} void iron_mv_q4_words(unsigned (&d)[2], const unsigned* p) {{
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    d[0] = u.x; d[1] = u.y;
+}}
+{_Q} void iron_mv_q4_words(unsigned (&d)[4], const unsigned* p) {{
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    d[0] = u.x; d[1] = u.y; d[2] = u.z; d[3] = u.w;
+}}""")
 
 
 _ASYNC = Snippet(f"""\
@@ -376,7 +380,8 @@ template <int N>
 
 
 def matrix_snippets() -> dict[str, Snippet]:
-    out = {"frag_types": _TYPES, "frag_store_f32": _store("f32"), "cp_async": _ASYNC, **elementwise_snippets()}
+    out = {"frag_types": _TYPES, "frag_store_f32": _store("f32"), "cp_async": _ASYNC, "mv_q4_words": _MV_Q4_WORDS,
+           **elementwise_snippets()}
     for elem in ("f16", "bf16"):
         out[f"frag_load_{elem}"] = _load(elem)
         out[f"frag_lds_{elem}"] = _load_shared(elem)

@@ -231,10 +231,7 @@ class _Lowering:
             ds = []
             for j in range(cb):
                 n = b.binary("add", c0, b.const(j, t.i32))
-                word = b.load(w, self._address(b, wi, ldw, n, b.binary("div", k, b.const(8, t.i32)), False))
-                code = b.binary("and", b.binary("shr", word, shift), b.const(15, t.u32))
-                scale = b.load(s, self._address(b, si, lds, n, b.binary("div", k, b.const(group, t.i32)), False))
-                d = b.binary("mul", b.cast(code, t.f32), b.cast(scale, t.f32))
+                d = self._q4_weight(b, w, wi, ldw, s, si, lds, n, k, shift, group)
                 ds.append(b.cast(b.cast(d, elem), t.f32))
             for i in range(rb):
                 for j in range(cb):
@@ -344,10 +341,15 @@ class _Lowering:
             shift = b.cast(b.binary("mul", b.binary("rem", k, b.const(8, t.i32)), b.const(4, t.i32)), t.u32)
             for i in range(rb):
                 r = b.binary("add", r0, b.const(i, t.i32))
-                word = b.load(w, self._address(b, wi, ldw, r, b.binary("div", k, b.const(8, t.i32)), False))
-                code = b.binary("and", b.binary("shr", word, shift), b.const(15, t.u32))
-                scale = b.load(s, self._address(b, si, lds, r, b.binary("div", k, b.const(group, t.i32)), False))
-                d = b.binary("mul", b.cast(code, t.f32), b.cast(scale, t.f32))
+                d = self._q4_weight(b, w, wi, ldw, s, si, lds, r, k, shift, group)
                 for j in range(cb):
                     idx = b.const(i * cb + j, t.i32)
                     b.store(out, idx, b.op("fma", [d, xk, b.load(out, idx)], t.f32).result)
+
+    def _q4_weight(self, b: Builder, w: Value, wi: Value, ldw: Value, s: Value, si: Value, lds: Value, row: Value,
+                   k: Value, shift: Value, group: int) -> Value:
+        """Code k of ``row``'s words times its group's scale, in f32 (exact: 4 bits times an f16/bf16 scale)."""
+        word = b.load(w, self._address(b, wi, ldw, row, b.binary("div", k, b.const(8, t.i32)), False))
+        code = b.binary("and", b.binary("shr", word, shift), b.const(15, t.u32))
+        scale = b.load(s, self._address(b, si, lds, row, b.binary("div", k, b.const(group, t.i32)), False))
+        return b.binary("mul", b.cast(code, t.f32), b.cast(scale, t.f32))

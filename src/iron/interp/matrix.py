@@ -82,6 +82,22 @@ def mma(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
     return from_f64(exact + acc.astype(np.float64), t.f32)
 
 
+def _aligned(op: str, checks, geom: Geometry, mask: Mask) -> None:
+    """The alignment rule of the 4-bit ops: each (name, value, n) of ``checks`` a multiple of n, else a Fault naming
+    the operand (NVIDIA's 16-byte loads)."""
+    for name, value, n in checks:
+        bad = first_fault(np.asarray(value) % n != 0, mask, geom.n)
+        if bad is not None:
+            shown = int(value if np.ndim(value) == 0 else np.asarray(value)[bad[0]])
+            raise Fault(f"{op}'s {name} is {shown}: it must be a multiple of {n} (16-byte loads)", *bad)
+
+
+def _codes(words: np.ndarray) -> np.ndarray:
+    """The 128 4-bit codes of each row's 16 words (MLX's order): (..., rows, 16) -> (..., rows, 128)."""
+    k = np.arange(128)
+    return (words.astype(np.uint32)[..., k // 8] >> (4 * (k % 8)).astype(np.uint32)) & 15
+
+
 def mma_q4(targets: tuple[Target, Target, Target], geom: Geometry, idx: list, acc: np.ndarray, group: int,
            elem: t.ScalarType, mask: Mask) -> np.ndarray:
     """acc + A @ B for mma_q4 (``iron.ir.ops``): A 16 x 128 from a, B's element (k, n) code k of w's row n times
@@ -89,17 +105,13 @@ def mma_q4(targets: tuple[Target, Target, Target], geom: Geometry, idx: list, ac
     16-byte loads of NVIDIA's spelling): A's index and leading dimension multiples of 8, the words' of 4."""
     (a, w, s), (ai, lda, wi, ldw, si, lds) = targets, idx
     cols, scales = acc.shape[-1], 127 // group + 1
-    for name, value, n in (("A index", ai, 8), ("A leading dimension", lda, 8), ("word index", wi, 4),
-                           ("word leading dimension", ldw, 4)):
-        bad = first_fault(np.asarray(value) % n != 0, mask, geom.n)
-        if bad is not None:
-            shown = int(value if np.ndim(value) == 0 else np.asarray(value)[bad[0]])
-            raise Fault(f"mma_q4's {name} is {shown}: it must be a multiple of {n} (16-byte loads)", *bad)
+    _aligned("mma_q4", (("A index", ai, 8), ("A leading dimension", lda, 8), ("word index", wi, 4),
+                        ("word leading dimension", ldw, 4)), geom, mask)
     xa = a.data.take(_addresses(a, geom, "mma_q4's A from", ai, lda, 16, 128, False, mask), mode="clip")
     words = w.data.take(_addresses(w, geom, "mma_q4's words from", wi, ldw, cols, 16, False, mask), mode="clip")
     sc = s.data.take(_addresses(s, geom, "mma_q4's scales from", si, lds, cols, scales, False, mask), mode="clip")
     k = np.arange(128)
-    codes = (words.astype(np.uint32)[..., k // 8] >> (4 * (k % 8)).astype(np.uint32)) & 15  # (threads, n, k)
+    codes = _codes(words)  # (threads, n, k)
     b = from_f64(codes.astype(np.float64) * sc.astype(np.float32).astype(np.float64)[..., k // group], elem)
     exact = np.matmul(xa.astype(np.float32).astype(np.float64), np.swapaxes(b.astype(np.float32), -1, -2))
     return from_f64(exact + acc.astype(np.float64), t.f32)
@@ -113,16 +125,12 @@ def mv_q4(targets: tuple[Target, Target, Target], geom: Geometry, idx: list, acc
     dimension multiples of 4."""
     (w, s, x), (wi, ldw, si, lds, xi) = targets, idx
     rows, scales = acc.shape[-2], 127 // group + 1
-    for name, value, n in (("x index", xi, 8), ("word index", wi, 4), ("word leading dimension", ldw, 4)):
-        bad = first_fault(np.asarray(value) % n != 0, mask, geom.n)
-        if bad is not None:
-            shown = int(value if np.ndim(value) == 0 else np.asarray(value)[bad[0]])
-            raise Fault(f"mv_q4's {name} is {shown}: it must be a multiple of {n} (16-byte loads)", *bad)
+    _aligned("mv_q4", (("x index", xi, 8), ("word index", wi, 4), ("word leading dimension", ldw, 4)), geom, mask)
     words = w.data.take(_addresses(w, geom, "mv_q4's words from", wi, ldw, rows, 16, False, mask), mode="clip")
     sc = s.data.take(_addresses(s, geom, "mv_q4's scales from", si, lds, rows, scales, False, mask), mode="clip")
     xv = x.data.take(_addresses(x, geom, "mv_q4's x from", xi, np.int64(0), 1, 128, False, mask), mode="clip")
     k = np.arange(128)
-    codes = (words.astype(np.uint32)[..., k // 8] >> (4 * (k % 8)).astype(np.uint32)) & 15  # (threads, rows, k)
+    codes = _codes(words)  # (threads, rows, k)
     scaled = codes.astype(np.float64) * sc.astype(np.float32).astype(np.float64)[..., k // group]
     exact = np.matmul(scaled, xv.astype(np.float32).astype(np.float64)[:, 0, :, None])  # (threads, rows, 1)
     return from_f64(exact + acc.astype(np.float64), t.f32)

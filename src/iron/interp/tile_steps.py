@@ -133,7 +133,7 @@ def matrix_step(ex: Any, op: Op) -> Step:
 
         return mma_q4
     if code == "mv_q4":
-        out, group, elem = ex._slot(op.result), op.attrs["group"], op.operands[6].type.elem
+        out, group = ex._slot(op.result), op.attrs["group"]
         targets = tuple(ex.targets[op.operands[i].uid] for i in (0, 3, 6))
 
         def mv_q4(mask: Mask) -> Mask:

@@ -57,6 +57,7 @@ WARPS = 4
 U = 4
 NG = 256
 XV = 8
+NS = 0
 #: (MT, WARPS, U) that ``mv_configs`` offers (path "mv"; not among the tuned candidates: slower, above). NVRTC
 #: sm_90, bf16, group 64: MT 4 U 1 128 registers, ~1.6 SASS instructions a weight and a lane in its loop (the codes'
 #: logic ops and shifts 0.9 of them; the SIMD-group kernel's ~2.5); MT 4 U 2 156; MT 2 U 2 108; MT 2 U 1 96; MT 1 U 2

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import iron
-from iron.runtime import get_backend
+from iron.runtime import get_backend, vulkan_device, vulkan_lead
 from iron.runtime import vulkan as vulkan_rt
-from iron.runtime import vulkan_device, vulkan_lead
 
 
 @iron.kernel

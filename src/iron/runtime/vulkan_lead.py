@@ -3,11 +3,10 @@
 CUDA's timer (``cuda_timing``) queues a sleep kernel ahead of each timed repeat, so the kernel starts on a busy GPU,
 already fed, and the interval is the GPU's own time for it. Vulkan's timer records each timed launch in a submission
 of its own, after the host waited for the previous one: without a lead the dispatch starts on a GPU idle since then,
-and its interval holds that start. With the lead, the submission first runs ``timing_lead`` (one
-invocation spinning ``LEAD_ITERATIONS`` dependent multiply-adds, acc = acc / 2 + 1 from 1: no memory traffic but
-its 4-byte store), then a barrier, then the timestamps around the timed dispatch, as CUDA's events after its sleep.
-The module is built here with the SPIR-V
-builder (a dozen instructions; the runtime layer cannot reach the DSL's front-end).
+and its interval holds that start. With the lead, the submission first runs ``timing_lead`` (one invocation
+spinning ``LEAD_ITERATIONS`` dependent multiply-adds, acc = acc / 2 + 1 from 1: no memory traffic but its 4-byte
+store), then a barrier, then the timestamps around the timed dispatch, as CUDA's events after its sleep. The module
+is built here with the SPIR-V builder (a dozen instructions; the runtime layer cannot reach the DSL's front-end).
 
 ``IRON_VULKAN_TIMING_LEAD``: "0" never, "1" on every device (tests on lavapipe), unset: on GPU devices.
 """

@@ -1,9 +1,13 @@
 """Issue 16: how much of the Vulkan rows' gap to CUDA is the timer starting each dispatch on an idle GPU?
 
 CUDA's timer queues a sleep kernel ahead of each repeat (cuda_timing); Vulkan's records each timed dispatch in a
-submission of its own, after a host wait, and since 2026-12-07 starts it with a busy lead (runtime/vulkan_lead.py).
-For a few bench rows (bf16, inputs cycled through 8 copies), this prints in one process: CUDA with the sleep and
-from idle (``idle_start=True``), Vulkan with the lead and without (IRON_VULKAN_TIMING_LEAD=1 / 0), two rounds.
+submission of its own, after a host wait. Commit c2626c5 tried a busy lead for Vulkan (runtime/vulkan_lead.py there:
+one invocation spinning, then a barrier, ahead of each timed dispatch; IRON_VULKAN_TIMING_LEAD=1 / 0). For a few bench
+rows (bf16, inputs cycled through 8 copies), this prints in one process: CUDA with the sleep and from idle
+(``idle_start=True``), Vulkan with the lead and without, two rounds. Measured on an H100 (2026-12-07,
+bench/results/2026-12-07-h100-s32-vk-lead/): the lead left the Vulkan rows of 28-34 us within 0.7 % and made the
+5 us one 0.2 us slower (the timestamps already leave the idle start out), so it was removed: the Vulkan rows' gap
+to CUDA is the kernels' own time. At later commits the two Vulkan columns time the same thing.
 
     python bench/experiments/vk_timing_lead.py [out.json]
 """

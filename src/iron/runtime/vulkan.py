@@ -369,16 +369,8 @@ class VulkanBackend(Backend):
 
     def gpu_time(self, fn, repeats: int, before=None) -> float | None:
         """Median GPU seconds of ``fn`` from the Vulkan timestamp queries of every dispatch it makes (summed);
-        ``before`` (e.g. ``l2_flush()``) runs ahead of each repeat, untimed. On a GPU each timed dispatch's
-        submission starts with a busy lead (vulkan_lead.py), as CUDA's events follow a sleep kernel."""
-        from .vulkan_lead import wanted
-
-        ctx = self.context()
-        ctx.timing_lead = wanted(self.is_gpu())
-        try:
-            return self._timer.median(fn, repeats, before)
-        finally:
-            ctx.timing_lead = False
+        ``before`` (e.g. ``l2_flush()``) runs ahead of each repeat, untimed."""
+        return self._timer.median(fn, repeats, before)
 
     def recording(self) -> bool:
         return self._queue is not None and self._queue.recording is not None

@@ -24,7 +24,6 @@ from . import vulkan_coopmat2 as cm2
 from . import vulkan_programs as vprog
 from . import vulkan_props as vp
 from . import vulkan_stats as vstats
-from .vulkan_lead import record_lead
 from .vulkan_pipeline_cache import read_pipeline_cache, write_pipeline_cache
 from .vulkan_programs import Program
 from .vulkan_props import API_1_2, API_1_3, UCF, UCF_STYPE
@@ -74,7 +73,6 @@ class VulkanContext:
         #: one lock for every use of the device from Python threads: the queue (submission), the command buffers, the
         #: descriptor and buffer pools, the program/pipeline caches; ``VulkanQueue.lock`` is the same lock
         self.lock = threading.RLock()
-        self.timing_lead = False  # set while a timer runs: each dispatch's submission starts with a busy lead
         vk = self.vk = load_vulkan()
         from vulkan import ffi
 
@@ -423,8 +421,6 @@ class VulkanContext:
             self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
                           vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_READ_BIT
                           | vk.VK_ACCESS_SHADER_WRITE_BIT)
-        if self.timing_lead:  # the GPU busy up to the timed dispatch, as CUDA's timer does (vulkan_lead.py)
-            record_lead(self, cmd)
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
         vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.pipeline_layout, 0, 1, [dset],
                                    0, None)

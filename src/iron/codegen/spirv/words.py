@@ -5,7 +5,8 @@ lanes.py, uses the same conversions).
 - a storage buffer gets a second variable on its binding typed ``uvec4[]`` (its *view*, made on first use); a copy of
   n elements of 16 bytes in all (4 x f32, 8 x f16/bf16) is one load or store of word ``index / n`` through it. The
   alignment rule of ``vload`` (index a multiple of n, checked by the interpreter) is what makes that word exact. Both
-  variables are decorated Aliased: the kernel may read through one what it wrote through the other;
+  variables of a written buffer that the kernel also reaches element by element are decorated Aliased (it may read
+  through one what it wrote through the other); no other buffer is (``_element_accesses``);
 - a shared array that such a copy touches with 16 bytes of its storage or more (4 elements of 4 bytes: shared halves
   are held as f32) is declared ``uvec4[]`` itself ("packed"): element i is component i % 4 of word i / 4, so its
   element accesses stay single 32-bit accesses and its vector copies whole words. (Without
@@ -63,10 +64,25 @@ class WordOps:
         if view is None:
             binding, readonly, name = self.param_info[uid]
             view = self.views[uid] = self._vector_view(binding, readonly, name)
-            # vector copies and element accesses of one buffer may meet in one invocation (vstore, then out[i])
-            self.b.decorate(view, "Aliased")
-            self.b.decorate(self.mem[uid].var, "Aliased")
+            if not readonly and self._element_accesses(uid):
+                # vector copies and element accesses of one buffer may meet in one invocation (vstore, then out[i])
+                self.b.decorate(view, "Aliased")
+                self.b.decorate(self.mem[uid].var, "Aliased")
         return view
+
+    def _element_accesses(self, uid: int) -> bool:
+        """Whether the kernel reaches buffer ``uid`` through its element variable too (any access but a 16-byte word
+        copy). Only a written buffer reached through both variables has them declared Aliased: Aliased variables may
+        alias every other Aliased one, so declaring a read-only buffer's views so (as before 2026-12-07) told the
+        driver a store to ``out`` might change ``x`` (CUDA's parameters are ``__restrict__``, Vulkan's otherwise
+        distinct too)."""
+        for op in self.k.walk():
+            if op.opcode in ("vcopy", "async_copy"):
+                if any(op.operands[i].uid == uid and self._words_on_side(uid, op.attrs["n"]) == 0 for i in (0, 2)):
+                    return True
+            elif any(getattr(v, "uid", None) == uid for v in op.operands):
+                return True
+        return False
 
     def _word_pointers(self, uid: int, index: int, index_signed: bool, n: int) -> list[int]:
         """Pointers to the 16-byte words of elements ``index ... index + n - 1`` (index a multiple of n)."""

@@ -16,7 +16,8 @@ fragments' layout touch 8 rows an instruction (words 8 bytes a lane, scales 2), 
 per byte of the SIMD-group kernel's 16-byte row loads, with too few in flight. Next: stage each slab's words (and
 the block's scales) in shared memory by coalesced async copies and read the fragments from there (Marlin's way),
 or give each lane 16 bytes of a row (two mma.sync a step, one per group, B zeroed in the other group's lanes).
-NS >= 2 (s31, untimed) is the first: each slab staged by ``copy_slab``.
+NS >= 2 (s31) is the first: each slab staged by ``copy_slab``; timed in s32 (H100, 16384^2 bf16): 99.1 us at best
+(1, 8, 1, 2), against 102.0 unstaged and gemv_q_warp's 67.7 in the same run: staging bought 3 %.
 
 Layout and blocks as ``gemv_q4_mma`` (``quant_gemv_mma.py``): a group of ``WARPS`` SIMD groups owns 16 MT rows and
 splits K's 128-code slabs into WARPS ranges; each SIMD group issues ``U`` slabs' ``mv_q4`` a step; the bias term
@@ -64,9 +65,10 @@ NS = 0
 #: 78. At 16384 rows MT 4 makes 256 groups: WARPS 8 gives the H200's SMs ~16 SIMD groups each (2 groups an SM fit)
 #: (MT, WARPS, U, NS): NS >= 2 stages each slab's words, x and scales in shared memory by async copies NS - 1 slabs
 #: ahead, coalesced (``copy_slab``, as gemv_q4_mma's), and mv_q4 reads the staged copy (groups of 32 and 64; within
-#: lavapipe's 32 KiB, where 16-bit shared arrays take 32-bit words); s31, untimed: the loads of the fragments from
-#: shared memory instead of 8 rows of global memory an instruction (the measured bottleneck above); NVRTC sm_90 bf16:
-#: (2, 2, 1, 3) 76 registers, ~2.7 instructions a weight in its loop (copies, barrier and shared loads included)
+#: lavapipe's 32 KiB, where 16-bit shared arrays take 32-bit words): the loads of the fragments from shared memory
+#: instead of 8 rows of global memory an instruction (the measured bottleneck above); NVRTC sm_90 bf16: (2, 2, 1, 3)
+#: 76 registers, ~2.7 instructions a weight in its loop (copies, barrier and shared loads included). H100, s32: 117.6,
+#: 107.9, 116.0 and 99.1 us in table order (bench/results/2026-12-07-h100-s32-q4-mv-staged)
 TUNING = {"cuda": [(4, 8, 1, 0), (4, 4, 1, 0), (2, 8, 1, 0), (2, 4, 2, 0), (1, 8, 2, 0), (4, 4, 2, 0), (2, 2, 1, 3),
                    (2, 4, 1, 2), (1, 4, 1, 4), (1, 8, 1, 2)]}
 

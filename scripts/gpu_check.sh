@@ -74,6 +74,9 @@
 #                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's and mv_q4's tests on CUDA, then every q4 GEMV configuration timed
 #                                 alone (Q4_PATHS="mv warp": those paths' configurations, one path after the other)
+#   scripts/gpu_check.sh vkab    issue 16 (carry .gl/.whl): bench/experiments/vk_timing_lead.py's Vulkan rows from a
+#                                 carried base tree (VK_BASE, default .snap/old) and this tree, in turn, twice, then
+#                                 its CUDA rows once (a SPIR-V change timed against its base: s32's Aliased views)
 #   scripts/gpu_check.sh q4ab    issue 18: gemv_q_warp's configurations from this tree and a carried base tree (Q4_BASE),
 #                                 in turn, twice (a kernel change timed against its base in one call)
 #   scripts/gpu_check.sh topkncu issue 18: each top-k path timed alone beside torch.topk, then two under ncu
@@ -148,7 +151,7 @@ for PART in "$@"; do
 pack
 echo "== gpu_check part $PART ($(date +%T))"
 if [ "$PART" = vulkan ] || [ "$PART" = varrays ] || [ "$PART" = vgemm ] || [ "$PART" = vchanged ] || [ "$PART" = session3 ] || \
-   [ "$PART" = valone ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = vsilu ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { { [ "$PART" = pytest ] || [ "$PART" = lncfg ] || [ "$PART" = vfixed ] || [ "$PART" = vstats ]; } && [ -d .gl ]; } || \
+   [ "$PART" = valone ] || [ "$PART" = vkab ] || [ "$PART" = session4 ] || [ "$PART" = vprofile ] || [ "$PART" = vdiag ] || [ "$PART" = vfdiv ] || [ "$PART" = vsilu ] || [ "$PART" = cm2 ] || [ "$PART" = session9b ] || [ "$PART" = session9c ] || [ "$PART" = fuzz ] || [ "$PART" = session10 ] || [ "$PART" = session11 ] || [ "$PART" = session12 ] || [ "$PART" = session13 ] || [ "$PART" = gemvq ] || { { [ "$PART" = pytest ] || [ "$PART" = lncfg ] || [ "$PART" = vfixed ] || [ "$PART" = vstats ]; } && [ -d .gl ]; } || \
    { [ "$PART" = lib ] && [ "${LIB_BACKEND:-cuda}" = vulkan ]; } || \
    { { [ "$PART" = model ] || [ "$PART" = modelbench ]; } && [ -d .gl ]; }; then
   if [ ! -d .gl ] || [ ! -d .whl ]; then
@@ -505,6 +508,23 @@ if [ "$PART" = q4ab ]; then
       pack
     done
   done
+fi
+if [ "$PART" = vkab ]; then
+  # issue 16: the Vulkan rows of vk_timing_lead.py (rope, softmax and layer_norm 4096^2, exp 2^24 by default: VK_ROWS)
+  # from the base tree at VK_BASE (`git archive BASE src | tar -x -C .snap/old`) and from this tree, base first, twice,
+  # each tree compiling into its own cache -> vkab_{base,new}_{1,2}.json; then CUDA's from this tree -> vkab_cuda.json
+  for ROUND in 1 2; do
+    for TREE in base new; do
+      S=${VK_BASE:-.snap/old}/src; [ $TREE = new ] && S=src
+      VK_PARTS=vulkan VK_LEAD_FLAGS="1 1" VK_ROWS="${VK_ROWS:-rope,softmax,layer_norm,2^24}" \
+        PYTHONPATH=$PWD/$S:${PYTHONPATH#*:} IRON_CACHE_DIR=/tmp/iron-cache-vk$TREE timeout ${VK_TIMEOUT:-60} \
+        $PY bench/experiments/vk_timing_lead.py "$OUT/vkab_${TREE}_$ROUND.json" 2>&1 | sed "s/^/$ROUND $TREE /" | tail -n 6
+      pack
+    done
+  done
+  VK_PARTS=cuda VK_ROWS="${VK_ROWS:-rope,softmax,layer_norm,2^24}" timeout ${VK_TIMEOUT:-60} \
+    $PY bench/experiments/vk_timing_lead.py "$OUT/vkab_cuda.json" 2>&1 | sed "s/^/cuda /" | tail -n 6
+  pack
 fi
 if [ "$PART" = attnvar ]; then
   timeout ${ATTNVAR_TIMEOUT:-300} $PY bench/experiments/attn_variants.py "$OUT/attn_variants.json" 2>&1 \

@@ -10,6 +10,7 @@ bench/results/2026-12-07-h100-s32-vk-lead/): the lead left the Vulkan rows of 28
 to CUDA is the kernels' own time. At later commits the two Vulkan columns time the same thing.
 
     python bench/experiments/vk_timing_lead.py [out.json]
+    (VK_ROWS="rope,softmax": those rows; VK_PARTS="vulkan": that backend; VK_LEAD_FLAGS="1 0 1 0": the Vulkan rounds)
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def vulkan_times(inputs, launch) -> dict:
     step = cycler(sets, launch, "vulkan")
     ramp(step, be.synchronize)
     out = {}
-    for flag in ("1", "0", "1", "0"):
+    for flag in os.environ.get("VK_LEAD_FLAGS", "1 0 1 0").split():
         os.environ["IRON_VULKAN_TIMING_LEAD"] = flag
         out.setdefault(f"vulkan_lead{flag}_us", []).append(be.gpu_time(step, 40) * 1e6)
     os.environ.pop("IRON_VULKAN_TIMING_LEAD", None)
@@ -96,9 +97,14 @@ def main(path: str | None) -> None:
 
     torch.zeros(1, device="cuda")  # a CUDA context first: Vulkan alone ran at low clocks (hold_cuda_context)
     rows = []
+    only = os.environ.get("VK_ROWS")  # "rope,softmax": rows whose names hold one of these
+    parts = [p for p in (cuda_times, vulkan_times) if p.__name__.split("_")[0] in os.environ.get("VK_PARTS",
+                                                                                                "cuda vulkan")]
     for name, inputs, launch in cases(np.random.default_rng(0)):
+        if only and not any(w in name for w in only.split(",")):
+            continue
         row = {"row": name}
-        for part in (cuda_times, vulkan_times):
+        for part in parts:
             try:
                 row.update(part(inputs, launch))
             except Exception as e:  # noqa: BLE001 - a failing part is a result too

@@ -74,6 +74,8 @@
 #                                 the ceiling a 32-64 MiB row can reach, beside the 4 GiB one %BW divides by
 #   scripts/gpu_check.sh q4cfg   issue 18: mma_q4's and mv_q4's tests on CUDA, then every q4 GEMV configuration timed
 #                                 alone (Q4_PATHS="mv warp": those paths' configurations, one path after the other)
+#   scripts/gpu_check.sh q4xs    issue 18: gemv_q4_xs (x in registers) tests on CUDA, then its configurations and
+#                                 gemv_q_warp's best two (Q4_WARP) at Q4_SHAPES, in turn, twice -> q4xs_{xs,warp}_N.txt
 #   scripts/gpu_check.sh vkab    issue 16 (carry .gl/.whl): bench/experiments/vk_timing_lead.py's Vulkan rows from a
 #                                 carried base tree (VK_BASE, default .snap/old) and this tree, in turn, twice, then
 #                                 its CUDA rows once (a SPIR-V change timed against its base: s32's Aliased views)
@@ -507,6 +509,19 @@ if [ "$PART" = q4ab ]; then
       grep -E "GB/s|torch|rror" "$OUT/q4ab_${TREE}_$ROUND.txt" | sed "s/^/$ROUND $TREE /" | head -n 30
       pack
     done
+  done
+fi
+if [ "$PART" = q4xs ]; then
+  IRON_TEST_BACKENDS=cuda timeout ${Q4_TEST_TIMEOUT:-150} $PY -m pytest -q -p no:cacheprovider \
+    tests/std/test_quant_gemv_speed_paths.py -k "xs or both_paths or registers" 2>&1 | tee "$OUT/pytest_q4xs.txt" | tail -n 5
+  pack
+  for ROUND in 1 2; do
+    Q4_PATH=xs Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" timeout ${Q4_TIMEOUT:-90} \
+      $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_xs_$ROUND.txt" 2>&1
+    Q4_WARP="${Q4_WARP:-4,1,8,1;4,1,4,1}" Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" \
+      timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_warp_$ROUND.txt" 2>&1
+    grep -hE "GB/s|torch|rror" "$OUT/q4xs_xs_$ROUND.txt" "$OUT/q4xs_warp_$ROUND.txt" | sed "s/^/$ROUND /" | head -n 40
+    pack
   done
 fi
 if [ "$PART" = vkab ]; then

@@ -18,6 +18,7 @@ from iron.std import quant as Q
 from iron.std import quant_gemv as QV
 from iron.std import quant_gemv_mma as QV_MMA
 from iron.std import quant_gemv_mv as QV_MV
+from iron.std import quant_gemv_xs as QV_XS
 from iron.std.quant_gemv_mma import mma_ok
 
 from ..frontend.test_kernels import as_dtype
@@ -63,6 +64,10 @@ def test_both_paths(backend, dtype, bits, group, rng):
     group and a partial one; K / 128 = 11 is odd (f16/bf16: gemv_q_warp falls back to direct loads)."""
     p, s, b, x = _case(rng, 37, 1408, bits, group, dtype)
     for path in QV.PATHS:
+        if path == "xs" and not QV_XS.xs_ok(bits, dtype):
+            with pytest.raises(ValueError, match="the xs path needs"):
+                _run(backend, p, s, b, x, bits, group, dtype, path=path)
+            continue
         if path in ("mma", "mv") and not mma_ok(37, 1408, bits, dtype):
             with pytest.raises(ValueError, match=f"the {path} path needs"):
                 _run(backend, p, s, b, x, bits, group, dtype, path=path)
@@ -133,6 +138,32 @@ def test_mv_configurations(backend, group, dtype, rng):
                                                                                       "WARPS": 4, "U": 2, "NS": 0})
 
 
+@pytest.mark.parametrize("group,dtype", [(32, "bf16"), (64, "f16"), (128, "bf16")])
+def test_xs_configurations(backend, group, dtype, rng):
+    """Every gemv_q4_xs configuration of its table and two of more vectors a lane, forced: K = 1408 (44 vectors:
+    SIMD groups with idle lanes at 32 lanes), 2176 (68) and 256 (one SIMD group, most lanes idle), rows that fill
+    no super-block, part of one and several (37: strided over the groups, the last one partial)."""
+    for n, k in ((37, 1408), (5, 2176), (70, 256), (16, 2176)):
+        p, s, b, x = _case(rng, n, k, 4, group, dtype)
+        for r, most in QV_XS.TUNING["cuda"] + [(4, 1), (2, 2)]:
+            cfg = {"PATH": "xs", "R": r, "MOST": most}
+            assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
+    p, s, b, x = _case(rng, 8, 256, 8, group, dtype)
+    with pytest.raises(ValueError, match="the xs path needs 4 bits"):
+        QV.launch_gemv_q(p, s, b, x, np.zeros(8, x.dtype), 8, group, "cpu", config={"PATH": "xs", "R": 4, "MOST": 16})
+
+
+def test_xs_shape_keeps_a_lane_to_few_vectors():
+    """The SIMD groups a group and vectors a lane: one vector a lane up to 16 SIMD groups (512 threads), then more."""
+    assert QV_XS.xs_shape(16384, 32, 16) == (16, 1)
+    assert QV_XS.xs_shape(4096, 32, 16) == (4, 1)
+    assert QV_XS.xs_shape(14336, 32, 16) == (14, 1)
+    assert QV_XS.xs_shape(16384, 32, 8) == (8, 2)
+    assert QV_XS.xs_shape(16384, 64, 16) == (8, 1)  # 512 threads
+    assert QV_XS.xs_shape(65536, 32, 16) == (16, 4)
+    assert QV_XS.xs_shape(256, 8, 16) == (1, 1)
+
+
 def test_mma_configuration_outside_its_shapes_is_refused(rng):
     """A forced gemv_q4_mma configuration checks what it needs: 4 bits, f16/bf16, K a multiple of 128, 16 NT rows."""
     for n, k, bits, dtype, nt, group, ns in ((40, 1408, 8, "f16", 1, 64, 0), (40, 1408, 4, "f32", 1, 64, 0),
@@ -151,6 +182,9 @@ def test_warp_kernel_at_other_simd_widths(width, monkeypatch, rng):
     p, s, b, x = _case(rng, 21, 1408, 4, 64, "f32")
     for r, kv, warps, ns in [(4, 1, 1, 2), (8, 1, 1, 2), (8, 1, 2, 0)]:
         _run("cpu", p, s, b, x, 4, 64, "f32", config={"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns})
+    p, s, b, x = _case(rng, 21, 1408 if width == 8 else 4096, 4, 64, "bf16")  # 64 lanes: 2 SIMD groups
+    for r, most in ((8, 16), (4, 2), (1, 16)):
+        _run("cpu", p, s, b, x, 4, 64, "bf16", config={"PATH": "xs", "R": r, "MOST": most})
 
 
 def test_choice_on_each_kind_of_backend():
@@ -169,7 +203,11 @@ def test_choice_on_each_kind_of_backend():
     assert all(c["PATH"] == "group" for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="group"))
     assert QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="group")[0]["PATH"] == "group"
     mma = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, dtype="bf16")[len(cuda):]
+    xs = [c for c in mma if c["PATH"] == "xs"]
+    mma = mma[:len(mma) - len(xs)]
     assert [(c["NT"], c["WARPS"], c["U"], c["NS"]) for c in mma] == QV_MMA.TUNING["cuda"] and mma[0]["PATH"] == "mma"
+    assert [(c["R"], c["MOST"]) for c in xs] == QV_XS.TUNING["cuda"]
+    assert not [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 4, dtype="f32") if c["PATH"] == "xs"]
     staged = [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 128, 2, dtype="bf16") if c["PATH"] == "mma"]
     assert staged and all(c["NS"] == 0 for c in staged)  # a group of 128: a slab's scale is 2 bytes, no async copy
     assert not [c for c in QV.gemv_q_configs("vulkan", 16384, 16384, 4, 64, 2, dtype="bf16") if c["PATH"] == "mma"]
@@ -203,13 +241,17 @@ def test_bench_entry_runs_the_default(rng):
 needs_nvrtc = pytest.mark.skipif(unavailable_reason() is not None, reason=f"NVRTC unavailable: {unavailable_reason()}")
 
 
-def _source(cfg, bits, group, dtype):
+def _source(cfg, bits, group, dtype, ncols):
     itemsize = 4 if dtype == "f32" else 2
     dt = getattr(iron, dtype)
     if cfg["PATH"] == "mma":
         return "gemv_q4_mma", QV_MMA.gemv_q4_mma.source("cuda", dtype=dt, GROUP=group, NT=cfg["NT"],
                                                         WARPS=cfg["WARPS"], U=cfg["U"], NG=256, XV=8,
                                                         NS=cfg["NS"])
+    if cfg["PATH"] == "xs":
+        warps, kx = QV_XS.xs_shape(ncols, 32, cfg["MOST"])
+        return "gemv_q4_xs", QV_XS.gemv_q4_xs.source("cuda", dtype=dt, GROUP=group, R=cfg["R"], KX=kx, WARPS=warps,
+                                                     LR=cfg["R"].bit_length() - 1, LS=5)
     if cfg["PATH"] == "group":
         return "gemv_q", QV.gemv_q.source("cuda", dtype=dt, BITS=bits, GROUP=group, BLOCK=cfg["BLOCK"],
                                           ROWS=cfg["ROWS"], UNROLL=cfg["UNROLL"], XV=16 // itemsize)
@@ -227,10 +269,11 @@ def test_cuda_configurations_keep_their_registers(bits, group, dtype, monkeypatc
     seen = set()
     for shape in [(16384, 16384), (4096, 4096), (14336, 4096)]:
         for cfg in QV.gemv_q_configs("cuda", *shape, bits, group, 4 if dtype == "f32" else 2, dtype=dtype):
-            if tuple(cfg.items()) in seen:
+            key = (tuple(cfg.items()), shape[1] if cfg["PATH"] == "xs" else 0)  # xs: its shape follows K
+            if key in seen:
                 continue
-            seen.add(tuple(cfg.items()))
-            name, src = _source(cfg, bits, group, dtype)
+            seen.add(key)
+            name, src = _source(cfg, bits, group, dtype, shape[1])
             res = resource_report(src, "sm_90")[name]
             assert 0 < res["registers"] <= 255, (cfg, res)
             assert res["stack_frame_bytes"] == res["spill_store_bytes"] == res["spill_load_bytes"] == 0, (cfg, res)

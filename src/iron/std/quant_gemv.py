@@ -85,7 +85,8 @@ from . import quant as Q
 from .quant_dot import TWO23, dot_rows
 from .quant_gemv_mma import config_fits, launch_q4_mma, mma_configs
 from .quant_gemv_mv import launch_q4_mv, mv_configs, mv_fits
-from .softmax import dtype_label
+from .quant_gemv_xs import launch_q4_xs, xs_configs, xs_ok
+from .softmax import dtype_label, processors
 
 #: iron build's defaults (valid for every dtype)
 BITS = 4
@@ -418,7 +419,7 @@ WARP_TUNING = {"cuda": [(16, 1, 2, 2), (8, 1, 4, 2), (8, 1, 2, 2), (4, 1, 4, 3),
 #: the one configuration where nothing is timed (CPU backends, a GPU without a table): within every backend's
 #: shared-memory limit (14 KiB at f32 and 32 lanes, against Metal's 32 KiB)
 WARP_DEFAULT = (4, 1, 1, 2)
-PATHS = ("group", "warp", "mma", "mv")
+PATHS = ("group", "warp", "mma", "mv", "xs")
 
 
 def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, itemsize: int,
@@ -451,7 +452,10 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
         return mma_cfgs
     if path == "mv":  # not among the tuned candidates: slower than gemv_q_warp on an H100 (quant_gemv_mv.py)
         return mv_configs(backend, nrows, ncols, bits, dtype, group, forced=True)
-    return group_cfgs + warp_cfgs + mma_cfgs if table else warp_cfgs
+    xs_cfgs = xs_configs(backend, bits, dtype, forced=path == "xs")
+    if path == "xs":
+        return xs_cfgs
+    return group_cfgs + warp_cfgs + mma_cfgs + xs_cfgs if table else warp_cfgs
 
 
 def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, group: int,
@@ -473,6 +477,10 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             return
         if cfg["PATH"] == "mv":
             launch_q4_mv(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), backend)
+            return
+        if cfg["PATH"] == "xs":
+            launch_q4_xs(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), processors(be),
+                         backend)
             return
         if cfg["PATH"] == "group":
             groups = -(-nrows // cfg["ROWS"])
@@ -496,6 +504,8 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             raise ValueError(f"gemv_q: {cfg} needs 4 bits, f16/bf16, K a multiple of 128, >= {16 * cfg['MT']} rows "
                              f"and (staged) a group of 32 or 64; got {bits} bits, {dtype_label(x)}, {nrows} x {ncols}, "
                              f"group {group}")
+        if cfg.get("PATH") == "xs" and not xs_ok(bits, dtype_label(x)):
+            raise ValueError(f"gemv_q: the xs path needs 4 bits and f16/bf16 x; got {bits} bits, {dtype_label(x)}")
         if cfg.get("PATH") == "warp" and cfg["NS"] >= 2 and (ncols // group) % max(4 // itemsize, 1):
             raise ValueError(f"gemv_q: {cfg} copies scale pieces of 4 bytes, which K / group = {ncols // group} "
                              f"{x.dtype} scales do not align; use NS = 0 or 1")

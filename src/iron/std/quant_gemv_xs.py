@@ -1,0 +1,224 @@
+"""The 4-bit dequantizing GEMV with x held in registers (``gemv_q4_xs``): ``launch_gemv_q``'s path "xs".
+
+Why: ``gemv_q_warp`` gives each lane the next 16-byte vector of its R rows each step, so every step also loads that
+vector's 32 x values, converts them to f32 and sums them (the bases of ``dot_rows_hi``): for R = 4, as many bytes
+of x through the L1 as of weights, and ~0.5 of its ~3 instructions a weight. Here the columns stay with the lanes:
+a group of ``WARPS`` SIMD groups splits K's vectors once (lane l of SIMD group w owns vectors w S + l + k WARPS S,
+k < ``KX``), converts and sums its x once at the start, and then streams rows past it: a row block of R rows costs a
+lane R 16-byte weight loads, their scales and biases, and the arithmetic of ``dot_rows_hi`` (one logic op and one
+FMA an element, four shifts a word). Each lane's R partial sums are reduced across its SIMD group by a transposed
+butterfly (R rows in log2 R halving exchanges, then plain ones: lane l ends with row l / (S / R)), written to shared
+memory, and after a barrier summed over the WARPS SIMD groups. Rows go in super-blocks of 2 R: the second block's
+loads are issued before the first block's arithmetic and the next super-block's first block before the second's
+(two register buffers), and one barrier a super-block (the partials double-buffered, so no second barrier). The
+groups loop over super-blocks (about one group an SM where the device says how many it has).
+
+4 bits, f16/bf16 x only (the HI form's chains carry 256 |x|: ``quant_dot.dot_rows_hi``'s rounding note). Lanes
+whose vectors lie past the row read a clamped vector and hold x = 0, so they add nothing; rows past the matrix
+re-read the last row and are never stored.
+"""
+
+from __future__ import annotations
+
+from ..frontend import func, kernel
+from ..lang import (
+    Tensor,
+    barrier,
+    bitcast,
+    cast,
+    constexpr,
+    f32,
+    fma,
+    group_id,
+    i32,
+    local_array,
+    num_groups,
+    shared,
+    simd_group,
+    simd_lane,
+    simd_shuffle_xor,
+    simd_size,
+    simd_sum,
+    static_range,
+    u32,
+    vload,
+)
+from .gemm_tiles import H
+
+#: iron build's defaults
+GROUP = 64
+R = 4
+KX = 1
+WARPS = 4
+LR = 2
+LS = 5
+MAGIC_EVEN = 0x43800000  # f32 256.0: even elements at mantissa bit 15 (quant_dot.dot_rows_hi)
+MAGIC_ODD = 0x41800000  # f32 16.0: odd elements at bit 19
+#: (R, most SIMD groups a group) autotuning times on CUDA. NVRTC sm_90 bf16 (launch bound 512 threads: 128
+#: registers): at one vector a lane (KX 1) none spills at R 1..8; at KX 2 (K 16384 with 8 SIMD groups) R 4 spills
+TUNING = {"cuda": [(4, 16), (8, 16), (2, 16), (1, 16)]}
+
+
+@func
+def load_block(w, scales, biases, wb, sb, bb, vw, vg, row0, nrows, wrow, ngr, R, KX):
+    """wb/sb/bb = the lane's vectors of rows row0 .. row0 + R - 1 (clamped to the last row) and their scales and
+    biases, raw: R KX 16-byte loads and their scalars."""
+    for r in static_range(R):
+        rr = min(row0 + r, nrows - 1)
+        for k in static_range(KX):
+            wr = vload(w, rr * wrow + vw[k], 4)
+            for j in static_range(4):
+                wb[(k * R + r) * 4 + j] = wr[j]
+            sb[k * R + r] = scales[rr * ngr + vg[k]]
+            bb[k * R + r] = biases[rr * ngr + vg[k]]
+
+
+@func
+def dot_block(wb, sb, bb, xf, cx, acc, magic, R, KX):
+    """acc[r] = sum over the lane's vectors of s (sum_j q_j x_j) + b (sum_j x_j) for the block's rows: each pair of
+    elements shifted into the mantissas of 256.0 and 16.0, the bases removed by each chain's first value (cx)."""
+    for r in static_range(R):
+        acc[r] = 0.0
+    for k in static_range(KX):
+        for r in static_range(R):
+            de = cx[k * 3]
+            do = cx[k * 3 + 1]
+            for i in static_range(4):
+                word = wb[(k * R + r) * 4 + i]
+                for p in static_range(4):  # elements 2p, 2p + 1 at bits 15 and 19
+                    sh = (word << (15 - 8 * p)) if p < 2 else (word >> (8 * p - 15))
+                    de = fma(bitcast((sh & 0x78000) | magic[0], f32), xf[k * 32 + i * 8 + 2 * p], de)
+                    do = fma(bitcast((sh & 0x780000) | magic[1], f32), xf[k * 32 + i * 8 + 2 * p + 1], do)
+            acc[r] = fma(cast(sb[k * R + r], f32), de + do, acc[r])
+            acc[r] = fma(cast(bb[k * R + r], f32), cx[k * 3 + 2], acc[r])
+
+
+@func
+def reduce_block(acc, part, slot, WARPS, R, LR, LS):
+    """The SIMD group's sums of acc[0 .. R - 1] (R = 2^LR lanes' worth of halving exchanges, then plain ones up to
+    S = 2^LS lanes) written to part[(slot + r) WARPS + simd_group()] by the first lane holding row r."""
+    for st in static_range(LR):
+        upper = (simd_lane() & (1 << (LS - 1 - st))) != 0
+        for i in static_range(R // 2):
+            if i < (R >> (st + 1)):  # the lower half of the rows still held
+                send = acc[i] if upper else acc[i + (R >> (st + 1))]
+                keep = acc[i + (R >> (st + 1))] if upper else acc[i]
+                acc[i] = keep + simd_shuffle_xor(send, 1 << (LS - 1 - st))
+    for st in static_range(LR, LS):
+        acc[0] += simd_shuffle_xor(acc[0], 1 << (LS - 1 - st))
+    span = 1 << (LS - LR)  # lanes holding one row's sum
+    if simd_lane() % span == 0:
+        part[(slot + simd_lane() // span) * WARPS + simd_group()] = acc[0]
+
+
+@func
+def finish_rows(part, y, slot, row0, nrows, WARPS, R2):
+    """y[row0 + r] = the WARPS SIMD groups' partials of row r (r < R2), each row by SIMD group r % WARPS."""
+    for r in static_range(R2):
+        if simd_group() == r % WARPS:
+            t = 0.0
+            for i in range(simd_lane(), WARPS, simd_size()):
+                t += part[(slot + r) * WARPS + i]
+            t = simd_sum(t)
+            if simd_lane() == 0 and row0 + r < nrows:
+                y[row0 + r] = t
+
+
+@kernel(launch_bounds=(512, 1))
+def gemv_q4_xs(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H], y: Tensor[H], nrows: int,
+               ncols: int, GROUP: constexpr, R: constexpr, KX: constexpr, WARPS: constexpr, LR: constexpr,
+               LS: constexpr):
+    """y = W x for 4-bit W (group GROUP) with x in registers: groups of WARPS SIMD groups of 2^LS lanes, each lane
+    owning KX vectors of 32 columns; R = 2^LR rows a block, super-blocks of 2 R rows strided over the groups."""
+    S = simd_size()
+    nvec = ncols // 32
+    wrow = ncols // 8
+    ngr = ncols // GROUP
+    # the magic numbers from a value NVRTC cannot fold (quant_gemv.gemv_q_warp's note)
+    magic = local_array(u32, 2)
+    magic[0] = cast(MAGIC_EVEN, u32) - cast(nrows >> 31, u32)
+    magic[1] = cast(MAGIC_ODD, u32) - cast(nrows >> 31, u32)
+    xf = local_array(f32, KX * 32)
+    cx = local_array(f32, KX * 3)  # per vector: -256 (even x sum), -16 (odd x sum), x sum
+    vw = local_array(i32, KX)  # the vector's first word in its row
+    vg = local_array(i32, KX)  # its quantization group in its row
+    for k in static_range(KX):
+        v = simd_group() * S + simd_lane() + k * WARPS * S
+        vc = min(v, nvec - 1)
+        vw[k] = vc * 4
+        vg[k] = cast(cast(vc, u32) // (GROUP // 32), i32)
+        xe = 0.0
+        xo = 0.0
+        for c in static_range(4):
+            xv = vload(x, vc * 32 + c * 8, 8)
+            for j in static_range(8):
+                val = cast(xv[j], f32) if v < nvec else 0.0
+                xf[k * 32 + c * 8 + j] = val
+                if j % 2 == 0:
+                    xe += val
+                else:
+                    xo += val
+        cx[k * 3] = -256.0 * xe
+        cx[k * 3 + 1] = -16.0 * xo
+        cx[k * 3 + 2] = xe + xo
+    part = shared(f32, 2 * 2 * R * WARPS)  # two super-blocks' partials: (buffer, row, SIMD group)
+    acc = local_array(f32, R)
+    wa, wb = local_array(u32, KX * R * 4), local_array(u32, KX * R * 4)
+    sa, sb = local_array(H, KX * R), local_array(H, KX * R)
+    ba, bb = local_array(H, KX * R), local_array(H, KX * R)
+    nsb = (nrows + 2 * R - 1) // (2 * R)
+    gid = group_id(0)
+    stride = num_groups(0)
+    load_block(w, scales, biases, wa, sa, ba, vw, vg, gid * 2 * R, nrows, wrow, ngr, R, KX)
+    for sbk in range(gid, nsb, stride):
+        row0 = sbk * 2 * R
+        slot = (((sbk - gid) // stride) % 2) * 2 * R
+        load_block(w, scales, biases, wb, sb, bb, vw, vg, row0 + R, nrows, wrow, ngr, R, KX)
+        dot_block(wa, sa, ba, xf, cx, acc, magic, R, KX)
+        reduce_block(acc, part, slot, WARPS, R, LR, LS)
+        load_block(w, scales, biases, wa, sa, ba, vw, vg, row0 + stride * 2 * R, nrows, wrow, ngr, R, KX)
+        dot_block(wb, sb, bb, xf, cx, acc, magic, R, KX)
+        reduce_block(acc, part, slot + R, WARPS, R, LR, LS)
+        barrier()
+        finish_rows(part, y, slot, row0, nrows, WARPS, 2 * R)
+
+
+def xs_ok(bits: int, dtype: str) -> bool:
+    """Whether this kernel applies: 4 bits, f16/bf16 x."""
+    return bits == 4 and dtype in ("f16", "bf16")
+
+
+def xs_shape(ncols: int, width: int, most: int) -> tuple[int, int]:
+    """(WARPS, KX): the fewest vectors a lane (KX) with at most ``most`` SIMD groups (and 512 threads), then the
+    fewest SIMD groups."""
+    nvec = ncols // 32
+    most = max(1, min(most, 512 // width))  # the launch bound: 512 threads a group
+    lanes = -(-nvec // width)  # SIMD groups needed at one vector a lane
+    kx = -(-lanes // most)
+    return -(-lanes // kx), kx
+
+
+def xs_configs(backend: str, bits: int, dtype: str, forced: bool = False) -> list[dict]:
+    """CUDA's table where it applies (not timed elsewhere); forced: its first entry on any backend."""
+    if not xs_ok(bits, dtype):
+        if forced:
+            raise ValueError(f"gemv_q: the xs path needs 4 bits and f16/bf16 x; got {bits} bits, {dtype}")
+        return []
+    if backend != "cuda" and not forced:
+        return []
+    rows = TUNING["cuda"] if backend == "cuda" else TUNING["cuda"][:1]
+    return [{"PATH": "xs", "R": r, "MOST": most} for r, most in rows]
+
+
+def launch_q4_xs(w, scales, biases, x, y, group: int, cfg: dict, width: int, sms: int, backend: str | None) -> None:
+    """``gemv_q4_xs`` with configuration ``cfg`` on SIMD groups of ``width`` lanes; about one group an SM's worth of
+    SIMD groups (16) where ``sms`` is known, else one group a super-block."""
+    nrows, ncols = w.shape[0], w.shape[1] * 8
+    r = cfg["R"]
+    warps, kx = xs_shape(ncols, width, cfg["MOST"])
+    nsb = -(-nrows // (2 * r))
+    groups = min(nsb, sms * max(1, 16 // warps)) if sms else nsb
+    lr, ls = r.bit_length() - 1, width.bit_length() - 1
+    threads = warps * width
+    gemv_q4_xs[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, r, kx, warps, lr, ls,
+                                          backend=backend)

@@ -40,3 +40,15 @@ def bitcasts(x: Tensor[iron.f32], u: Tensor[iron.u32], as_i: Tensor[iron.i32], a
     as_u[i] = iron.bitcast(as_i[i], iron.u32)
     as_f[i] = iron.bitcast(u[i], iron.f32)
     flipped[i] = iron.bitcast(iron.bitcast(x[i], iron.u32) ^ 0x80000000, iron.f32)  # -x by its sign bit
+
+
+@iron.kernel
+def dot4(a: Tensor[iron.i32], b: Tensor[iron.u32], c: Tensor[iron.i32], out: Tensor[iron.i32],
+         folded: Tensor[iron.i32]):
+    """dp4a on i32 and u32 operands (the u32's bits), and folded at compile time."""
+    i = iron.program_id(0)
+    out[i] = iron.dp4a(a[i], b[i], c[i])
+    if i == 0:
+        folded[0] = iron.dp4a(0x7F80FF01, -1, 10)  # 127, -128, -1, 1 times -1 each: 1 + 10
+        folded[1] = iron.dp4a(0x01020304, 0xFFFFFFFF, 2147483647)  # -10 + INT_MAX (no wrap)
+        folded[2] = iron.dp4a(0x80808080, 0x80808080, 2147483647)  # 4 * 16384 past INT_MAX: wraps

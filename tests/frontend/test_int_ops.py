@@ -1,5 +1,5 @@
-"""Issue 15 point 3: umulhi, popcount, clz, ctz on i32/u32 and bitcast between f32/i32/u32, on every backend of the
-``backend`` fixture, against oracles in Python's unbounded ints (outputs poisoned first); clz(0) = ctz(0) = 32.
+"""Issue 15 point 3: umulhi, popcount, clz, ctz on i32/u32, dp4a, and bitcast between f32/i32/u32, on every backend of
+the ``backend`` fixture, against oracles in Python's unbounded ints (outputs poisoned first); clz(0) = ctz(0) = 32.
 Refusals (floats, 16-bit bitcasts) are located compile errors."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from iron import CompileError
 
-from .int_kernels import bitcasts, int_bits_i32, int_bits_u32
+from .int_kernels import bitcasts, dot4, int_bits_i32, int_bits_u32
 from .sources import module_from_source
 from .test_kernels import int_poisoned
 
@@ -55,6 +55,30 @@ def test_bit_ops_match_python_ints(backend, rng, dtype):
         np.testing.assert_array_equal(got, want, err_msg=name)
 
 
+def _wrap32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def _dp4a(a: int, b: int, c: int) -> int:
+    """c + the dot product of the signed bytes, in Python's ints, wrapped to i32 (independent of the kernel)."""
+    sbyte = [lambda w, k=k: ((w >> (8 * k)) & 0xFF) - (256 if (w >> (8 * k)) & 0x80 else 0) for k in range(4)]
+    return _wrap32(c + sum(f(a & MASK) * f(b & MASK) for f in sbyte))
+
+
+def test_dp4a_matches_python_ints(backend, rng):
+    """Random words, the extreme bytes (0x80 * 0x80 four times past INT_MAX wraps), u32 operands as their bits."""
+    a, b = _words(rng, np.int32), rng.permutation(_words(rng, np.uint32))
+    a[:3], b[:3] = [-2139062144, 0x7F7F7F7F, -1], [0x80808080, 0x81818181, 0xFFFFFFFF]  # 0x80808080 as i32
+    c = rng.integers(-(2**31), 2**31, N, dtype=np.int64).astype(np.int32)
+    c[0] = 2**31 - 1
+    out, folded = int_poisoned(N), int_poisoned(3)
+    dot4[N](a, b, c, out, folded, backend=backend)
+    want = [_dp4a(int(x), int(y), int(z)) for x, y, z in zip(a, b, c)]
+    np.testing.assert_array_equal(out, np.array(want, np.int64).astype(np.int32))
+    assert folded.tolist() == [_dp4a(0x7F80FF01, -1, 10), _dp4a(0x01020304, 0xFFFFFFFF, 2**31 - 1),
+                               _dp4a(0x80808080, 0x80808080, 2**31 - 1)]
+
+
 def test_bitcast_is_bit_exact(backend, rng):
     bits = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
     exponent = (bits >> 23) & 0xFF
@@ -86,6 +110,7 @@ def k(x: Tensor[iron.f32], h: Tensor[iron.f16], out: Tensor[iron.i32]):
     ("iron.popcount(x[i])", r"popcount\(\) needs i32 or u32 operands, got"),
     ("iron.umulhi(1, x[i])", r"umulhi\(\) needs i32 or u32 operands"),
     ("iron.clz(i > 0)", r"clz\(\) needs i32 or u32 operands"),
+    ("iron.dp4a(i, x[i], 0)", r"dp4a\(\) needs i32 or u32 operands"),
     ("iron.bitcast(h[i], iron.i32)", "bitcast from f16 to i32 is not supported: Iron has no 16-bit integer"),
     ("iron.cast(iron.bitcast(x[i], iron.bf16), iron.i32)", "bitcast from f32 to bf16 is not supported"),
 ])

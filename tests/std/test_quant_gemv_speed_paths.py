@@ -145,8 +145,8 @@ def test_xs_configurations(backend, group, dtype, rng):
     no super-block, part of one and several (37: strided over the groups, the last one partial)."""
     for n, k in ((37, 1408), (5, 2176), (70, 256), (16, 2176)):
         p, s, b, x = _case(rng, n, k, 4, group, dtype)
-        for r, most in QV_XS.TUNING["cuda"] + [(4, 1), (2, 2)]:
-            cfg = {"PATH": "xs", "R": r, "MOST": most}
+        for r, most, x8 in QV_XS.TUNING["cuda"] + [(4, 1, 0), (2, 2, 0), (4, 1, 1), (1, 2, 1)]:
+            cfg = {"PATH": "xs", "R": r, "MOST": most, "X8": x8}
             assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
     p, s, b, x = _case(rng, 8, 256, 8, group, dtype)
     with pytest.raises(ValueError, match="the xs path needs 4 bits"):
@@ -183,8 +183,8 @@ def test_warp_kernel_at_other_simd_widths(width, monkeypatch, rng):
     for r, kv, warps, ns in [(4, 1, 1, 2), (8, 1, 1, 2), (8, 1, 2, 0)]:
         _run("cpu", p, s, b, x, 4, 64, "f32", config={"PATH": "warp", "R": r, "KV": kv, "WARPS": warps, "NS": ns})
     p, s, b, x = _case(rng, 21, 1408 if width == 8 else 4096, 4, 64, "bf16")  # 64 lanes: 2 SIMD groups
-    for r, most in ((8, 16), (4, 2), (1, 16)):
-        _run("cpu", p, s, b, x, 4, 64, "bf16", config={"PATH": "xs", "R": r, "MOST": most})
+    for r, most, x8 in ((8, 16, 0), (4, 2, 0), (1, 16, 0), (8, 16, 1), (4, 2, 1)):
+        _run("cpu", p, s, b, x, 4, 64, "bf16", config={"PATH": "xs", "R": r, "MOST": most, "X8": x8})
 
 
 def test_choice_on_each_kind_of_backend():
@@ -206,7 +206,7 @@ def test_choice_on_each_kind_of_backend():
     xs = [c for c in mma if c["PATH"] == "xs"]
     mma = mma[:len(mma) - len(xs)]
     assert [(c["NT"], c["WARPS"], c["U"], c["NS"]) for c in mma] == QV_MMA.TUNING["cuda"] and mma[0]["PATH"] == "mma"
-    assert [(c["R"], c["MOST"]) for c in xs] == QV_XS.TUNING["cuda"]
+    assert [(c["R"], c["MOST"], c["X8"]) for c in xs] == QV_XS.TUNING["cuda"]
     assert not [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 4, dtype="f32") if c["PATH"] == "xs"]
     staged = [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 128, 2, dtype="bf16") if c["PATH"] == "mma"]
     assert staged and all(c["NS"] == 0 for c in staged)  # a group of 128: a slab's scale is 2 bytes, no async copy
@@ -251,7 +251,7 @@ def _source(cfg, bits, group, dtype, ncols):
     if cfg["PATH"] == "xs":
         warps, kx = QV_XS.xs_shape(ncols, 32, cfg["MOST"])
         return "gemv_q4_xs", QV_XS.gemv_q4_xs.source("cuda", dtype=dt, GROUP=group, R=cfg["R"], KX=kx, WARPS=warps,
-                                                     LR=cfg["R"].bit_length() - 1, LS=5)
+                                                     LR=cfg["R"].bit_length() - 1, LS=5, X8=cfg["X8"])
     if cfg["PATH"] == "group":
         return "gemv_q", QV.gemv_q.source("cuda", dtype=dt, BITS=bits, GROUP=group, BLOCK=cfg["BLOCK"],
                                           ROWS=cfg["ROWS"], UNROLL=cfg["UNROLL"], XV=16 // itemsize)

@@ -315,7 +315,16 @@ def _mulhi_u(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ((np.asarray(a).astype(np.uint64) * np.asarray(b).astype(np.uint64)) >> np.uint64(32)).astype(np.uint32)
 
 
-_BITS = {"popcount": _popcount, "clz": _clz, "ctz": _ctz}
+def _dp4a(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """c + the dot product of a's and b's four signed bytes (byte k: bits 8k..8k+7), wrapping in i32."""
+    a, b = (np.asarray(v).astype(np.int32).astype(np.int64) for v in (a, b))
+    total = np.asarray(c).astype(np.int64)
+    for k in range(4):
+        total = total + ((a << (24 - 8 * k)) << 32 >> 56) * ((b << (24 - 8 * k)) << 32 >> 56)
+    return (total & 0xFFFFFFFF).astype(np.uint32).astype(np.int32)
+
+
+_BITS = {"popcount": _popcount, "clz": _clz, "ctz": _ctz, "dp4a": _dp4a}
 
 
 def pure_fn(

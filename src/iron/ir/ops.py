@@ -189,6 +189,7 @@ _TABLE: list[OpInfo] = [
           writes=(0,)),
     # -- issue 15 point 3: integer bits (i32/u32; the result has the operand's type) --
     OpInfo("umulhi", "bits", 2, doc="the high 32 bits of the 64-bit product (signed for i32, unsigned for u32)"),
+    OpInfo("dp4a", "bits", 3, doc="(i32, i32, i32) -> i32: c + the dot product of a's and b's four signed bytes"),
     *_ops("bits", "popcount clz ctz", 1, "set bits / leading zeros / trailing zeros; clz(0) = ctz(0) = 32"),
     OpInfo("bitcast", "bits", 1, doc="the operand's bits as the result type, of the same width (f32/i32/u32)"),
     # -- issue 15 point 4: integer atomics (i32/u32; relaxed, device scope on buffers, group scope on shared) --
@@ -254,7 +255,7 @@ SIMD_OPS = frozenset(SIMD_REDUCE | SIMD_EXCHANGE | SIMD_VOTE | SIMD_SCAN)
 ATOMICS = {"atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange",
            "atomic_cas"}
 #: the integer bit ops on i32/u32 (the result type is the operand's)
-INT_BITS = frozenset({"umulhi", "popcount", "clz", "ctz"})
+INT_BITS = frozenset({"umulhi", "popcount", "clz", "ctz", "dp4a"})
 #: the atomics on i32/u32 only (atomic_add and atomic_max also take f32)
 INT_ATOMICS = frozenset(ATOMICS - {"atomic_add", "atomic_max"})
 JUMPS = {"break", "continue", "return"}
@@ -505,6 +506,10 @@ _BUILTIN_ROWS: list[BuiltinInfo] = [
     _b("umulhi", "umulhi(a, b)",
        "The high 32 bits of the 64-bit product a * b (i32: signed, u32: unsigned; the operands' common type).",
        (2, 2)),
+    _b("dp4a", "dp4a(a, b, c)",
+       "c + the dot product of the four signed bytes packed in a with those in b (byte k: bits 8k..8k+7), in i32 "
+       "(wrapping); operands i32 or u32 (their bits), result i32. CUDA's ``__dp4a``; one instruction on NVIDIA.",
+       (3, 3)),
     _b("popcount", "popcount(x)", "The number of set bits of x (i32/u32; the result has x's type).", (1, 1)),
     _b("clz", "clz(x)", "The number of leading zero bits of x (i32/u32); clz(0) = 32.", (1, 1)),
     _b("ctz", "ctz(x)", "The number of trailing zero bits of x (i32/u32); ctz(0) = 32.", (1, 1)),

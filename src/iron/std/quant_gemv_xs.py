@@ -27,12 +27,14 @@ from ..lang import (
     bitcast,
     cast,
     constexpr,
+    dp4a,
     f32,
     fma,
     group_id,
     i32,
     local_array,
     num_groups,
+    rint,
     shared,
     simd_group,
     simd_lane,
@@ -52,11 +54,13 @@ KX = 1
 WARPS = 4
 LR = 2
 LS = 5
+X8 = 0
 MAGIC_EVEN = 0x43800000  # f32 256.0: even elements at mantissa bit 15 (quant_dot.dot_rows_hi)
 MAGIC_ODD = 0x41800000  # f32 16.0: odd elements at bit 19
-#: (R, most SIMD groups a group) autotuning times on CUDA. NVRTC sm_90 bf16 (launch bound 512 threads: 128
-#: registers): at one vector a lane (KX 1) none spills at R 1..8; at KX 2 (K 16384 with 8 SIMD groups) R 4 spills
-TUNING = {"cuda": [(4, 16), (8, 16), (2, 16), (1, 16)]}
+#: (R, most SIMD groups a group, X8) autotuning times on CUDA. NVRTC sm_90 bf16 (launch bound 512 threads: 128
+#: registers): at one vector a lane (KX 1) none spills at R 1..8 (X8: R 4 113 registers); at KX 2 (K 16384 with 8
+#: SIMD groups) R 4 spills
+TUNING = {"cuda": [(4, 16, 0), (8, 16, 0), (4, 16, 1), (8, 16, 1), (2, 16, 1)]}
 
 
 @func
@@ -94,6 +98,51 @@ def dot_block(wb, sb, bb, xf, cx, acc, magic, R, KX):
 
 
 @func
+def setup_x8(xf, xq, cx, KX):
+    """X8: each vector's 32 x values as 15-bit fixed point of its own scale (cx[k 3] = max |x| / 16256), X = 128 hi +
+    lo with hi in [-127, 127] and lo in [-64, 63], packed four bytes a word in the order of the weight words' bytes:
+    xq[(k 4 + i) 4 + m] for word i holds hi of its even elements (m 0), hi of its odd ones (1), lo even (2), lo odd
+    (3). cx[k 3 + 2] keeps the f32 sum of x (the bias term); a non-finite x makes the scale inf or the sum NaN."""
+    for k in static_range(KX):
+        amax = 0.0
+        for j in static_range(32):
+            amax = max(amax, abs(xf[k * 32 + j]))
+        inv = 16256.0 / amax if amax > 0.0 else 0.0
+        cx[k * 3] = amax * (1.0 / 16256.0)
+        for i in static_range(4):
+            for m in static_range(4):
+                xq[(k * 4 + i) * 4 + m] = 0
+            for e in static_range(8):
+                q = cast(rint(xf[k * 32 + i * 8 + e] * inv), i32)
+                hi = (q + 64) >> 7
+                lo = q - hi * 128
+                xq[(k * 4 + i) * 4 + e % 2] |= (hi & 0xFF) << (8 * (e // 2))
+                xq[(k * 4 + i) * 4 + 2 + e % 2] |= (lo & 0xFF) << (8 * (e // 2))
+
+
+@func
+def dot_block_x8(wb, sb, bb, xq, cx, acc, R, KX):
+    """X8's dot_block: per word the even and odd nibbles as bytes (one logic op, one shift and logic op), four dp4a
+    against x's high and low bytes; sum_j q_j x_j = scale (128 hi-sum + lo-sum), exact in i32 and in f32 (< 2^24)."""
+    for r in static_range(R):
+        acc[r] = 0.0
+    for k in static_range(KX):
+        for r in static_range(R):
+            hs = 0
+            ls = 0
+            for i in static_range(4):
+                word = wb[(k * R + r) * 4 + i]
+                ev = bitcast(word & 0x0F0F0F0F, i32)
+                od = bitcast((word >> 4) & 0x0F0F0F0F, i32)
+                hs = dp4a(ev, xq[(k * 4 + i) * 4], hs)
+                hs = dp4a(od, xq[(k * 4 + i) * 4 + 1], hs)
+                ls = dp4a(ev, xq[(k * 4 + i) * 4 + 2], ls)
+                ls = dp4a(od, xq[(k * 4 + i) * 4 + 3], ls)
+            acc[r] = fma(cast(sb[k * R + r], f32) * cx[k * 3], cast(hs * 128 + ls, f32), acc[r])
+            acc[r] = fma(cast(bb[k * R + r], f32), cx[k * 3 + 2], acc[r])
+
+
+@func
 def reduce_block(acc, part, slot, WARPS, R, LR, LS):
     """The SIMD group's sums of acc[0 .. R - 1] (R = 2^LR lanes' worth of halving exchanges, then plain ones up to
     S = 2^LS lanes) written to part[(slot + r) WARPS + simd_group()] by the first lane holding row r."""
@@ -127,7 +176,7 @@ def finish_rows(part, y, slot, row0, nrows, WARPS, R2):
 @kernel(launch_bounds=(512, 1))
 def gemv_q4_xs(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H], y: Tensor[H], nrows: int,
                ncols: int, GROUP: constexpr, R: constexpr, KX: constexpr, WARPS: constexpr, LR: constexpr,
-               LS: constexpr):
+               LS: constexpr, X8: constexpr):
     """y = W x for 4-bit W (group GROUP) with x in registers: groups of WARPS SIMD groups of 2^LS lanes, each lane
     owning KX vectors of 32 columns; R = 2^LR rows a block, super-blocks of 2 R rows strided over the groups."""
     S = simd_size()
@@ -161,6 +210,9 @@ def gemv_q4_xs(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
         cx[k * 3] = -256.0 * xe
         cx[k * 3 + 1] = -16.0 * xo
         cx[k * 3 + 2] = xe + xo
+    xq = local_array(i32, max(KX * 16 * X8, 1))
+    if X8:
+        setup_x8(xf, xq, cx, KX)
     part = shared(f32, 2 * 2 * R * WARPS)  # two super-blocks' partials: (buffer, row, SIMD group)
     acc = local_array(f32, R)
     wa, wb = local_array(u32, KX * R * 4), local_array(u32, KX * R * 4)
@@ -174,10 +226,16 @@ def gemv_q4_xs(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
         row0 = sbk * 2 * R
         slot = (((sbk - gid) // stride) % 2) * 2 * R
         load_block(w, scales, biases, wb, sb, bb, vw, vg, row0 + R, nrows, wrow, ngr, R, KX)
-        dot_block(wa, sa, ba, xf, cx, acc, magic, R, KX)
+        if X8:
+            dot_block_x8(wa, sa, ba, xq, cx, acc, R, KX)
+        else:
+            dot_block(wa, sa, ba, xf, cx, acc, magic, R, KX)
         reduce_block(acc, part, slot, WARPS, R, LR, LS)
         load_block(w, scales, biases, wa, sa, ba, vw, vg, row0 + stride * 2 * R, nrows, wrow, ngr, R, KX)
-        dot_block(wb, sb, bb, xf, cx, acc, magic, R, KX)
+        if X8:
+            dot_block_x8(wb, sb, bb, xq, cx, acc, R, KX)
+        else:
+            dot_block(wb, sb, bb, xf, cx, acc, magic, R, KX)
         reduce_block(acc, part, slot + R, WARPS, R, LR, LS)
         barrier()
         finish_rows(part, y, slot, row0, nrows, WARPS, 2 * R)
@@ -207,7 +265,7 @@ def xs_configs(backend: str, bits: int, dtype: str, forced: bool = False) -> lis
     if backend != "cuda" and not forced:
         return []
     rows = TUNING["cuda"] if backend == "cuda" else TUNING["cuda"][:1]
-    return [{"PATH": "xs", "R": r, "MOST": most} for r, most in rows]
+    return [{"PATH": "xs", "R": r, "MOST": most, "X8": x8} for r, most, x8 in rows]
 
 
 def launch_q4_xs(w, scales, biases, x, y, group: int, cfg: dict, width: int, sms: int, backend: str | None) -> None:
@@ -221,4 +279,4 @@ def launch_q4_xs(w, scales, biases, x, y, group: int, cfg: dict, width: int, sms
     lr, ls = r.bit_length() - 1, width.bit_length() - 1
     threads = warps * width
     gemv_q4_xs[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, r, kx, warps, lr, ls,
-                                          backend=backend)
+                                          cfg.get("X8", 0), backend=backend)

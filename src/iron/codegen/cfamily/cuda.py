@@ -284,6 +284,7 @@ class CudaDialect(CDialect):
         **WRAPPING_INT_MATH, **WRAPPING_INT64_MATH,
         # issue 15 point 3: __clz(0) is 32, and ctz is the clz of the bit-reversed word (so ctz(0) is 32 too)
         "umulhi:i32": Template("__mulhi({}, {})"), "umulhi:u32": Template("__umulhi({}, {})"),
+        "dp4a:i32": Template("__dp4a({}, {}, {})"),  # one IDP.4A on sm_61+
         "popcount:i32": Template("__popc((unsigned)({}))"), "popcount:u32": Template("(unsigned)__popc({})", UNARY),
         "clz:i32": Template("__clz({})"), "clz:u32": Template("(unsigned)__clz((int)({}))", UNARY),
         "ctz:i32": Template("__clz((int)__brev((unsigned)({})))"),

@@ -154,6 +154,16 @@ def wrapping_int_helpers(qualifier: str, unsigned: str) -> dict[str, Snippet]:
 {qualifier} int iron_rem(int a, int b) {{
     return b == -1 ? 0 : a % b;
 }}"""),
+        "dp4a": Snippet(f"""\
+// dp4a(a, b, c): c + the dot product of a's and b's four signed bytes, wrapping (CUDA's __dp4a); each byte
+// sign-extended by shifting it to the top of the word and back (no shift of a negative value to the left).
+{qualifier} int iron_dp4a(int a, int b, int c) {{
+    {unsigned} s = ({unsigned})c;
+    for (int k = 0; k < 32; k += 8) {{
+        s += ({unsigned})(((int)(({unsigned})a << (24 - k)) >> 24) * ((int)(({unsigned})b << (24 - k)) >> 24));
+    }}
+    return (int)s;
+}}"""),
     }
 
 
@@ -189,6 +199,7 @@ WRAPPING_INT_MATH = {
     "abs:i32": Template("iron_abs({})", needs=("abs_i32",)),
     "div:i32": Template("iron_div({}, {})", needs=("div_i32",)),
     "rem:i32": Template("iron_rem({}, {})", needs=("rem_i32",)),
+    "dp4a": Template("iron_dp4a({}, {}, {})", needs=("dp4a",)),
 }
 
 

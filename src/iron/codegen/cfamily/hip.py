@@ -30,7 +30,7 @@ from typing import ClassVar
 from ...ir.core import Kernel
 from .cuda import _REDUCE, _REDUCE_DOC, CUDA_CTYPES, CudaDialect, shuffle_wrappers
 from .cuda_matrix import CudaMatrix
-from .dialect import ACTIVATION_NEEDS, CDialect, SimdMasks, Snippet, Template
+from .dialect import ACTIVATION_NEEDS, WRAPPING_INT_MATH, CDialect, SimdMasks, Snippet, Template
 from .hip_matrix import HipMatrix, mfma_snippets
 from .printer import KernelSource, emit_source
 from .simd_lanes import relative_shuffles, scans, votes
@@ -197,6 +197,8 @@ class HipDialect(CudaDialect):
     #: CUDA's math but for the fast exps, which there are PTX (ex2.approx.ftz): HIP's __expf / exp2f
     math: ClassVar[dict[str, str]] = {**CudaDialect.math, "fast_exp": "__expf", "fast_exp2": "exp2f"}
     math_needs: ClassVar[dict[str, tuple[str, ...]]] = ACTIVATION_NEEDS
+    #: CUDA's, but dp4a through the portable helper (HIP has no __dp4a; the NVIDIA run's NVRTC would have it)
+    int_math: ClassVar[dict[str, Template]] = {**CudaDialect.int_math, "dp4a:i32": WRAPPING_INT_MATH["dp4a"]}
     builtin_names: ClassVar[frozenset[str]] = CudaDialect.builtin_names | frozenset(
         "__shfl __shfl_xor __ballot __ffsll hipThreadIdx_x hipBlockIdx_x hipBlockDim_x hipGridDim_x "
         "iron_wave_shfl iron_wave_shfl_xor IRON_HIP_ON_NVIDIA".split())

@@ -277,14 +277,14 @@ def _absorbs(op: Op, position: int) -> bool:
     code, v = op.opcode, op.operands[position]
     c = driver_constant(v)
     if c is None:
-        return code in ("mul", "umulhi", "and", "or", "shl", "shr", "div", "rem", "min", "max", *O.COMPARE)
+        return code in ("mul", "umulhi", "dp4a", "and", "or", "shl", "shr", "div", "rem", "min", "max", *O.COMPARE)
     st = v.type
     if st.is_bool:
         return code in ("and", "or") and bool(c) == (code == "or")
     if st.is_float:  # compares only (float arithmetic is run-time): x < -inf, x <= inf but NaN
         return code in O.COMPARE and math.isinf(c)
     lowest, highest = (-(1 << (st.bits - 1)), (1 << (st.bits - 1)) - 1) if st.is_signed else (0, (1 << st.bits) - 1)
-    if code in ("mul", "umulhi", "and"):
+    if code in ("mul", "umulhi", "and") or code == "dp4a" and position < 2:
         return c == 0
     if code == "or":
         return c == (-1 if st.is_signed else highest)

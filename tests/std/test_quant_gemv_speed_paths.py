@@ -153,6 +153,18 @@ def test_xs_configurations(backend, group, dtype, rng):
         QV.launch_gemv_q(p, s, b, x, np.zeros(8, x.dtype), 8, group, "cpu", config={"PATH": "xs", "R": 4, "MOST": 16})
 
 
+def test_xs_nonfinite_x_is_not_hidden(backend, rng):
+    """X8 turns x into fixed point with a scale from max |x| (which ignores a NaN): a NaN or an inf in x must still
+    make every row non-finite, as the float form's sums do."""
+    for bad in (np.nan, np.inf):
+        p, s, b, x = _case(rng, 9, 1024, 4, 64, "f16")
+        x[37] = bad
+        for x8 in (0, 1):
+            y = np.zeros(9, np.float16)
+            QV.launch_gemv_q(p, s, b, x, y, 4, 64, backend, config={"PATH": "xs", "R": 4, "MOST": 16, "X8": x8})
+            assert not np.isfinite(y).any(), (bad, x8, y)
+
+
 def test_xs_shape_keeps_a_lane_to_few_vectors():
     """The SIMD groups a group and vectors a lane: one vector a lane up to 16 SIMD groups (512 threads), then more."""
     assert QV_XS.xs_shape(16384, 32, 16) == (16, 1)

@@ -40,7 +40,10 @@ group of two SIMD groups; R = 8 ~141. On the H200 (2026-12-04) tuning chose R 8 
 to stream its 151 MB at 4.2 TB/s.
 
 ``launch_gemv_q`` times both kernels' configurations where a tuning table applies (CUDA; Vulkan on a GPU) and keeps
-the faster; elsewhere it runs gemv_q_warp's default. ``path`` and ``config`` force one.
+the faster; elsewhere it runs gemv_q_warp's default. ``path`` and ``config`` force one. Two more 4-bit paths live in
+their own modules: the matrix-unit ones (``quant_gemv_mma.py``, ``quant_gemv_mv.py``) and ``gemv_q4_xs``
+(``quant_gemv_xs.py``, path "xs": x held in registers by the lanes that own its columns, rows streamed past it;
+X8 = 1 turns x into 15-bit fixed point and dots the nibbles with ``dp4a``).
 
 Bytes: the bench counts the packed weight bytes only (N K BITS / 8, the issue's "GB/s of packed weight bytes");
 scales and biases add 2 * 2 / (GROUP * BITS / 8) of that in f16/bf16 (12.5% at 4 bits, group 64), x and y ~0.
@@ -460,8 +463,8 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
 
 def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, group: int,
                   backend: str | None = None, path: str | None = None, config: dict | None = None) -> dict:
-    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran. ``path`` ("group", "warp", "mma", "mv")
-    keeps one kernel's configurations; ``config`` (one of ``gemv_q_configs``'s) runs exactly that one."""
+    """y = dequantize(w, scales, biases) @ x; returns the configuration it ran. ``path`` (one of ``PATHS``) keeps one
+    kernel's configurations; ``config`` (one of ``gemv_q_configs``'s) runs exactly that one."""
     nrows = w.shape[0]
     ncols = w.shape[1] * 32 // bits
     if bits not in Q.BITS or group not in Q.GROUPS or ncols % group or tuple(scales.shape) != (nrows, ncols // group):

@@ -13,6 +13,17 @@ loads are issued before the first block's arithmetic and the next super-block's 
 (two register buffers), and one barrier a super-block (the partials double-buffered, so no second barrier). The
 groups loop over super-blocks (about one group an SM where the device says how many it has).
 
+``X8`` = 1 (the tuned form): each lane turns its x into 15-bit fixed point once (a scale per vector, max |x| / 16256,
+and X = 128 hi + lo in two signed bytes), and a word of 8 nibbles costs one logic op, a shift and a logic op (the
+even and the odd nibbles as bytes) and four ``dp4a``: ~1 instruction an element in the loop against ~3 (NVRTC sm_90
+R 4: 128 IDP and ~60 logic ops for 256 elements a lane). The sums are exact in i32 and in f32 (< 2^24); the only
+rounding is x's, at most max |x| / 32512 per element: absolute errors like the float form's (rel 0.0016 of the
+largest output at 16384^2 bf16, both), but an f16 output near zero may be several of its ulps off where the float
+form is within one. A NaN or inf in x still gives NaN/inf rows (the x sum of the bias term carries it; an inf makes
+the scale inf, times the 0 it leaves in X). Measured on an H100 (s33): X8 R 8 65.1 us at 16384^2 against gemv_q_warp's
+67.3 (-3 %), the float form 71.2: a third of the instructions bought 3-8 %, so the loop is bound by the bytes in
+flight, not by issue (16 SIMD groups an SM, ~8 rows of 512 bytes in flight each).
+
 4 bits, f16/bf16 x only (the HI form's chains carry 256 |x|: ``quant_dot.dot_rows_hi``'s rounding note). Lanes
 whose vectors lie past the row read a clamped vector and hold x = 0, so they add nothing; rows past the matrix
 re-read the last row and are never stored.
@@ -59,8 +70,10 @@ MAGIC_EVEN = 0x43800000  # f32 256.0: even elements at mantissa bit 15 (quant_do
 MAGIC_ODD = 0x41800000  # f32 16.0: odd elements at bit 19
 #: (R, most SIMD groups a group, X8) autotuning times on CUDA. NVRTC sm_90 bf16 (launch bound 512 threads: 128
 #: registers): at one vector a lane (KX 1) none spills at R 1..8 (X8: R 4 113 registers); at KX 2 (K 16384 with 8
-#: SIMD groups) R 4 spills
-TUNING = {"cuda": [(4, 16, 0), (8, 16, 0), (4, 16, 1), (8, 16, 1), (2, 16, 1)]}
+#: SIMD groups) R 4 spills. H100 s33 (bench/results/2026-12-07-h100-s33-q4-xs, each alone, two rounds), 16384^2 bf16
+#: group 64: X8 R 8 65.1-65.3 us, R 4 69.4-69.6, R 2 73.0-73.1; X8 = 0 R 8 71.2-71.9, R 4 76.7-77.0 (not tuned: slower
+#: than gemv_q_warp's 67.3-67.7); 4096^2 X8 R 4 10.0 (warp 10.5-10.7); 14336 x 4096 X8 R 8 21.9-22.1 (warp 23.1-23.2)
+TUNING = {"cuda": [(8, 16, 1), (4, 16, 1), (2, 16, 1)]}
 
 
 @func

@@ -215,11 +215,10 @@ def test_choice_on_each_kind_of_backend():
     assert all(c["PATH"] == "group" for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="group"))
     assert QV.gemv_q_configs("cpu", 64, 256, 4, 64, 2, path="group")[0]["PATH"] == "group"
     mma = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, dtype="bf16")[len(cuda):]
-    xs = [c for c in mma if c["PATH"] == "xs"]
-    mma = mma[:len(mma) - len(xs)]
     assert [(c["NT"], c["WARPS"], c["U"], c["NS"]) for c in mma] == QV_MMA.TUNING["cuda"] and mma[0]["PATH"] == "mma"
+    xs = QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 2, path="xs", dtype="bf16")  # forced only: X8 rounds x
     assert [(c["R"], c["MOST"], c["X8"]) for c in xs] == QV_XS.TUNING["cuda"]
-    assert not [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 64, 4, dtype="f32") if c["PATH"] == "xs"]
+    assert len(QV.gemv_q_configs("vulkan", 4096, 4096, 4, 64, 2, path="xs", dtype="f16")) == 1
     staged = [c for c in QV.gemv_q_configs("cuda", 16384, 16384, 4, 128, 2, dtype="bf16") if c["PATH"] == "mma"]
     assert staged and all(c["NS"] == 0 for c in staged)  # a group of 128: a slab's scale is 2 bytes, no async copy
     assert not [c for c in QV.gemv_q_configs("vulkan", 16384, 16384, 4, 64, 2, dtype="bf16") if c["PATH"] == "mma"]
@@ -280,7 +279,9 @@ def test_cuda_configurations_keep_their_registers(bits, group, dtype, monkeypatc
     monkeypatch.setenv("IRON_GEMV_Q_WARP", "1")
     seen = set()
     for shape in [(16384, 16384), (4096, 4096), (14336, 4096)]:
-        for cfg in QV.gemv_q_configs("cuda", *shape, bits, group, 4 if dtype == "f32" else 2, dtype=dtype):
+        forced = QV.gemv_q_configs("cuda", *shape, bits, group, 2, path="xs", dtype=dtype) \
+            if QV_XS.xs_ok(bits, dtype) else []
+        for cfg in QV.gemv_q_configs("cuda", *shape, bits, group, 4 if dtype == "f32" else 2, dtype=dtype) + forced:
             key = (tuple(cfg.items()), shape[1] if cfg["PATH"] == "xs" else 0)  # xs: its shape follows K
             if key in seen:
                 continue

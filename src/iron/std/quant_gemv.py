@@ -455,10 +455,9 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
         return mma_cfgs
     if path == "mv":  # not among the tuned candidates: slower than gemv_q_warp on an H100 (quant_gemv_mv.py)
         return mv_configs(backend, nrows, ncols, bits, dtype, group, forced=True)
-    xs_cfgs = xs_configs(backend, bits, dtype, forced=path == "xs")
-    if path == "xs":
-        return xs_cfgs
-    return group_cfgs + warp_cfgs + mma_cfgs + xs_cfgs if table else warp_cfgs
+    if path == "xs":  # not among the tuned candidates: X8 rounds x (quant_gemv_xs.py), the float form is slower
+        return xs_configs(backend, bits, dtype, forced=True)
+    return group_cfgs + warp_cfgs + mma_cfgs if table else warp_cfgs
 
 
 def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, group: int,

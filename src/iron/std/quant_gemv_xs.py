@@ -13,16 +13,20 @@ loads are issued before the first block's arithmetic and the next super-block's 
 (two register buffers), and one barrier a super-block (the partials double-buffered, so no second barrier). The
 groups loop over super-blocks (about one group an SM where the device says how many it has).
 
-``X8`` = 1 (the tuned form): each lane turns its x into 15-bit fixed point once (a scale per vector, max |x| / 16256,
-and X = 128 hi + lo in two signed bytes), and a word of 8 nibbles costs one logic op, a shift and a logic op (the
-even and the odd nibbles as bytes) and four ``dp4a``: ~1 instruction an element in the loop against ~3 (NVRTC sm_90
-R 4: 128 IDP and ~60 logic ops for 256 elements a lane). The sums are exact in i32 and in f32 (< 2^24); the only
-rounding is x's, at most max |x| / 32512 per element: absolute errors like the float form's (rel 0.0016 of the
-largest output at 16384^2 bf16, both), but an f16 output near zero may be several of its ulps off where the float
-form is within one. A NaN or inf in x still gives NaN/inf rows (the x sum of the bias term carries it; an inf makes
-the scale inf, times the 0 it leaves in X). Measured on an H100 (s33): X8 R 8 65.1 us at 16384^2 against gemv_q_warp's
-67.3 (-3 %), the float form 71.2: a third of the instructions bought 3-8 %, so the loop is bound by the bytes in
-flight, not by issue (16 SIMD groups an SM, ~8 rows of 512 bytes in flight each).
+``X8`` = 1: each lane turns its x into 15-bit fixed point once (a scale per vector, max |x| / 16256, and X = 128 hi
++ lo in two signed bytes), and a word of 8 nibbles costs one logic op, a shift and a logic op (the even and the odd
+nibbles as bytes) and four ``dp4a``: ~1 instruction an element in the loop against ~3 (NVRTC sm_90 R 4: 128 IDP and
+~60 logic ops for 256 elements a lane). The sums are exact in i32 and in f32 (< 2^24); the only rounding is x's, at
+most max |x| / 32512 an element. A NaN or inf in x still gives NaN/inf rows (the x sum of the bias term carries it;
+an inf makes the scale inf, times the 0 it leaves in X). Measured on an H100 (s33): X8 R 8 65.1 us at 16384^2
+against gemv_q_warp's 67.3 (-3 %), the float form 71.2: a third of the instructions bought 3-8 %, so the loop is
+bound by the bytes in flight, not by issue (16 SIMD groups an SM, ~8 rows of 512 bytes in flight each).
+
+Both forms are forced-only (path "xs"), not tuned. The float form is slower than gemv_q_warp; X8's rounding of x
+breaks the accuracy the tuned paths keep: tests/std/test_quant.py asks for the float64 result within one f16 step
+(K 8192, x ~ N(0, 1), 16 rows), and on the interpreter over four seeds the float form stays within half a step while
+X8 misses in 1 to 7 rows (up to 83 steps, at an output of 0.005). Next: a third byte of x (23-bit fixed point, six
+dp4a a word, i32 sums below 2^31), whose error is below f32 accumulation's, timed against X8.
 
 4 bits, f16/bf16 x only (the HI form's chains carry 256 |x|: ``quant_dot.dot_rows_hi``'s rounding note). Lanes
 whose vectors lie past the row read a clamped vector and hold x = 0, so they add nothing; rows past the matrix
@@ -72,8 +76,10 @@ MAGIC_ODD = 0x41800000  # f32 16.0: odd elements at bit 19
 #: registers): at one vector a lane (KX 1) none spills at R 1..8 (X8: R 4 113 registers); at KX 2 (K 16384 with 8
 #: SIMD groups) R 4 spills. H100 s33 (bench/results/2026-12-07-h100-s33-q4-xs, each alone, two rounds), 16384^2 bf16
 #: group 64: X8 R 8 65.1-65.3 us, R 4 69.4-69.6, R 2 73.0-73.1; X8 = 0 R 8 71.2-71.9, R 4 76.7-77.0 (not tuned: slower
-#: than gemv_q_warp's 67.3-67.7); 4096^2 X8 R 4 10.0 (warp 10.5-10.7); 14336 x 4096 X8 R 8 21.9-22.1 (warp 23.1-23.2)
-TUNING = {"cuda": [(8, 16, 1), (4, 16, 1), (2, 16, 1)]}
+#: than gemv_q_warp's 67.3-67.7); 4096^2 X8 R 4 10.0 (warp 10.5-10.7); 14336 x 4096 X8 R 8 21.9-22.1 (warp 23.1-23.2).
+#: Offered when forced (path "xs"), not tuned: X8's rounding of x breaks the one-f16-step accuracy of the other paths
+#: (the module docstring)
+TUNING = {"cuda": [(8, 16, 1), (4, 16, 1), (2, 16, 1), (8, 16, 0), (4, 16, 0)]}
 
 
 @func
@@ -270,12 +276,12 @@ def xs_shape(ncols: int, width: int, most: int) -> tuple[int, int]:
 
 
 def xs_configs(backend: str, bits: int, dtype: str, forced: bool = False) -> list[dict]:
-    """CUDA's table where it applies (not timed elsewhere); forced: its first entry on any backend."""
+    """CUDA's table when forced on CUDA, its first entry when forced elsewhere; unforced, none (not tuned)."""
     if not xs_ok(bits, dtype):
         if forced:
             raise ValueError(f"gemv_q: the xs path needs 4 bits and f16/bf16 x; got {bits} bits, {dtype}")
         return []
-    if backend != "cuda" and not forced:
+    if not forced:
         return []
     rows = TUNING["cuda"] if backend == "cuda" else TUNING["cuda"][:1]
     return [{"PATH": "xs", "R": r, "MOST": most, "X8": x8} for r, most, x8 in rows]

@@ -43,7 +43,7 @@ to stream its 151 MB at 4.2 TB/s.
 the faster; elsewhere it runs gemv_q_warp's default. ``path`` and ``config`` force one. Two more 4-bit paths live in
 their own modules: the matrix-unit ones (``quant_gemv_mma.py``, ``quant_gemv_mv.py``) and ``gemv_q4_xs``
 (``quant_gemv_xs.py``, path "xs": x held in registers by the lanes that own its columns, rows streamed past it;
-X8 = 1 turns x into 15-bit fixed point and dots the nibbles with ``dp4a``).
+X8 = 1 and 2 turn x into 15- and 22-bit fixed point and dot the nibbles with ``dp4a``; forced only).
 
 Bytes: the bench counts the packed weight bytes only (N K BITS / 8, the issue's "GB/s of packed weight bytes");
 scales and biases add 2 * 2 / (GROUP * BITS / 8) of that in f16/bf16 (12.5% at 4 bits, group 64), x and y ~0.

@@ -7,9 +7,11 @@ from __future__ import annotations
 from ..frontend import func
 from ..lang import bitcast, f32, fma, simd_lane, simd_size, static_range
 
-__all__ = ["TWO23", "dot_rows", "dot_rows_hi"]
+__all__ = ["MAGIC_EVEN", "MAGIC_ODD", "TWO23", "dot_rows", "dot_rows_hi"]
 
 TWO23 = 8388608.0
+MAGIC_EVEN = 0x43800000  # the bits of f32 256.0 (dot_rows_hi: even elements at mantissa bit 15)
+MAGIC_ODD = 0x41800000  # of 16.0 (odd elements at bit 19)
 
 
 @func

@@ -85,7 +85,7 @@ from ..lang import (
 )
 from ..runtime import get_backend
 from . import quant as Q
-from .quant_dot import TWO23, dot_rows
+from .quant_dot import MAGIC_EVEN, MAGIC_ODD, TWO23, dot_rows
 from .quant_gemv_mma import config_fits, launch_q4_mma, mma_configs
 from .quant_gemv_mv import launch_q4_mv, mv_configs, mv_fits
 from .quant_gemv_xs import launch_q4_xs, xs_configs, xs_ok
@@ -105,8 +105,6 @@ NS = 2
 SP = 2
 LANES = 64  # at least simd_size(): the shared slots' lane stride (a launch passes the backend's width)
 MAGIC = 0x4B000000  # the bits of f32 2^23: an integer below 2^23 OR-ed into its mantissa is added to 2^23
-MAGIC_EVEN = 0x43800000  # the bits of f32 256.0 (dot_rows_hi: even elements at mantissa bit 15)
-MAGIC_ODD = 0x41800000  # of 16.0 (odd elements at bit 19)
 
 
 @kernel

@@ -62,6 +62,7 @@ from ..lang import (
     vload,
 )
 from .gemm_tiles import H
+from .quant_dot import MAGIC_EVEN, MAGIC_ODD
 
 #: iron build's defaults
 GROUP = 64
@@ -71,8 +72,6 @@ WARPS = 4
 LR = 2
 LS = 5
 X8 = 0
-MAGIC_EVEN = 0x43800000  # f32 256.0: even elements at mantissa bit 15 (quant_dot.dot_rows_hi)
-MAGIC_ODD = 0x41800000  # f32 16.0: odd elements at bit 19
 #: (R, most SIMD groups a group, X8) autotuning times on CUDA. NVRTC sm_90 bf16 (launch bound 512 threads: 128
 #: registers): at one vector a lane (KX 1) none spills at R 1..8 (X8: R 4 113 registers); at KX 2 (K 16384 with 8
 #: SIMD groups) R 4 spills. H100 s33 (bench/results/2026-12-07-h100-s33-q4-xs, each alone, two rounds), 16384^2 bf16

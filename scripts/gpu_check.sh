@@ -76,7 +76,8 @@
 #                                 alone (Q4_PATHS="mv warp": those paths' configurations, one path after the other)
 #   scripts/gpu_check.sh q4xs    issue 18: gemv_q4_xs (x in registers) tests on CUDA, then its configurations and
 #                                 gemv_q_warp's best two (Q4_WARP) at Q4_SHAPES, in turn, twice -> q4xs_{xs,warp}_N.txt;
-#                                 then xs configurations Q4_NCU (indices) and, with Q4_NCU_WARP=1, warp under ncu
+#                                 Q4_XS="R,MOST,X8;..." xs configurations of one's own; then xs configurations Q4_NCU
+#                                 (indices) and, with Q4_NCU_WARP=1, warp under ncu
 #   scripts/gpu_check.sh vkab    issue 16 (carry .gl/.whl): bench/experiments/vk_timing_lead.py's Vulkan rows from a
 #                                 carried base tree (VK_BASE, default .snap/old) and this tree, in turn, twice, then
 #                                 its CUDA rows once (a SPIR-V change timed against its base: s32's Aliased views)
@@ -517,19 +518,23 @@ if [ "$PART" = q4xs ]; then
     tests/std/test_quant_gemv_speed_paths.py -k "xs or both_paths or registers" 2>&1 | tee "$OUT/pytest_q4xs.txt" | tail -n 5
   pack
   for ROUND in 1 2; do
-    Q4_PATH=xs Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" timeout ${Q4_TIMEOUT:-90} \
+    Q4_XS= Q4_PATH=xs Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" timeout ${Q4_TIMEOUT:-90} \
       $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_xs_$ROUND.txt" 2>&1
     Q4_WARP="${Q4_WARP:-4,1,8,1;4,1,4,1}" Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" \
       timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_warp_$ROUND.txt" 2>&1
-    grep -hE "GB/s|torch|rror" "$OUT/q4xs_xs_$ROUND.txt" "$OUT/q4xs_warp_$ROUND.txt" | sed "s/^/$ROUND /" | head -n 40
+    if [ -n "${Q4_XS:-}" ]; then  # xs configurations of one's own (R,MOST,X8;...)
+      Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" timeout ${Q4_TIMEOUT:-90} \
+        $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_own_$ROUND.txt" 2>&1
+    fi
+    grep -hE "GB/s|torch|rror" "$OUT"/q4xs_*_$ROUND.txt | sed "s/^/$ROUND /" | head -n 60
     pack
   done
   for I in ${Q4_NCU:-}; do  # xs configuration indices (xs_configs' CUDA table) under Nsight Compute, 16384^2
-    Q4_PATH=xs Q4_ONLY=$I Q4_SHAPES=16384,16384 profile_ncu "q4xs_ncu_$I.txt" gemv_q 2 1 bench/experiments/gemv_q4_configs.py
+    Q4_XS= Q4_PATH=xs Q4_ONLY=$I Q4_SHAPES=16384,16384 profile_ncu "q4xs_ncu_$I.txt" gemv_q 2 1 bench/experiments/gemv_q4_configs.py
     pack
   done
   if [ -n "${Q4_NCU_WARP:-}" ]; then  # gemv_q_warp's R 4 WARPS 4 NS 1 beside it
-    Q4_WARP="4,1,4,1" Q4_ONLY=0 Q4_SHAPES=16384,16384 profile_ncu q4xs_ncu_warp.txt gemv_q 2 1 bench/experiments/gemv_q4_configs.py
+    Q4_XS= Q4_WARP="4,1,4,1" Q4_ONLY=0 Q4_SHAPES=16384,16384 profile_ncu q4xs_ncu_warp.txt gemv_q 2 1 bench/experiments/gemv_q4_configs.py
     pack
   fi
 fi

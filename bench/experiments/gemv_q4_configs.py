@@ -7,7 +7,7 @@ device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times
 "mma" or "mv") keeps one kernel's configurations; Q4_BOUNDS="T,G" rebuilds gemv_q_warp with launch_bounds (T, G) (T
 threads a group at most, G groups an SM: 80 registers at "128,6" against 128 unbounded, no spills at R 8), to see
 whether the occupancy it buys pays; Q4_WARP="R,KV,WARPS,NS;..." times those gemv_q_warp configurations instead
-(NS = 1: the next step's loads in raw registers)."""
+(NS = 1: the next step's loads in raw registers); Q4_XS="R,MOST,X8;..." gemv_q4_xs configurations."""
 
 from __future__ import annotations
 
@@ -48,6 +48,9 @@ def measure(n: int, k: int) -> None:
     if os.environ.get("Q4_WARP"):  # "R,KV,WARPS,NS;...": gemv_q_warp configurations of one's own instead
         configs = [dict(zip(("R", "KV", "WARPS", "NS"), (int(v) for v in c.split(","))), PATH="warp")
                    for c in os.environ["Q4_WARP"].split(";")]
+    if os.environ.get("Q4_XS"):  # "R,MOST,X8;...": gemv_q4_xs configurations of one's own instead
+        configs = [dict(zip(("R", "MOST", "X8"), (int(v) for v in c.split(","))), PATH="xs")
+                   for c in os.environ["Q4_XS"].split(";")]
 
     def run(cfg):
         QV.launch_gemv_q(dev["w"], dev["scales"], dev["biases"], dev["x"], y, 4, group, "cuda", config=cfg)

@@ -3,11 +3,12 @@
 float64 oracle and torch's dequantize-then-mv, and timed by CUDA events behind a sleep kernel with the L2 flushed
 ahead of each repeat (``cuda_timing.event_seconds``: GPU time, cold weights as a decode step streams them); printed
 as GB/s of packed weight bytes (the issue's measure), with torch's time. Q4_SHAPES: "N,K;N,K" (default the bench's
-device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times (for ncu). Q4_PATH ("group", "warp", "xs",
-"mma" or "mv") keeps one kernel's configurations; Q4_BOUNDS="T,G" rebuilds gemv_q_warp with launch_bounds (T, G) (T
-threads a group at most, G groups an SM: 80 registers at "128,6" against 128 unbounded, no spills at R 8), to see
-whether the occupancy it buys pays; Q4_WARP="R,KV,WARPS,NS;..." times those gemv_q_warp configurations instead
-(NS = 1: the next step's loads in raw registers); Q4_XS="R,MOST,X8;..." gemv_q4_xs configurations."""
+device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times (for ncu). Q4_PATH ("group", "warp",
+"xs", "mma" or "mv") keeps one kernel's configurations; Q4_BOUNDS="T,G" rebuilds gemv_q_warp with launch_bounds (T,
+G) (T threads a group at most, G groups an SM: 80 registers at "128,6" against 128 unbounded, no spills at R 8), to
+see whether the occupancy it buys pays; Q4_WARP="R,KV,WARPS,NS;..." times those gemv_q_warp configurations instead
+(NS = 1: the next step's loads in raw registers); Q4_XS="R,MOST,X8[,NS];..." gemv_q4_xs configurations (NS >= 2:
+staged)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def measure(n: int, k: int) -> None:
     if os.environ.get("Q4_WARP"):  # "R,KV,WARPS,NS;...": gemv_q_warp configurations of one's own instead
         configs = [dict(zip(("R", "KV", "WARPS", "NS"), (int(v) for v in c.split(","))), PATH="warp")
                    for c in os.environ["Q4_WARP"].split(";")]
-    if os.environ.get("Q4_XS"):  # "R,MOST,X8;...": gemv_q4_xs configurations of one's own instead
-        configs = [dict(zip(("R", "MOST", "X8"), (int(v) for v in c.split(","))), PATH="xs")
+    if os.environ.get("Q4_XS"):  # "R,MOST,X8[,NS];...": gemv_q4_xs configurations of one's own instead
+        configs = [dict(zip(("R", "MOST", "X8", "NS"), (int(v) for v in c.split(","))), PATH="xs")
                    for c in os.environ["Q4_XS"].split(";")]
 
     def run(cfg):

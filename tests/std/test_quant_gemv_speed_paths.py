@@ -30,6 +30,8 @@ TOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}
 #: forced gemv_q_warp configurations (R, KV, WARPS, NS): each within 32 KiB of shared memory (every backend's limit)
 WARP_CASES = [(4, 1, 1, 2), (8, 1, 2, 0), (16, 1, 1, 2), (3, 2, 1, 2), (8, 1, 1, 3), (1, 1, 2, 2), (8, 1, 1, 1),
               (3, 2, 2, 1), (4, 2, 2, 0)]
+#: forced gemv_q4_xs_staged configurations (R, MOST, X8, NS): within 32 KiB of shared memory at the test shapes
+STAGED = [(4, 16, 1, 3), (2, 16, 0, 2), (2, 16, 2, 4), (4, 1, 1, 3), (1, 2, 0, 5), (2, 16, 1, 4)]
 
 
 def _oracle(p, s, b, x, bits, group):
@@ -140,20 +142,28 @@ def test_mv_configurations(backend, group, dtype, rng):
 
 @pytest.mark.parametrize("group,dtype", [(32, "bf16"), (64, "f16"), (128, "bf16")])
 def test_xs_configurations(backend, group, dtype, rng):
-    """Every gemv_q4_xs configuration of its table and four more (fewer SIMD groups, more vectors a lane), forced,
-    each at one of the three groups: K = 1408 (44 vectors:
+    """Every gemv_q4_xs configuration of its table, four more (fewer SIMD groups, more vectors a lane) and the
+    staged kernel's (async copies NS - 1 blocks ahead), forced, each at one of the three groups: K = 1408 (44 vectors:
     SIMD groups with idle lanes at 32 lanes), 2176 (68) and 256 (one SIMD group, most lanes idle), rows that fill
     no super-block, part of one and several (37: strided over the groups, the last one partial)."""
-    every = QV_XS.TUNING["cuda"] + [(4, 1, 0), (2, 2, 0), (4, 1, 1), (1, 2, 1)]
+    every = QV_XS.TUNING["cuda"] + [(4, 1, 0), (2, 2, 0), (4, 1, 1), (1, 2, 1)] + STAGED
     mine = every[[32, 64, 128].index(group)::3]  # each configuration at one of the three groups (CI's time)
     for n, k in ((37, 1408), (5, 2176), (70, 256), (16, 2176)):
         p, s, b, x = _case(rng, n, k, 4, group, dtype)
-        for r, most, x8 in mine:
-            cfg = {"PATH": "xs", "R": r, "MOST": most, "X8": x8}
+        for row in mine:
+            cfg = dict(zip(("R", "MOST", "X8", "NS"), row), PATH="xs")
             assert _run(backend, p, s, b, x, 4, group, dtype, config=cfg) == cfg
     p, s, b, x = _case(rng, 8, 256, 8, group, dtype)
     with pytest.raises(ValueError, match="the xs path needs 4 bits"):
         QV.launch_gemv_q(p, s, b, x, np.zeros(8, x.dtype), 8, group, "cpu", config={"PATH": "xs", "R": 4, "MOST": 16})
+
+
+def test_xs_staged_needs_even_groups_a_row(rng):
+    """The staged xs path copies 4-byte pieces of two scales: K / GROUP odd is refused by name, before any launch."""
+    p, s, b, x = _case(rng, 8, 11 * 64, 4, 64, "f16")
+    with pytest.raises(ValueError, match="even number of groups"):
+        QV.launch_gemv_q(p, s, b, x, np.zeros(8, np.float16), 4, 64, "cpu",
+                         config={"PATH": "xs", "R": 4, "MOST": 16, "X8": 1, "NS": 3})
 
 
 def test_xs_22_bit_x_keeps_one_f16_step(backend, rng):

@@ -88,7 +88,8 @@ from . import quant as Q
 from .quant_dot import MAGIC_EVEN, MAGIC_ODD, TWO23, dot_rows
 from .quant_gemv_mma import config_fits, launch_q4_mma, mma_configs
 from .quant_gemv_mv import launch_q4_mv, mv_configs, mv_fits
-from .quant_gemv_xs import launch_q4_xs, xs_configs, xs_ok
+from .quant_gemv_xs import xs_configs, xs_ok
+from .quant_gemv_xs_staged import launch_xs
 from .softmax import dtype_label, processors
 
 #: iron build's defaults (valid for every dtype)
@@ -479,7 +480,7 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             launch_q4_mv(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), backend)
             return
         if cfg["PATH"] == "xs":
-            launch_q4_xs(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), processors(be),
+            launch_xs(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), processors(be),
                          backend)
             return
         if cfg["PATH"] == "group":

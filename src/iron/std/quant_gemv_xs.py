@@ -119,6 +119,35 @@ def dot_block(wb, sb, bb, xf, cx, acc, magic, R, KX):
 
 
 @func
+def setup_x(x, xf, cx, vw, vg, xq, nvec, GROUP, KX, WARPS, X8):
+    """The lane's KX vectors of x (v = simd_group() S + lane + k WARPS S; past nvec: the last one's place, x = 0):
+    vw/vg their first word and quantization group in a row, xf their values in f32, cx the chains' bases and the x
+    sum (dot_block); with X8, xq their fixed-point digits (setup_x8)."""
+    S = simd_size()
+    for k in static_range(KX):
+        v = simd_group() * S + simd_lane() + k * WARPS * S
+        vc = min(v, nvec - 1)
+        vw[k] = vc * 4
+        vg[k] = cast(cast(vc, u32) // (GROUP // 32), i32)
+        xe = 0.0
+        xo = 0.0
+        for c in static_range(4):
+            xv = vload(x, vc * 32 + c * 8, 8)
+            for j in static_range(8):
+                val = cast(xv[j], f32) if v < nvec else 0.0
+                xf[k * 32 + c * 8 + j] = val
+                if j % 2 == 0:
+                    xe += val
+                else:
+                    xo += val
+        cx[k * 3] = -256.0 * xe
+        cx[k * 3 + 1] = -16.0 * xo
+        cx[k * 3 + 2] = xe + xo
+    if X8:
+        setup_x8(xf, xq, cx, KX, X8 + 1)
+
+
+@func
 def setup_x8(xf, xq, cx, KX, NB):
     """X8: each vector's 32 x values as fixed point of its own scale (cx[k 3] = max |x| / (127 128^(NB - 1))), X =
     sum_j d_j 128^(NB - 1 - j) in NB signed bytes (d_0 in [-127, 127], the others in [-64, 64]): 15 bits at NB 2
@@ -207,8 +236,6 @@ def gemv_q4_xs(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
                LS: constexpr, X8: constexpr):
     """y = W x for 4-bit W (group GROUP) with x in registers: groups of WARPS SIMD groups of 2^LS lanes, each lane
     owning KX vectors of 32 columns; R = 2^LR rows a block, super-blocks of 2 R rows strided over the groups."""
-    S = simd_size()
-    nvec = ncols // 32
     wrow = ncols // 8
     ngr = ncols // GROUP
     # the magic numbers from a value NVRTC cannot fold (quant_gemv.gemv_q_warp's note)
@@ -219,28 +246,8 @@ def gemv_q4_xs(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: Tensor[H
     cx = local_array(f32, KX * 3)  # per vector: -256 (even x sum), -16 (odd x sum), x sum
     vw = local_array(i32, KX)  # the vector's first word in its row
     vg = local_array(i32, KX)  # its quantization group in its row
-    for k in static_range(KX):
-        v = simd_group() * S + simd_lane() + k * WARPS * S
-        vc = min(v, nvec - 1)
-        vw[k] = vc * 4
-        vg[k] = cast(cast(vc, u32) // (GROUP // 32), i32)
-        xe = 0.0
-        xo = 0.0
-        for c in static_range(4):
-            xv = vload(x, vc * 32 + c * 8, 8)
-            for j in static_range(8):
-                val = cast(xv[j], f32) if v < nvec else 0.0
-                xf[k * 32 + c * 8 + j] = val
-                if j % 2 == 0:
-                    xe += val
-                else:
-                    xo += val
-        cx[k * 3] = -256.0 * xe
-        cx[k * 3 + 1] = -16.0 * xo
-        cx[k * 3 + 2] = xe + xo
     xq = local_array(i32, max(KX * 8 * (X8 + 1) * min(X8, 1), 1))
-    if X8:
-        setup_x8(xf, xq, cx, KX, X8 + 1)
+    setup_x(x, xf, cx, vw, vg, xq, ncols // 32, GROUP, KX, WARPS, X8)
     part = shared(f32, 2 * 2 * R * WARPS)  # two super-blocks' partials: (buffer, row, SIMD group)
     acc = local_array(f32, R)
     wa, wb = local_array(u32, KX * R * 4), local_array(u32, KX * R * 4)
@@ -293,7 +300,7 @@ def xs_configs(backend: str, bits: int, dtype: str, forced: bool = False) -> lis
     if not forced:
         return []
     rows = TUNING["cuda"] if backend == "cuda" else TUNING["cuda"][:1]
-    return [{"PATH": "xs", "R": r, "MOST": most, "X8": x8} for r, most, x8 in rows]
+    return [dict(zip(("R", "MOST", "X8", "NS"), row), PATH="xs") for row in rows]
 
 
 def launch_q4_xs(w, scales, biases, x, y, group: int, cfg: dict, width: int, sms: int, backend: str | None) -> None:

@@ -146,8 +146,9 @@ def test_xs_configurations(backend, group, dtype, rng):
     staged kernel's (async copies NS - 1 blocks ahead), forced, each at one of the three groups: K = 1408 (44 vectors:
     SIMD groups with idle lanes at 32 lanes), 2176 (68) and 256 (one SIMD group, most lanes idle), rows that fill
     no super-block, part of one and several (37: strided over the groups, the last one partial)."""
-    every = QV_XS.TUNING["cuda"] + [(4, 1, 0), (2, 2, 0), (4, 1, 1), (1, 2, 1)] + STAGED
+    every = QV_XS.TUNING["cuda"] + [(4, 1, 0), (2, 2, 0), (4, 1, 1), (1, 2, 1)]
     mine = every[[32, 64, 128].index(group)::3]  # each configuration at one of the three groups (CI's time)
+    mine += STAGED[group // 64::2] if group < 128 else []  # K / 128 is odd at two of the shapes: refused
     for n, k in ((37, 1408), (5, 2176), (70, 256), (16, 2176)):
         p, s, b, x = _case(rng, n, k, 4, group, dtype)
         for row in mine:

@@ -50,7 +50,7 @@ WARPS = 4
 LR = 2
 LS = 5
 X8 = 0
-NS = 3
+NS = 2  # 24 KiB at the defaults: within every backend's 32 KiB
 
 
 @func

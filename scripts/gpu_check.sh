@@ -76,8 +76,9 @@
 #                                 alone (Q4_PATHS="mv warp": those paths' configurations, one path after the other)
 #   scripts/gpu_check.sh q4xs    issue 18: gemv_q4_xs (x in registers) tests on CUDA, then its configurations and
 #                                 gemv_q_warp's best two (Q4_WARP) at Q4_SHAPES, in turn, twice -> q4xs_{xs,warp}_N.txt;
-#                                 Q4_XS="R,MOST,X8;..." xs configurations of one's own; then xs configurations Q4_NCU
-#                                 (indices) and, with Q4_NCU_WARP=1, warp under ncu
+#                                 Q4_XS="R,MOST,X8[,NS];..." xs configurations of one's own (default: the staged
+#                                 kernel's, NS >= 2, beside X8 1/2 at R 8; Q4_XS= skips them); then xs configurations
+#                                 Q4_NCU (indices) and, with Q4_NCU_WARP=1, warp under ncu
 #   scripts/gpu_check.sh vkab    issue 16 (carry .gl/.whl): bench/experiments/vk_timing_lead.py's Vulkan rows from a
 #                                 carried base tree (VK_BASE, default .snap/old) and this tree, in turn, twice, then
 #                                 its CUDA rows once (a SPIR-V change timed against its base: s32's Aliased views)
@@ -522,8 +523,10 @@ if [ "$PART" = q4xs ]; then
       $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_xs_$ROUND.txt" 2>&1
     Q4_WARP="${Q4_WARP:-4,1,8,1;4,1,4,1}" Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" \
       timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_warp_$ROUND.txt" 2>&1
-    if [ -n "${Q4_XS:-}" ]; then  # xs configurations of one's own (R,MOST,X8;...)
-      Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" timeout ${Q4_TIMEOUT:-90} \
+    # xs configurations of one's own (R,MOST,X8[,NS];...; default: X8 = 1 and 2 at R 8, the staged kernel's)
+    Q4_XS="${Q4_XS-8,16,1;8,16,2;4,16,1,3;2,16,1,6;4,16,1,4;8,16,1,2;4,16,2,3;2,16,2,6}"
+    if [ -n "$Q4_XS" ]; then
+      Q4_XS="$Q4_XS" Q4_SHAPES="${Q4_SHAPES:-16384,16384;4096,4096;14336,4096}" timeout ${Q4_TIMEOUT:-90} \
         $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4xs_own_$ROUND.txt" 2>&1
     fi
     grep -hE "GB/s|torch|rror" "$OUT"/q4xs_*_$ROUND.txt | sed "s/^/$ROUND /" | head -n 60

@@ -8,10 +8,12 @@ k < ``KX``), converts and sums its x once at the start, and then streams rows pa
 lane R 16-byte weight loads, their scales and biases, and the arithmetic of ``dot_rows_hi`` (one logic op and one
 FMA an element, four shifts a word). Each lane's R partial sums are reduced across its SIMD group by a transposed
 butterfly (R rows in log2 R halving exchanges, then plain ones: lane l ends with row l / (S / R)), written to shared
-memory, and after a barrier summed over the WARPS SIMD groups. Rows go in super-blocks of 2 R: the second block's
-loads are issued before the first block's arithmetic and the next super-block's first block before the second's
-(two register buffers), and one barrier a super-block (the partials double-buffered, so no second barrier). The
-groups loop over super-blocks (about one group an SM where the device says how many it has).
+memory, and after a barrier summed over the WARPS SIMD groups. Rows go in super-blocks of 2 R: in the source the
+second block's loads are issued before the first block's arithmetic and the next super-block's first block before
+the second's (two register buffers), and one barrier a super-block (the partials double-buffered, so no second
+barrier); NVRTC's SASS (sm_90, s34) sinks those loads below most of the other block's arithmetic, so about one block
+is in flight: ``quant_gemv_xs_staged`` stages the blocks by async copies instead. The groups loop over super-blocks
+(about one group an SM where the device says how many it has).
 
 ``X8`` = 1: each lane turns its x into 15-bit fixed point once (a scale per vector, max |x| / 16256, and X = 128 hi
 + lo in two signed bytes), and a word of 8 nibbles costs one logic op, a shift and a logic op (the even and the odd

@@ -481,7 +481,7 @@ def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, g
             return
         if cfg["PATH"] == "xs":
             launch_xs(w, scales, biases, x, y, group, cfg, get_backend(backend).simd_width(), processors(be),
-                         backend)
+                      backend)
             return
         if cfg["PATH"] == "group":
             groups = -(-nrows // cfg["ROWS"])

@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 .venv/bin/ruff check src tests
 .venv/bin/lint-imports  # the layers and no-cycles contracts in pyproject.toml
-.venv/bin/python -m pytest "$@"
+# one worker a CPU (IRON_TEST_WORKERS=0: in this process), a test file's tests on one worker (module-level caches such as
+# tests/backends' compile batches are built once); CI's two cores took 42-85 min in one process
+.venv/bin/python -m pytest -n "${IRON_TEST_WORKERS:-auto}" --dist loadfile "$@"

@@ -306,14 +306,19 @@ def xs_configs(backend: str, bits: int, dtype: str, forced: bool = False) -> lis
 
 
 def launch_q4_xs(w, scales, biases, x, y, group: int, cfg: dict, width: int, sms: int, backend: str | None) -> None:
-    """``gemv_q4_xs`` with configuration ``cfg`` on SIMD groups of ``width`` lanes; about one group an SM's worth of
-    SIMD groups (16) where ``sms`` is known, else one group a super-block."""
+    """``gemv_q4_xs`` with configuration ``cfg`` on SIMD groups of ``width`` lanes, on ``xs_grid``'s groups."""
     nrows, ncols = w.shape[0], w.shape[1] * 8
     r = cfg["R"]
-    warps, kx = xs_shape(ncols, width, cfg["MOST"])
-    nsb = -(-nrows // (2 * r))
-    groups = min(nsb, sms * max(1, 16 // warps)) if sms else nsb
-    lr, ls = r.bit_length() - 1, width.bit_length() - 1
+    groups, warps, kx = xs_grid(nrows, ncols, r, cfg["MOST"], width, sms)
     threads = warps * width
-    gemv_q4_xs[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, r, kx, warps, lr, ls,
-                                          cfg.get("X8", 0), backend=backend)
+    gemv_q4_xs[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, r, kx, warps,
+                                          r.bit_length() - 1, width.bit_length() - 1, cfg.get("X8", 0),
+                                          backend=backend)
+
+
+def xs_grid(nrows: int, ncols: int, r: int, most: int, width: int, sms: int) -> tuple[int, int, int]:
+    """(groups, WARPS, KX) of both xs kernels: about one group an SM's worth of SIMD groups (16) where ``sms`` is
+    known, else one group a super-block of 2 R rows."""
+    warps, kx = xs_shape(ncols, width, most)
+    nsb = -(-nrows // (2 * r))
+    return (min(nsb, sms * max(1, 16 // warps)) if sms else nsb), warps, kx

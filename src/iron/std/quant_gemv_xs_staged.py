@@ -40,7 +40,7 @@ from ..lang import (
 )
 from .gemm_tiles import H
 from .quant_dot import MAGIC_EVEN, MAGIC_ODD
-from .quant_gemv_xs import dot_block, dot_block_x8, finish_rows, launch_q4_xs, reduce_block, setup_x, xs_shape
+from .quant_gemv_xs import dot_block, dot_block_x8, finish_rows, launch_q4_xs, reduce_block, setup_x, xs_grid
 
 #: iron build's defaults
 GROUP = 64
@@ -148,9 +148,7 @@ def launch_xs(w, scales, biases, x, y, group: int, cfg: dict, width: int, sms: i
         raise ValueError(f"gemv_q: the staged xs path (NS = {ns}) needs an even number of groups a row (4-byte "
                          f"scale pieces); K / GROUP = {ncols // group}: use NS = 0")
     r = cfg["R"]
-    warps, kx = xs_shape(ncols, width, cfg["MOST"])
-    nsb = -(-nrows // (2 * r))
-    groups = min(nsb, sms * max(1, 16 // warps)) if sms else nsb
+    groups, warps, kx = xs_grid(nrows, ncols, r, cfg["MOST"], width, sms)
     threads = warps * width
     gemv_q4_xs_staged[groups * threads, threads](w, scales, biases, x, y, nrows, ncols, group, r, kx, warps,
                                                  r.bit_length() - 1, width.bit_length() - 1, cfg.get("X8", 0), ns,

@@ -79,6 +79,9 @@
 #                                 Q4_XS="R,MOST,X8[,NS];..." xs configurations of one's own (default: the staged
 #                                 kernel's, NS >= 2, beside X8 1/2 at R 8; Q4_XS= skips them); then xs configurations
 #                                 Q4_NCU (indices) and, with Q4_NCU_WARP=1, warp under ncu
+#   scripts/gpu_check.sh q4src   issue 18: where gemv_q4_xs's time goes: Q4SRC_XS configurations and gemv_q_warp's
+#                                 best at 8192/16384/32768 rows of K 16384 (the marginal rate, without the start and
+#                                 the tail), then Q4SRC_NCU's first configuration under ncu's source counters (CSV)
 #   scripts/gpu_check.sh vkab    issue 16 (carry .gl/.whl): bench/experiments/vk_timing_lead.py's Vulkan rows from a
 #                                 carried base tree (VK_BASE, default .snap/old) and this tree, in turn, twice, then
 #                                 its CUDA rows once (a SPIR-V change timed against its base: s32's Aliased views)
@@ -540,6 +543,24 @@ if [ "$PART" = q4xs ]; then
     Q4_XS= Q4_WARP="4,1,4,1" Q4_ONLY=0 Q4_SHAPES=16384,16384 profile_ncu q4xs_ncu_warp.txt gemv_q 2 1 bench/experiments/gemv_q4_configs.py
     pack
   fi
+fi
+if [ "$PART" = q4src ]; then
+  Q4SRC_XS="${Q4SRC_XS:-8,16,2;4,16,1,3}"
+  Q4SRC_SHAPES="${Q4SRC_SHAPES:-8192,16384;16384,16384;32768,16384}"
+  Q4_XS="$Q4SRC_XS" Q4_SHAPES="$Q4SRC_SHAPES" timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py \
+    > "$OUT/q4src_xs.txt" 2>&1
+  Q4_XS= Q4_WARP="4,1,4,1" Q4_SHAPES="$Q4SRC_SHAPES" timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py \
+    > "$OUT/q4src_warp.txt" 2>&1
+  grep -hE "GB/s|rror" "$OUT"/q4src_*.txt
+  pack
+  Q4_XS="${Q4SRC_NCU:-8,16,2}" Q4_ONLY=0 Q4_SHAPES=16384,16384 timeout ${NCU_TIMEOUT:-120} ncu --kernel-name regex:gemv_q \
+    --launch-skip 2 --launch-count 1 --section SourceCounters --section WarpStateStats --section InstructionStats \
+    --section SpeedOfLight -f -o "$OUT/q4src" $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4src_ncu.log" 2>&1
+  ncu -i "$OUT/q4src.ncu-rep" --page source --csv --print-source sass > "$OUT/q4src.csv" 2>&1
+  ncu -i "$OUT/q4src.ncu-rep" --page details > "$OUT/q4src_details.txt" 2>&1
+  grep -E "Stall|Duration|DRAM Throughput|Executed Ipc|Issue Slots|No Eligible" "$OUT/q4src_details.txt" | head -n 24
+  wc -l "$OUT/q4src.csv"
+  pack
 fi
 if [ "$PART" = vkab ]; then
   # issue 16: the Vulkan rows of vk_timing_lead.py (rope, softmax and layer_norm 4096^2, exp 2^24 by default: VK_ROWS)

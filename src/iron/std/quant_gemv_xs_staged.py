@@ -13,6 +13,11 @@ Shared memory a group: NS R KX 24 bytes a thread and 16 R WARPS for the partials
 NS 3 144 KiB, above the 48 KiB default (CUDA's opt-in; other backends refuse past their limit at launch). The scale
 and bias pieces are 4 bytes, two 2-byte values: ncols / GROUP must be even, so that a piece stays aligned and within
 its row (the launcher refuses otherwise).
+
+Measured on an H100 (s35, bench/results/2026-12-07-h100-s35-q4-staged): 65.1-66.7 us at 16384^2 for NS 2-6, no
+better than ``gemv_q4_xs`` (64.9): more blocks in flight did not move DRAM throughput (78 % of peak under Nsight
+Compute either way, cuBLAS's bf16 GEMV 91 %), so the prefetch the compiler sank was not what held the kernel back.
+Forced-only (path "xs" with NS), not tuned.
 """
 
 from __future__ import annotations

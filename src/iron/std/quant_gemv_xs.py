@@ -123,14 +123,29 @@ def dot_block(wb, sb, bb, xf, cx, acc, magic, R, KX):
 @func
 def setup_x(x, xf, cx, vw, vg, xq, nvec, GROUP, KX, WARPS, X8):
     """The lane's KX vectors of x (v = simd_group() S + lane + k WARPS S; past nvec: the last one's place, x = 0):
-    vw/vg their first word and quantization group in a row, xf their values in f32, cx the chains' bases and the x
-    sum (dot_block); with X8, xq their fixed-point digits (setup_x8)."""
+    vw/vg their first word and quantization group in a row (lane_vectors), then x itself (convert_x)."""
+    lane_vectors(vw, vg, nvec, GROUP, KX, WARPS)
+    convert_x(x, xf, cx, xq, nvec, KX, WARPS, X8)
+
+
+@func
+def lane_vectors(vw, vg, nvec, GROUP, KX, WARPS):
+    """vw/vg: the first word and the quantization group in a row of each of the lane's KX vectors."""
+    S = simd_size()
+    for k in static_range(KX):
+        vc = min(simd_group() * S + simd_lane() + k * WARPS * S, nvec - 1)
+        vw[k] = vc * 4
+        vg[k] = cast(cast(vc, u32) // (GROUP // 32), i32)
+
+
+@func
+def convert_x(x, xf, cx, xq, nvec, KX, WARPS, X8):
+    """xf: the lane's x values in f32 (0 past nvec), cx the chains' bases and the x sum (dot_block); with X8, xq
+    their fixed-point digits (setup_x8)."""
     S = simd_size()
     for k in static_range(KX):
         v = simd_group() * S + simd_lane() + k * WARPS * S
         vc = min(v, nvec - 1)
-        vw[k] = vc * 4
-        vg[k] = cast(cast(vc, u32) // (GROUP // 32), i32)
         xe = 0.0
         xo = 0.0
         for c in static_range(4):

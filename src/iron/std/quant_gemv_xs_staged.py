@@ -7,7 +7,8 @@ each row and the 4-byte pieces holding its scale and bias go to the lane's own s
 by ``async_copy`` (cp.async on NVIDIA sm_80+; an ordinary copy elsewhere), ``NS - 1`` blocks ahead: copies that
 hold no registers and that the compiler cannot move below a later wait. Each lane reads back only what it copied,
 so the pipeline needs no barrier (``async_wait`` alone); the super-blocks' reduction keeps ``gemv_q4_xs``'s one
-barrier every two blocks. The arithmetic, the reduction and the x set-up are ``gemv_q4_xs``'s (both forms).
+barrier every two blocks. The arithmetic, the reduction and the x set-up are ``gemv_q4_xs``'s (both forms); the
+first NS - 1 blocks' copies are issued before x is converted (s35), so DRAM works through the set-up.
 
 Shared memory a group: NS R KX 24 bytes a thread and 16 R WARPS for the partials: at 16 SIMD groups of 32 lanes, R 4,
 NS 3 144 KiB, above the 48 KiB default (CUDA's opt-in; other backends refuse past their limit at launch). The scale
@@ -45,7 +46,16 @@ from ..lang import (
 )
 from .gemm_tiles import H
 from .quant_dot import MAGIC_EVEN, MAGIC_ODD
-from .quant_gemv_xs import dot_block, dot_block_x8, finish_rows, launch_q4_xs, reduce_block, setup_x, xs_grid
+from .quant_gemv_xs import (
+    convert_x,
+    dot_block,
+    dot_block_x8,
+    finish_rows,
+    lane_vectors,
+    launch_q4_xs,
+    reduce_block,
+    xs_grid,
+)
 
 #: iron build's defaults
 GROUP = 64
@@ -107,7 +117,7 @@ def gemv_q4_xs_staged(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: T
     vw = local_array(i32, KX)
     vg = local_array(i32, KX)
     xq = local_array(i32, max(KX * 8 * (X8 + 1) * min(X8, 1), 1))
-    setup_x(x, xf, cx, vw, vg, xq, ncols // 32, GROUP, KX, WARPS, X8)
+    lane_vectors(vw, vg, ncols // 32, GROUP, KX, WARPS)
     part = shared(f32, 2 * 2 * R * WARPS)  # two super-blocks' partials: (buffer, row, SIMD group)
     sw = shared(u32, NS * KX * R * (WARPS << LS) * 4)  # a 16-byte vector a slot
     ssb = shared(H, NS * KX * R * (WARPS << LS) * 4)  # its scale piece, then its bias piece
@@ -123,6 +133,7 @@ def gemv_q4_xs_staged(w: Tensor[u32], scales: Tensor[H], biases: Tensor[H], x: T
             copy_block(w, scales, biases, sw, ssb, t, vw, vg, block_row0(t, gid, stride, R), nrows, wrow, ngr, R,
                        KX)
         async_commit()
+    convert_x(x, xf, cx, xq, ncols // 32, KX, WARPS, X8)  # while the first blocks' copies are on their way
     for t in range(nb):
         if t + NS - 1 < nb:  # into the stage block t - 1 was read from
             copy_block(w, scales, biases, sw, ssb, (t + NS - 1) % NS, vw, vg, block_row0(t + NS - 1, gid, stride, R),

@@ -545,7 +545,7 @@ if [ "$PART" = q4xs ]; then
   fi
 fi
 if [ "$PART" = q4src ]; then
-  Q4SRC_XS="${Q4SRC_XS:-8,16,2;4,16,1,3}"
+  Q4SRC_XS="${Q4SRC_XS:-8,16,2;4,16,1,3;8,16,2,2;4,16,2,3}"
   Q4SRC_SHAPES="${Q4SRC_SHAPES:-8192,16384;16384,16384;32768,16384}"
   Q4_XS="$Q4SRC_XS" Q4_SHAPES="$Q4SRC_SHAPES" timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py \
     > "$OUT/q4src_xs.txt" 2>&1

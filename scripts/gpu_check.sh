@@ -80,8 +80,9 @@
 #                                 kernel's, NS >= 2, beside X8 1/2 at R 8; Q4_XS= skips them); then xs configurations
 #                                 Q4_NCU (indices) and, with Q4_NCU_WARP=1, warp under ncu
 #   scripts/gpu_check.sh q4src   issue 18: where gemv_q4_xs's time goes: Q4SRC_XS configurations and gemv_q_warp's
-#                                 best at 8192/16384/32768 rows of K 16384 (the marginal rate, without the start and
-#                                 the tail), then Q4SRC_NCU's first configuration under ncu's source counters (CSV)
+#                                 best at 16384/32768 rows of K 16384 (the marginal rate, without the start and the
+#                                 tail), with L2 evicted by a read and by the memset flush (Q4SRC_FLUSH), then
+#                                 Q4SRC_NCU's first configuration under ncu's source counters (CSV)
 #   scripts/gpu_check.sh vkab    issue 16 (carry .gl/.whl): bench/experiments/vk_timing_lead.py's Vulkan rows from a
 #                                 carried base tree (VK_BASE, default .snap/old) and this tree, in turn, twice, then
 #                                 its CUDA rows once (a SPIR-V change timed against its base: s32's Aliased views)
@@ -546,13 +547,15 @@ if [ "$PART" = q4xs ]; then
 fi
 if [ "$PART" = q4src ]; then
   Q4SRC_XS="${Q4SRC_XS:-8,16,2;4,16,1,3;8,16,2,2;4,16,2,3}"
-  Q4SRC_SHAPES="${Q4SRC_SHAPES:-8192,16384;16384,16384;32768,16384}"
-  Q4_XS="$Q4SRC_XS" Q4_SHAPES="$Q4SRC_SHAPES" timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py \
-    > "$OUT/q4src_xs.txt" 2>&1
-  Q4_XS= Q4_WARP="4,1,4,1" Q4_SHAPES="$Q4SRC_SHAPES" timeout ${Q4_TIMEOUT:-90} $PY bench/experiments/gemv_q4_configs.py \
-    > "$OUT/q4src_warp.txt" 2>&1
-  grep -hE "GB/s|rror" "$OUT"/q4src_*.txt
-  pack
+  Q4SRC_SHAPES="${Q4SRC_SHAPES:-16384,16384;32768,16384}"
+  for FL in ${Q4SRC_FLUSH:-read memset}; do  # memset: the backend's flush (dirty lines); read: a 256 MiB read
+    Q4_FLUSH=$FL Q4_XS="$Q4SRC_XS" Q4_SHAPES="$Q4SRC_SHAPES" timeout ${Q4_TIMEOUT:-90} \
+      $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4src_xs_$FL.txt" 2>&1
+    Q4_FLUSH=$FL Q4_XS= Q4_WARP="4,1,4,1" Q4_SHAPES="$Q4SRC_SHAPES" timeout ${Q4_TIMEOUT:-90} \
+      $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4src_warp_$FL.txt" 2>&1
+    grep -hE "GB/s|torch|rror" "$OUT"/q4src_*_$FL.txt | sed "s/^/$FL /"
+    pack
+  done
   Q4_XS="${Q4SRC_NCU:-8,16,2}" Q4_ONLY=0 Q4_SHAPES=16384,16384 timeout ${NCU_TIMEOUT:-120} ncu --kernel-name regex:gemv_q \
     --launch-skip 2 --launch-count 1 --section SourceCounters --section WarpStateStats --section InstructionStats \
     --section SpeedOfLight -f -o "$OUT/q4src" $PY bench/experiments/gemv_q4_configs.py > "$OUT/q4src_ncu.log" 2>&1

@@ -8,7 +8,8 @@ device shapes); Q4_ONLY=i runs configuration i of the first shape alone, 4 times
 G) (T threads a group at most, G groups an SM: 80 registers at "128,6" against 128 unbounded, no spills at R 8), to
 see whether the occupancy it buys pays; Q4_WARP="R,KV,WARPS,NS;..." times those gemv_q_warp configurations instead
 (NS = 1: the next step's loads in raw registers); Q4_XS="R,MOST,X8[,NS];..." gemv_q4_xs configurations (NS >= 2:
-staged)."""
+staged). Q4_FLUSH=read evicts L2 by reading 256 MiB instead of the backend's memset (whose dirty lines the
+timed kernel would otherwise write back while it runs)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ shapes = [tuple(int(v) for v in s.split(",")) for s in os.environ.get(
 only = os.environ.get("Q4_ONLY")
 group = int(os.environ.get("Q4_GROUP", "64"))
 flush = get_backend("cuda").l2_flush()  # the function that queues the eviction
+if os.environ.get("Q4_FLUSH") == "read":  # evict by reading 256 MiB: the memset's flush leaves L2 full of dirty
+    _evict = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # lines the timed kernel then writes back
+
+    def flush():
+        _evict.sum()
 rng = np.random.default_rng(0)
 
 

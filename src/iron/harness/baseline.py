@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..runtime.cache import cache_dir
+from ..runtime.cache import cache_dir, store_file
 
 #: a change within this many percent is noise, not a regression or an improvement
 DEFAULT_THRESHOLD = 10.0
@@ -30,14 +29,19 @@ def baseline_path(name: str) -> Path:
     return bench_dir() / "baselines" / f"{name}.json"
 
 
-def save_last_run(doc: dict) -> Path:
-    """Write the bench's JSON as the last run (atomically: a concurrent ``snap`` never reads half a file)."""
-    path = last_run_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
-    tmp.replace(path)
+def write_json(path: Path, doc: dict) -> Path:
+    """Write ``doc`` to ``path`` through a file of this process's own and ``os.replace`` (``store_file``): a reader
+    sees a whole file, and concurrent writers all succeed (two ``iron bench`` runs at once, one a GPU; tests on
+    parallel workers). A fixed temporary name let one writer move another's half-written file into place and then
+    fail to find its own."""
+    if not store_file(path, json.dumps(doc, indent=2).encode()):
+        raise OSError(f"iron: could not write {path}")
     return path
+
+
+def save_last_run(doc: dict) -> Path:
+    """Write the bench's JSON as the last run (a concurrent ``snap`` never reads half a file)."""
+    return write_json(last_run_path(), doc)
 
 
 def load(path: Path, what: str) -> dict:
@@ -51,12 +55,7 @@ def snap(name: str = "default") -> Path:
     """Copy the last bench run to the baseline ``name`` (its JSON already names GPU, driver, git sha and date)."""
     doc = load(last_run_path(), "last run")
     doc["baseline"] = {"name": name, "saved": datetime.now(UTC).isoformat()}
-    path = baseline_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
-    shutil.move(tmp, path)
-    return path
+    return write_json(baseline_path(name), doc)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from ..lang import Tensor, f32, num_threads, program_id, vload, vstore
 from ..runtime import get_backend
 from ..runtime.cuda_timing import event_seconds
 from ..runtime.device_array import empty
-from .baseline import bench_dir
+from .baseline import bench_dir, write_json
 
 #: a row this close to the launch overhead is dominated by it
 LAUNCH_BOUND_FACTOR = 3.0
@@ -180,10 +180,7 @@ def copy_ceiling(backend: str, use_cache: bool = True) -> Ceiling:
                           _host_matrix_gflops(), "1024^3 f32 matrix product in NumPy (BLAS) on the host")
     cached[key] = {"copy_gbps": ceiling.copy_gbps, "how": ceiling.how, "matrix_gflops": ceiling.matrix_gflops,
                    "matrix_how": ceiling.matrix_how}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cached, indent=2))
-    tmp.replace(path)
+    write_json(path, cached)
     return ceiling
 
 

@@ -486,7 +486,10 @@ class CudaBackend(Backend):
 
     def l2_flush(self):
         """A function that queues an L2 eviction (a 256 MiB memset, 5x the H200's L2) on torch's stream, which
-        ``gpu_time`` times on: the autotuner's cold timings of kernels that stream their inputs from memory."""
+        ``gpu_time`` times on: the autotuner's cold timings of kernels that stream their inputs from memory. The
+        memset leaves L2 full of its dirty lines, which the timed kernel writes back as it evicts them, so these
+        timings can read slow for kernels that stream many bytes (s35, an H100: gemv_q4_xs 64.9 us after it, 58.5
+        under Nsight Compute; ``bench/experiments/gemv_q4_configs.py`` with Q4_FLUSH=read evicts by a read)."""
         if self._flush is None:
             try:
                 import torch

@@ -1,12 +1,15 @@
 """The bench's JSON files (last run, baselines, ceilings) survive concurrent writers: each writer goes through a file
-of its own, so none fails and a reader always sees one writer's whole document."""
+of its own, so none fails and a reader always sees one writer's whole document; a damaged ceilings cache is measured
+again, not a traceback."""
 
 from __future__ import annotations
 
 import json
 import threading
 
-from iron.harness import baseline
+import pytest
+
+from iron.harness import baseline, roofline
 
 
 def test_concurrent_last_runs_all_land_whole():
@@ -36,3 +39,17 @@ def test_snap_writes_the_baseline_through_the_same_path():
     baseline.save_last_run(doc)
     saved = json.loads(baseline.snap("main").read_text())
     assert saved["rows"] == doc["rows"] and saved["baseline"]["name"] == "main"
+
+
+DAMAGED = ['{"cpu:cpu": {"copy_gbps": 1', "[1, 2]", '{"cpu:cpu": {"copy": 1, "matrix_gflops": 2}}', '{"cpu:cpu": 7}']
+
+
+@pytest.mark.parametrize("content", DAMAGED, ids=["truncated", "a-list", "other-keys", "not-an-entry"])
+def test_an_unreadable_ceilings_cache_is_measured_again(content):
+    """`iron bench -v` read ceilings.json with json.loads and Ceiling(**entry): a damaged cache was a traceback."""
+    path = baseline.bench_dir() / "ceilings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    ceiling = roofline.copy_ceiling("cpu")
+    assert ceiling.copy_gbps > 0 and ceiling.matrix_gflops > 0
+    assert json.loads(path.read_text())["cpu:cpu"]["copy_gbps"] == ceiling.copy_gbps

@@ -154,14 +154,27 @@ def _device_name(backend: str) -> str:
         return backend
 
 
+def _cached_ceilings(path) -> dict:
+    """The ceilings measured before (a cache: one that cannot be read or parsed counts as empty and is rewritten)."""
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return cached if isinstance(cached, dict) else {}
+
+
 def copy_ceiling(backend: str, use_cache: bool = True) -> Ceiling:
     """The measured copy bandwidth (read + write bytes per second) that ``%BW`` is relative to."""
     device = _device_name(backend)
     key = f"{backend}:{device}"
     path = bench_dir() / "ceilings.json"
-    cached = json.loads(path.read_text()) if path.exists() else {}
-    if use_cache and key in cached and cached[key].get("matrix_gflops"):
-        return Ceiling(**cached[key])
+    cached = _cached_ceilings(path)
+    if use_cache and key in cached:
+        try:
+            if cached[key].get("matrix_gflops"):
+                return Ceiling(**cached[key])
+        except (AttributeError, TypeError):  # an entry of another shape: measured again below
+            pass
     be = get_backend(backend)
     gpu_copy = None
     if not be.torch_device and be.is_gpu():  # the faster of the API's copy command and a copy kernel

@@ -192,6 +192,12 @@ def test_missing_folder_and_files(tmp_path):
     (tmp_path / "config.json").write_text((HERE / "llama2" / "config.json").read_text())
     with pytest.raises(ModelError, match="no \\*.safetensors"):
         Llama.load(tmp_path, backend="cpu")
+    (tmp_path / "generation_config.json").write_text("[2]")  # optional, not an object: ignored
+    assert load_config(tmp_path).hidden_size > 0
+    for bad, message in (("{\"hidden", "cannot read it as JSON"), ("[1, 2]", "a JSON list, not the object")):
+        (tmp_path / "config.json").write_text(bad)
+        with pytest.raises(ModelError, match=message):
+            load_config(tmp_path)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -159,10 +159,12 @@ def load_config(folder: str | Path) -> LlamaConfig:
         cfg = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise ModelError(f"{path}: cannot read it as JSON ({e})") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path}: a JSON {type(cfg).__name__}, not the object of a model's configuration")
     gen_path = folder / "generation_config.json"
     if cfg.get("eos_token_id") is None and gen_path.is_file():
         try:
             cfg["eos_token_id"] = json.loads(gen_path.read_text()).get("eos_token_id")
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # generation_config.json is optional: unreadable, ignored
             pass
     return LlamaConfig.from_dict(cfg, str(path))

@@ -22,14 +22,17 @@ nibbles as bytes) and four ``dp4a``: ~1 instruction an element in the loop again
 most max |x| / 32512 an element. A NaN or inf in x still gives NaN/inf rows (the x sum of the bias term carries it;
 an inf makes the scale inf, times the 0 it leaves in X). Measured on an H100 (s33): X8 R 8 65.1 us at 16384^2
 against gemv_q_warp's 67.3 (-3 %), the float form 71.2: a third of the instructions bought 3-8 %, so the loop is
-bound by the bytes in flight, not by issue (16 SIMD groups an SM, ~8 rows of 512 bytes in flight each).
+not bound by issue. s35 (H100) refuted the next guess, the bytes in flight: the staged kernel's deeper pipeline
+bought nothing, and Nsight Compute reads DRAM at 78 % of peak for both (cuBLAS's bf16 GEMV: 91 %).
 
 Both forms are forced-only (path "xs"), not tuned. The float form is slower than gemv_q_warp; X8's rounding of x
 breaks the accuracy the tuned paths keep: tests/std/test_quant.py asks for the float64 result within one f16 step
 (K 8192, x ~ N(0, 1), 16 rows), and on the interpreter over four seeds the float form stays within half a step while
 X8 misses in 1 to 7 rows (up to 83 steps, at an output of 0.005). ``X8`` = 2 adds a third byte (22-bit x: six dp4a
 a word, i32 sums below 2^31, rounded once to f32): within 0.52 of a step on the same four seeds (tested on every
-backend); untimed so far, and a candidate for the tuning if it keeps most of X8's gain.
+backend). Timed in s35 (H100): R 8 64.9 us, X8 1's speed. Still not tuned: x is rounded relative to each
+vector's max |x|, so an x with outliers thousands of times its typical size could break the one-step promise that
+the tests check only on N(0, 1) x; a 4 % gain at one shape did not justify that.
 
 4 bits, f16/bf16 x only (the HI form's chains carry 256 |x|: ``quant_dot.dot_rows_hi``'s rounding note). Lanes
 whose vectors lie past the row read a clamped vector and hold x = 0, so they add nothing; rows past the matrix

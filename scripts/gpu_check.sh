@@ -83,6 +83,9 @@
 #                                 best at 16384/32768 rows of K 16384 (the marginal rate, without the start and the
 #                                 tail), with L2 evicted by a read and by the memset flush (Q4SRC_FLUSH), then
 #                                 Q4SRC_NCU's first configuration under ncu's source counters (CSV)
+#   scripts/gpu_check.sh largest issue 18: iron bench -v at each kernel's largest device shape only
+#                                 (bench/experiments/bench_largest.py) for LG_PATTERNS (default std/rope std/norm) in
+#                                 LG_DTYPES (default bf16) on LG_BACKEND (default cuda) -> largest.json, largest.txt
 #   scripts/gpu_check.sh vkab    issue 16 (carry .gl/.whl): bench/experiments/vk_timing_lead.py's Vulkan rows from a
 #                                 carried base tree (VK_BASE, default .snap/old) and this tree, in turn, twice, then
 #                                 its CUDA rows once (a SPIR-V change timed against its base: s32's Aliased views)

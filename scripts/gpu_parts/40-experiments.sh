@@ -211,3 +211,9 @@ if [ "$PART" = vulkan ]; then
   timeout 120 $PY -m pytest -p no:cacheprovider tests/fuzz -rs 2>&1 | tee "$OUT/pytest_fuzz_vulkan.txt" | tail -n 10
   timeout 120 $PY bench/experiments/vulkan_vs_cuda.py "$OUT/vulkan_vs_cuda.json" 2>&1 | tail -n 20
 fi
+if [ "$PART" = largest ]; then
+  IRON_PROGRESS=lines timeout ${LG_TIMEOUT:-500} $PY bench/experiments/bench_largest.py "$OUT/largest.json" \
+    ${LG_BACKEND:-cuda} ${LG_DTYPES:-bf16} ${LG_PATTERNS:-std/rope std/norm} 2>&1 | tee "$OUT/largest.txt" \
+    | grep -E "iron bench on|Configuration"
+  pack
+fi

@@ -43,7 +43,8 @@ to stream its 151 MB at 4.2 TB/s.
 the faster; elsewhere it runs gemv_q_warp's default. ``path`` and ``config`` force one. Two more 4-bit paths live in
 their own modules: the matrix-unit ones (``quant_gemv_mma.py``, ``quant_gemv_mv.py``) and ``gemv_q4_xs``
 (``quant_gemv_xs.py``, path "xs": x held in registers by the lanes that own its columns, rows streamed past it;
-X8 = 1 and 2 turn x into 15- and 22-bit fixed point and dot the nibbles with ``dp4a``; forced only).
+X8 = 1 and 2 turn x into 15- and 22-bit fixed point and dot the nibbles with ``dp4a``; CUDA's tuning also
+times X8 = 2, ``quant_gemv_xs.TUNED``, where K <= 16384; the rest are forced only).
 
 Bytes: the bench counts the packed weight bytes only (N K BITS / 8, the issue's "GB/s of packed weight bytes");
 scales and biases add 2 * 2 / (GROUP * BITS / 8) of that in f16/bf16 (12.5% at 4 bits, group 64), x and y ~0.
@@ -454,9 +455,9 @@ def gemv_q_configs(backend: str, nrows: int, ncols: int, bits: int, group: int, 
         return mma_cfgs
     if path == "mv":  # not among the tuned candidates: slower than gemv_q_warp on an H100 (quant_gemv_mv.py)
         return mv_configs(backend, nrows, ncols, bits, dtype, group, forced=True)
-    if path == "xs":  # not among the tuned candidates: X8 rounds x (quant_gemv_xs.py), the float form is slower
+    if path == "xs":  # CUDA's tuning times only its X8 = 2 entries (quant_gemv_xs.TUNED); forced: every one
         return xs_configs(backend, bits, dtype, forced=True)
-    return group_cfgs + warp_cfgs + mma_cfgs if table else warp_cfgs
+    return group_cfgs + warp_cfgs + mma_cfgs + xs_configs(backend, bits, dtype, ncols=ncols) if table else warp_cfgs
 
 
 def launch_gemv_q(w: Any, scales: Any, biases: Any, x: Any, y: Any, bits: int, group: int,

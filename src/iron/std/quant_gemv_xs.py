@@ -25,14 +25,19 @@ against gemv_q_warp's 67.3 (-3 %), the float form 71.2: a third of the instructi
 not bound by issue. s35 (H100) refuted the next guess, the bytes in flight: the staged kernel's deeper pipeline
 bought nothing, and Nsight Compute reads DRAM at 78 % of peak for both (cuBLAS's bf16 GEMV: 91 %).
 
-Both forms are forced-only (path "xs"), not tuned. The float form is slower than gemv_q_warp; X8's rounding of x
-breaks the accuracy the tuned paths keep: tests/std/test_quant.py asks for the float64 result within one f16 step
-(K 8192, x ~ N(0, 1), 16 rows), and on the interpreter over four seeds the float form stays within half a step while
-X8 misses in 1 to 7 rows (up to 83 steps, at an output of 0.005). ``X8`` = 2 adds a third byte (22-bit x: six dp4a
-a word, i32 sums below 2^31, rounded once to f32): within 0.52 of a step on the same four seeds (tested on every
-backend). Timed in s35 (H100): R 8 64.9 us, X8 1's speed. Still not tuned: x is rounded relative to each
-vector's max |x|, so an x with outliers thousands of times its typical size could break the one-step promise that
-the tests check only on N(0, 1) x; a 4 % gain at one shape did not justify that.
+The float form (X8 = 0) and X8 = 1 are forced-only (path "xs"). The float form is slower than gemv_q_warp; X8 = 1's
+rounding of x breaks the accuracy the tuned paths keep: tests/std/test_quant.py asks for the float64 result within
+one f16 step (K 8192, x ~ N(0, 1), 16 rows), and on the interpreter over four seeds the float form stays within half
+a step while X8 = 1 misses in 1 to 7 rows (up to 83 steps, at an output of 0.005). ``X8`` = 2 adds a third byte
+(22-bit x: six dp4a a word, i32 sums below 2^31, rounded once to f32): within 0.52 of a step on the same four seeds
+(tested on every backend). Timed in s35 (H100): R 8 64.9 us, X8 1's speed. s36 checked the doubt that kept it out
+of the tuning, x rounded relative to each vector's max |x|: with an outlier in every third vector 10^2 to 6 10^4
+times the typical |x| (to the top of f16), X8 = 2 stayed within 0.34-0.50 of a step over two seeds each, as
+gemv_q_warp did (0.34-0.57), while X8 = 1 missed by up to 21 steps (the outlier test in
+tests/std/test_quant_gemv_speed_paths.py). Its error, at most max |x_vector| 2^-22 an element, is below the float
+chains' own (which carry 256 |x| in f32: |x| 2^-16 an addition) unless a vector's values span more than 2^6; for
+scale, llama.cpp's 4-bit kernels round x to 8 bits a block of 32. So since s36 CUDA's tuning times X8 = 2 (``TUNED``)
+beside the other paths where K fits one vector a lane.
 
 4 bits, f16/bf16 x only (the HI form's chains carry 256 |x|: ``quant_dot.dot_rows_hi``'s rounding note). Lanes
 whose vectors lie past the row read a clamped vector and hold x = 0, so they add nothing; rows past the matrix
@@ -77,16 +82,21 @@ WARPS = 4
 LR = 2
 LS = 5
 X8 = 0
-#: (R, most SIMD groups a group, X8) autotuning times on CUDA. NVRTC sm_90 bf16 (launch bound 512 threads: 128
+#: (R, most SIMD groups a group, X8) a forced path "xs" times on CUDA. NVRTC sm_90 bf16 (launch bound 512 threads: 128
 #: registers): at one vector a lane (KX 1) none spills at R 1..8 (X8: R 4 113 registers); at KX 2 (K 16384 with 8
 #: SIMD groups) R 4 spills. H100 s33 (bench/results/2026-12-07-h100-s33-q4-xs, each alone, two rounds), 16384^2 bf16
 #: group 64: X8 R 8 65.1-65.3 us, R 4 69.4-69.6, R 2 73.0-73.1; X8 = 0 R 8 71.2-71.9, R 4 76.7-77.0 (not tuned: slower
 #: than gemv_q_warp's 67.3-67.7); 4096^2 X8 R 4 10.0 (warp 10.5-10.7); 14336 x 4096 X8 R 8 21.9-22.1 (warp 23.1-23.2).
-#: Offered when forced (path "xs"), not tuned: X8's rounding of x breaks the one-f16-step accuracy of the other paths
-#: (the module docstring)
+#: X8 = 1's rounding of x breaks the one-f16-step accuracy of the other paths, and X8 = 0 is slower than
+#: gemv_q_warp: offered when forced (path "xs") only
 #: X8 = 2 (22-bit x, three bytes: six dp4a a word; R 4 and 8 128 registers, no spills) is untimed (s33 added it after
 #: the GPU time was spent)
 TUNING = {"cuda": [(8, 16, 1), (4, 16, 1), (2, 16, 1), (8, 16, 0), (4, 16, 0), (8, 16, 2), (4, 16, 2)]}
+#: the entries CUDA's unforced tuning times beside the other paths' (s36): X8 = 2 only, whose rounding of x (at most
+#: max |x| / 2^22 of its 32-value vector) kept every output within the tuned paths' one f16 step on N(0, 1) x and on x
+#: with outliers up to the f16 range (tests/std/test_quant_gemv_speed_paths.py); H100 s35: R 8 64.9 us at 16384^2
+#: against gemv_q_warp's 67.5 (R 4 untimed; the tuner times both where it runs)
+TUNED = {"cuda": [(8, 16, 2), (4, 16, 2)]}
 
 
 @func
@@ -311,15 +321,17 @@ def xs_shape(ncols: int, width: int, most: int) -> tuple[int, int]:
     return -(-lanes // kx), kx
 
 
-def xs_configs(backend: str, bits: int, dtype: str, forced: bool = False) -> list[dict]:
-    """CUDA's table when forced on CUDA, its first entry when forced elsewhere; unforced, none (not tuned)."""
+def xs_configs(backend: str, bits: int, dtype: str, forced: bool = False, ncols: int = 0) -> list[dict]:
+    """CUDA's table when forced on CUDA, its first entry when forced elsewhere; unforced, ``TUNED``'s entries on
+    CUDA (X8 = 2) where a lane holds one vector of x (K <= 16384 at 32 lanes: at two, R 4 spills), none elsewhere."""
     if not xs_ok(bits, dtype):
         if forced:
             raise ValueError(f"gemv_q: the xs path needs 4 bits and f16/bf16 x; got {bits} bits, {dtype}")
         return []
     if not forced:
-        return []
-    rows = TUNING["cuda"] if backend == "cuda" else TUNING["cuda"][:1]
+        rows = [row for row in TUNED.get(backend, []) if xs_shape(ncols, 32, row[1])[1] == 1]
+    else:
+        rows = TUNING["cuda"] if backend == "cuda" else TUNING["cuda"][:1]
     return [dict(zip(("R", "MOST", "X8", "NS"), row), PATH="xs") for row in rows]
 
 

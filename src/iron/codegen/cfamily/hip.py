@@ -33,7 +33,7 @@ from .cuda_matrix import CudaMatrix
 from .dialect import ACTIVATION_NEEDS, WRAPPING_INT_MATH, CDialect, SimdMasks, Snippet, Template
 from .hip_matrix import HipMatrix, mfma_snippets
 from .printer import KernelSource, emit_source
-from .simd_lanes import relative_shuffles, scans, votes
+from .simd_lanes import VOTE_PRED, relative_shuffles, scans, votes
 
 _F16 = Snippet("""\
 // f16 storage, converted in integer arithmetic with round to nearest even (the same code on AMD and NVIDIA); math
@@ -157,7 +157,8 @@ __device__ __forceinline__ unsigned long long iron_lanes_mask() {{
         out.update(shuffle_wrappers(fn, "unsigned long long"))
     q, lanes = "__device__ __forceinline__", "unsigned long long"
     out.update(relative_shuffles(q, CUDA_CTYPES, lanes, f"(iron_local_linear() & {w - 1})"))
-    out.update(votes(q, lanes, "(__ballot({p}) & mask)"))
+    out["vote_pred"] = VOTE_PRED
+    out.update(votes(q, lanes, "(__ballot(iron_vote_pred({p})) & mask)", needs=("vote_pred",)))
     out.update(scans(q, w, lanes, full, "iron_wave_shfl({v}, {lane}, {mask})", "__ffsll"))
     return out
 
@@ -215,8 +216,9 @@ class HipDialect(CudaDialect):
             "simd_size": Template(str(wavefront)),
         }
         wave = _wave_snippets(wavefront)
-        # the prelude follows this table's order: the shuffle macros (HIP only) before every helper that uses them
-        snippets = {"wave_shfl": wave.pop("wave_shfl"), **CudaDialect.snippets}
+        # the prelude follows this table's order: the shuffle macros and the votes' predicate (HIP only) before
+        # every helper that uses them
+        snippets = {"wave_shfl": wave.pop("wave_shfl"), "vote_pred": wave.pop("vote_pred"), **CudaDialect.snippets}
         snippets.update({"f16": _F16, "bf16": _BF16, "f32_to_int": _F32_TO_INT})
         snippets.update(wave)
         if nvidia and wavefront == 32:

@@ -48,25 +48,41 @@ static inline {ctype} iron_simd_shuffle_rel({ctype} v, int delta, uint own) {{
     return out
 
 
-def votes(qualifier: str, mask_ctype: str, ballot: str) -> dict[str, Snippet]:
+def votes(qualifier: str, mask_ctype: str, ballot: str, needs: tuple[str, ...] = ()) -> dict[str, Snippet]:
     """CUDA/HIP ``iron_simd_ballot/any/all``; ``ballot`` formats ``{p}`` (a predicate) into the mask of the lanes
-    in ``mask`` where it holds."""
+    in ``mask`` where it holds; ``needs``: snippets its spelling calls."""
     yes, no = ballot.format(p="c"), ballot.format(p="!c")
     return {
         "iron_simd_ballot:bool": Snippet(f"""\
 // simd_ballot: bit k where lane k is in the op's lanes and c holds (lanes 0..31: Iron's ballot is a u32).
 {qualifier} unsigned iron_simd_ballot(bool c, {mask_ctype} mask) {{
     return (unsigned)({yes});
-}}"""),
+}}""", needs=needs),
         "iron_simd_any:bool": Snippet(f"""\
 {qualifier} bool iron_simd_any(bool c, {mask_ctype} mask) {{
     return ({yes}) != 0;
-}}"""),
+}}""", needs=needs),
         "iron_simd_all:bool": Snippet(f"""\
 {qualifier} bool iron_simd_all(bool c, {mask_ctype} mask) {{
     return ({no}) == 0;
-}}"""),
+}}""", needs=needs),
     }
+
+
+#: HIP's votes ballot this instead of the predicate: AMD's LLVM folds ``__ballot`` of a float comparison into its
+#: ``amdgcn.fcmp`` intrinsic, and for an unordered one (``isnan``) of a value chosen by a branch its instruction
+#: selection then fails ("LLVM ERROR: Cannot select ... setuo"), which aborts the whole process inside hipRTC
+#: (gfx90a and gfx1030, ROCm 5.x/6.x hipRTC; source fuzz seed 217 of s36). An empty asm that owns the value as a
+#: VGPR hides the comparison from that fold (one v_cndmask); NVIDIA's compile of the HIP source does not need it.
+VOTE_PRED = Snippet("""\
+// the vote's predicate as an opaque int (hipRTC's fold of __ballot(float compare) can crash its back end)
+__device__ __forceinline__ int iron_vote_pred(bool c) {
+    int v = c;
+#if defined(__AMDGCN__)
+    __asm__ volatile("" : "+v"(v));
+#endif
+    return v;
+}""")
 
 
 def scans(qualifier: str, width: int, mask_ctype: str, full: str, shfl: str, ffs: str) -> dict[str, Snippet]:

@@ -11,7 +11,9 @@ What it writes: typed expression trees over i32/u32/f32/bool (arithmetic, compar
 ``not``, ternaries, ``where``, min/max/abs, bit ops and counts, ``umulhi``, ``bitcast``, ``**`` with literal
 exponents, casts between every pair of bool/i32/u32/f32/f16/bf16, including saturating float->int casts, which
 docs/dsl.md defines); statements (SSA and mutable locals, ``+=``, if/elif/else, ``for range`` with per-thread
-bounds, ``static_range``, ``while`` with a bounded counter, break/continue, early ``return``, atomics); helpers
+bounds, ``static_range``, ``while`` with a bounded counter, break/continue, early ``return``, atomics, register
+arrays (``local_array``) at static and masked run-time indices, 16/8/4-byte ``vload``/``vstore`` at aligned
+indices, ``dp4a``); helpers
 (``@iron.func``, with early returns); and, in a uniform prelude (straight-line code before any branch), shared
 arrays with ``barrier()``, group-scope atomics and SIMD ops. Only defined behaviour: integer divisors are made
 non-zero, buffer indices are masked into range, atomics whose order matters write per-thread slots (and the
@@ -249,6 +251,10 @@ class SourceGen:
         if k < 0.85:
             x = self.expr("f32", d).src  # NaN payloads and the sign of zero may differ: sent to 1.0 and +0.0
             return _Expr(f"bitcast(where(isnan({x}) or {x} == 0.0, 1.0, {x}), iron.{ty})")
+        if k < 0.88 and ty == "i32":
+            a = self.expr(self.r.choice(INT_TYPES), d).src
+            b = self.expr(self.r.choice(INT_TYPES), d).src
+            return _Expr(f"dp4a({a}, {b}, {self.expr('i32', d, True).src})")
         return self.leaf(ty, False)
 
     def float_expr(self, d: int) -> _Expr:
@@ -390,8 +396,70 @@ class SourceGen:
             self.indent -= 1
         elif k < 0.88 and not self.in_helper:
             self.atomic()
+        elif k < 0.92:
+            self.register_array()
+        elif k < 0.96 and not self.in_helper:
+            self.vector_access()
         else:
             self.assign()
+
+    def register_array(self) -> None:
+        """A ``local_array`` of 2 to 8 elements, every element written (static indices, a ``static_range``
+        loop, or both), sometimes one more written at a masked run-time index, then read at a static or a masked
+        run-time index, or summed over a ``static_range``."""
+        ty = self.r.choice(["i32", "u32", "f32", "f32"])
+        n = self.r.choice([2, 4, 8])
+        arr, name = self.fresh("ra"), self.fresh()
+        self.emit(f"{arr} = local_array(iron.{self.r.choice(['f16', 'bf16', 'f32']) if ty == 'f32' else ty}, {n})")
+        if self.chance(0.5):
+            var = self.fresh("e")
+            self.emit(f"for {var} in static_range({n}):")
+            self.scopes.append(_Scope({var: "i32"}, set()))
+            self.indent += 1
+            self.emit(f"{arr}[{var}] = {self.expr(ty, 2).src}")
+            self.indent -= 1
+            self.scopes.pop()
+        else:
+            for i in range(n):
+                self.emit(f"{arr}[{i}] = {self.expr(ty, 2, True).src}")
+        if self.chance(0.4):
+            self.emit(f"{arr}[({self.expr('i32', 1).src}) & {n - 1}] = {self.expr(ty, 2).src}")
+        k = self.r.random()
+        if k < 0.4:
+            self.emit(f"{name} = {arr}[{self.r.randrange(n)}]")
+        elif k < 0.7:
+            self.emit(f"{name} = {arr}[({self.expr('i32', 1).src}) & {n - 1}]")
+        else:
+            var = self.fresh("e")
+            self.emit(f"{name} = {arr}[0]")
+            self.emit(f"for {var} in static_range(1, {n}):")
+            self.emit(f"    {name} = {name} {self.r.choice(['+', '*', '^' if ty != 'f32' else '-'])} {arr}[{var}]")
+        self.define(name, ty, mutable=False)
+
+    def vector_access(self) -> None:
+        """``vload`` of a 16-, 8- or 4-byte vector from an input buffer at an aligned masked index, its elements
+        used; or ``vstore`` of a register array to an output's aligned store slots (SITES and the slots a thread
+        are multiples of 8, so a thread's slots start 16-byte aligned)."""
+        if self.chance(0.5):
+            buf, ty = self.r.choice([("xf", "f32"), ("xi", "i32"), ("xu", "u32"), ("xh", "f32"), ("xb", "f32")])
+            most = 8 if buf in ("xh", "xb") else 4
+            n = self.r.choice([m for m in (1, 2, 4, 8) if m <= most])
+            vec = self.fresh("vv")
+            self.emit(f"{vec} = vload({buf}, (({self.expr('i32', 1).src}) & {IN_SIZE // n - 1}) * {n}, {n})")
+            for _ in range(self.r.randint(1, 2)):
+                name = self.fresh()
+                self.emit(f"{name} = {vec}[{self.r.randrange(n)}]")
+                self.define(name, ty, mutable=False)
+            return
+        ty, buf = self.r.choice([("f32", "of"), ("i32", "oi"), ("u32", "ou"), ("f16", "oh"), ("bf16", "ob")])
+        n = self.r.choice([2, 4, 8] if ty in ("f16", "bf16") else [2, 4])
+        site = -(-self.sites[buf] // n) * n % SITES
+        self.sites[buf] = site + n
+        arr = self.fresh("rw")
+        self.emit(f"{arr} = local_array(iron.{ty}, {n})")
+        for i in range(n):
+            self.emit(f"{arr}[{i}] = {self.expr('f32' if ty in ('f16', 'bf16') else ty, 2, True).src}")
+        self.emit(f"vstore({buf}, gid * {SITES} + {site}, {arr})")
 
     def if_statement(self) -> None:
         self.emit(f"if {self.expr('bool', 3).src}:")

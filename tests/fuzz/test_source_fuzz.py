@@ -64,7 +64,8 @@ def test_the_generator_covers_the_language():
     for construct in ("@iron.func", "static_range(", "range(", "while ", "break", "continue", "return\n", "elif ",
                       "else:", "shared(", "barrier()", "simd_sum(", "simd_shuffle_xor(", "simd_ballot(", "atomic_add(",
                       "atomic_cas(", "Tensor[T]", "cast(", " if ", "where(", " and ", "(not ", "//", "%", "<<", ">>",
-                      "umulhi(", "bitcast(", "**", "+=", "exp(", "fma(", "C"):
+                      "umulhi(", "bitcast(", "**", "+=", "exp(", "fma(", "C", "local_array(", "vload(", "vstore(",
+                      "dp4a(", ") & 7] = "):
         assert construct in text, construct
     for src in CAST_TYPES:  # a cast from every type to every type (f16/bf16 values are casts or loads of them)
         for dst in CAST_TYPES:

@@ -1,6 +1,7 @@
-"""The source fuzzer's kernels compiled for the targets CI cannot run: NVRTC sm_90 (CUDA) and hipRTC gfx90a and
-gfx1030 (HIP), each target's batch in a child process (tests/fuzz/compile_child.py), so a compiler that aborts the
-process fails this test naming the seed instead of killing the worker. Why: the runtime fuzzer compares the backends
+"""The source fuzzer's kernels through every compile-only target of tests/backends/compile_targets.py (NVRTC sm_90
+and sm_90a, hipRTC gfx90a and gfx1030, spirv-val of both SPIR-V forms, clang against the Metal model), each target's
+batch in a child process (tests/fuzz/compile_child.py), so a compiler that aborts the process fails this test naming
+the seed instead of killing the worker. Why: the runtime fuzzer compares the backends
 CI runs (interpreter, lavapipe, msl-cpu); the s36 compile sweep of its kernels found hipRTC's LLVM aborting on
 ``simd_ballot(isnan(v))`` with v chosen by a branch (tests/codegen_hip/test_hip_votes_compile.py). Fixed seeds under
 IRON_CI=1 (as test_source_fuzz.py), fresh ones locally."""
@@ -13,17 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from iron.codegen import hiprtc, nvrtc
-
+from ..backends.compile_targets import COMPILE_ROWS
 from .test_differential import _seeds
 
 SEEDS = _seeds(24)
 ROOT = Path(__file__).resolve().parents[2]
-TARGETS = [pytest.param("sm_90", marks=pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
-                                                          reason=f"NVRTC: {nvrtc.unavailable_reason()}"))]
-TARGETS += [pytest.param(t, marks=pytest.mark.skipif(hiprtc.unavailable_reason() is not None,
-                                                     reason=f"hipRTC: {hiprtc.unavailable_reason()}"))
-            for t in ("gfx90a", "gfx1030")]
+TARGETS = [pytest.param(name, marks=pytest.mark.skipif(row.unavailable_reason() is not None,
+                                                       reason=f"{name}: {row.unavailable_reason()}"))
+           for name, row in COMPILE_ROWS.items()]
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -167,35 +167,32 @@ def test_xs_staged_needs_even_groups_a_row(rng):
                          config={"PATH": "xs", "R": 4, "MOST": 16, "X8": 1, "NS": 3})
 
 
-def test_xs_22_bit_x_keeps_one_f16_step(backend, rng):
-    """X8 = 2 (three bytes of x) against the float64 oracle within one f16 step, as tests/std/test_quant.py asks of
-    the tuned paths (X8 = 1's 15 bits miss it near zero; module docstring)."""
-    n, k = 16, 8192
-    p, s, b, x = _case(rng, n, k, 4, 64, "f16")
-    y = np.full(n, np.nan, np.float16)
-    QV.launch_gemv_q(p, s, b, x, y, 4, 64, backend, config={"PATH": "xs", "R": 4, "MOST": 16, "X8": 2})
+def _one_f16_step(backend, p, s, b, x, r):
+    """gemv_q4_xs with X8 = 2 at R = r: every f16 output within one f16 step of the float64 oracle."""
+    y = np.full(p.shape[0], np.nan, np.float16)
+    QV.launch_gemv_q(p, s, b, x, y, 4, 64, backend, config={"PATH": "xs", "R": r, "MOST": 16, "X8": 2})
     want = _oracle(p, s, b, x, 4, 64)
     step = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
     err = np.abs(y.astype(np.float64) - want)
     assert np.all(err <= step + 1e-6), f"max err {err.max()} at a step of {step[err.argmax()]}"
+
+
+def test_xs_22_bit_x_keeps_one_f16_step(backend, rng):
+    """X8 = 2 (three bytes of x) against the float64 oracle within one f16 step, as tests/std/test_quant.py asks of
+    the tuned paths (X8 = 1's 15 bits miss it near zero; module docstring)."""
+    _one_f16_step(backend, *_case(rng, 16, 8192, 4, 64, "f16"), 4)
 
 
 def test_xs_22_bit_x_keeps_one_f16_step_with_outliers(backend, rng):
     """X8 = 2 rounds x relative to each 32-value vector's max |x| (and CUDA's tuning times it): with an outlier of
     10^4 times the typical |x| in every third vector (activations with massive channels), every output still within
     one f16 step of the float64 oracle. X8 = 1 misses this (up to ~20 steps on the interpreter)."""
-    n, k = 16, 8192
-    p, s, b, x = _case(rng, n, k, 4, 64, "f16")
+    k = 8192
+    p, s, b, x = _case(rng, 16, k, 4, 64, "f16")
     x = x.astype(np.float64)
     where = np.arange(0, k, 96) + rng.integers(0, 32, len(range(0, k, 96)))
     x[where] *= 1e4 * rng.choice([-1.0, 1.0], len(where))
-    x = np.clip(x, -65000, 65000).astype(np.float16)
-    y = np.full(n, np.nan, np.float16)
-    QV.launch_gemv_q(p, s, b, x, y, 4, 64, backend, config={"PATH": "xs", "R": 8, "MOST": 16, "X8": 2})
-    want = _oracle(p, s, b, x, 4, 64)
-    step = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
-    err = np.abs(y.astype(np.float64) - want)
-    assert np.all(err <= step + 1e-6), f"max err {err.max()} at a step of {step[err.argmax()]}"
+    _one_f16_step(backend, p, s, b, np.clip(x, -65000, 65000).astype(np.float16), 8)
 
 
 def test_xs_nonfinite_x_is_not_hidden(backend, rng):

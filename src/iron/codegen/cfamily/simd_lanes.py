@@ -72,8 +72,9 @@ def votes(qualifier: str, mask_ctype: str, ballot: str, needs: tuple[str, ...] =
 #: HIP's votes ballot this instead of the predicate: AMD's LLVM folds ``__ballot`` of a float comparison into its
 #: ``amdgcn.fcmp`` intrinsic, and for an unordered one (``isnan``) of a value chosen by a branch its instruction
 #: selection then fails ("LLVM ERROR: Cannot select ... setuo"), which aborts the whole process inside hipRTC
-#: (gfx90a and gfx1030, ROCm 5.x/6.x hipRTC; source fuzz seed 217 of s36). An empty asm that owns the value as a
-#: VGPR hides the comparison from that fold (one v_cndmask); NVIDIA's compile of the HIP source does not need it.
+#: (gfx90a and gfx1030, with the hipRTC CI installs, version 9.0; source fuzz seed 217 of s36). An empty asm that
+#: owns the value as a VGPR hides the comparison from that fold (one v_cndmask); NVIDIA's compile of the HIP source
+#: does not need it.
 VOTE_PRED = Snippet("""\
 // the vote's predicate as an opaque int (hipRTC's fold of __ballot(float compare) can crash its back end)
 __device__ __forceinline__ int iron_vote_pred(bool c) {
